@@ -1,0 +1,177 @@
+// Package accel opens private keys by reference, whichever backend holds
+// them: a PEM file in memory ("software") or a crypto card through the SDF
+// interface of GM/T 0018 ("sdf"). Every key comes back as a crypto.Signer
+// (and crypto.Decrypter where the key can decrypt), which is all the
+// protocol code sees.
+//
+// A key reference is a URI-like string:
+//
+//	/etc/gmgate/sign.key                         a PEM key file (same as file:)
+//	file:/etc/gmgate/sign.key                    a PEM key file
+//	file:/etc/gmgate/enc.key?password-env=KEYPW  an encrypted PKCS#8 key, password from $KEYPW
+//	file:/etc/gmgate/enc.key?password-file=/run/secrets/keypw
+//
+// Other schemes are registered by their backends (see Register).
+//
+// accel reports operations through an Observer and does not import any
+// metrics library; it must not import the protocol or proxy packages.
+package accel
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Key is an opened private key.
+type Key interface {
+	crypto.Signer
+	// Backend names the backend holding the key ("software", "sdf").
+	Backend() string
+	// Close releases what the key holds (sessions, device handles).
+	Close() error
+}
+
+// Ref is a parsed key reference.
+type Ref struct {
+	Scheme string
+	// Path is the file or library path.
+	Path string
+	// Params are the query parameters.
+	Params url.Values
+	raw    string
+}
+
+// String returns the reference with secret-bearing parameters left as
+// they are (they name environment variables or files, never secrets).
+func (r *Ref) String() string { return r.raw }
+
+// ParseRef parses a key reference. A string without a scheme is a file
+// path.
+func ParseRef(s string) (*Ref, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, errors.New("empty key reference")
+	}
+	scheme, rest, ok := strings.Cut(s, ":")
+	if !ok || strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || len(scheme) < 2 {
+		// A bare path (also "C:..." is not expected on our platforms).
+		return &Ref{Scheme: "file", Path: s, Params: url.Values{}, raw: s}, nil
+	}
+	scheme = strings.ToLower(scheme)
+	path, query, _ := strings.Cut(rest, "?")
+	path = strings.TrimPrefix(path, "//")
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("key reference %q: bad parameters: %v", s, err)
+	}
+	if path == "" {
+		return nil, fmt.Errorf("key reference %q has no path", s)
+	}
+	return &Ref{Scheme: scheme, Path: path, Params: params, raw: s}, nil
+}
+
+// Backend opens keys of one scheme.
+type Backend interface {
+	Open(ctx context.Context, ref *Ref) (Key, error)
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Backend{}
+)
+
+// Register makes a backend available under scheme. It panics if the scheme
+// is taken, as a programming error.
+func Register(scheme string, b Backend) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[scheme]; dup {
+		panic("accel: backend registered twice for scheme " + scheme)
+	}
+	registry[scheme] = b
+}
+
+// Schemes lists the registered schemes.
+func Schemes() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for s := range registry {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open opens the key a reference names.
+func Open(ctx context.Context, ref string) (Key, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	registryMu.RLock()
+	b, ok := registry[r.Scheme]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", ref, r.Scheme, strings.Join(Schemes(), ", "))
+	}
+	return b.Open(ctx, r)
+}
+
+// Observer receives what backends do, for metrics. Implementations must be
+// safe for concurrent use and fast.
+type Observer interface {
+	// Op reports one private-key operation: op is "sign" or "decrypt",
+	// err its outcome.
+	Op(backend, op string, err error, d time.Duration)
+	// PoolWait reports how long a call waited for a session.
+	PoolWait(backend string, d time.Duration)
+	// PoolInUse reports a change of the number of sessions in use.
+	PoolInUse(backend string, delta int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Op(string, string, error, time.Duration) {}
+func (nopObserver) PoolWait(string, time.Duration)          {}
+func (nopObserver) PoolInUse(string, int)                   {}
+
+var observer struct {
+	sync.RWMutex
+	o Observer
+}
+
+// SetObserver installs the observer (nil removes it).
+func SetObserver(o Observer) {
+	observer.Lock()
+	defer observer.Unlock()
+	observer.o = o
+}
+
+// currentObserver returns the installed observer or a no-op one.
+func currentObserver() Observer {
+	observer.RLock()
+	defer observer.RUnlock()
+	if observer.o == nil {
+		return nopObserver{}
+	}
+	return observer.o
+}
+
+// ObserveOp reports an operation to the installed observer; for backends.
+func ObserveOp(backend, op string, start time.Time, err error) {
+	currentObserver().Op(backend, op, err, time.Since(start))
+}
+
+// ObservePoolWait reports a session-pool wait; for backends.
+func ObservePoolWait(backend string, d time.Duration) { currentObserver().PoolWait(backend, d) }
+
+// ObservePoolInUse reports a change of sessions in use; for backends.
+func ObservePoolInUse(backend string, delta int) { currentObserver().PoolInUse(backend, delta) }

@@ -1,0 +1,197 @@
+package accel
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/pkcs8"
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+)
+
+func init() { Register("file", softwareBackend{}) }
+
+// softwareBackend holds keys in process memory, read from PEM files.
+type softwareBackend struct{}
+
+// ErrKeyPassword is returned (wrapped) when an encrypted key cannot be
+// decrypted with the password given.
+var ErrKeyPassword = errors.New("wrong password for encrypted private key")
+
+func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
+	data, err := os.ReadFile(ref.Path)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+	}
+	password, err := secretParam(ref, "password")
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+	}
+	key, err := ParsePEMPrivateKey(data, password)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+	}
+	return NewSoftwareKey(key), nil
+}
+
+// secretParam reads a secret named by NAME-env (an environment variable)
+// or NAME-file (a file) parameter; nil when neither is given. Secrets are
+// never accepted inline.
+func secretParam(ref *Ref, name string) ([]byte, error) {
+	if ref.Params.Has(name) {
+		return nil, fmt.Errorf("the %s may not be written in the key reference; use %s-env=VAR or %s-file=PATH", name, name, name)
+	}
+	if v := ref.Params.Get(name + "-env"); v != "" {
+		s, ok := os.LookupEnv(v)
+		if !ok {
+			return nil, fmt.Errorf("environment variable %s (named by %s-env) is not set", v, name)
+		}
+		return []byte(s), nil
+	}
+	if f := ref.Params.Get(name + "-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s-file: %w", name, err)
+		}
+		return []byte(strings.TrimRight(string(b), "\r\n")), nil
+	}
+	return nil, nil
+}
+
+// ParsePEMPrivateKey parses the first private key in PEM data: PKCS#8
+// (plain or, with password, encrypted PBES2), SEC 1 EC (SM2 or NIST) or
+// PKCS#1 RSA.
+func ParsePEMPrivateKey(data, password []byte) (crypto.Signer, error) {
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		switch block.Type {
+		case "ENCRYPTED PRIVATE KEY":
+			if password == nil {
+				return nil, errors.New("the key is encrypted; give its password with password-env=VAR or password-file=PATH")
+			}
+			k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
+			if err != nil {
+				return nil, fmt.Errorf("%w (%v)", ErrKeyPassword, err)
+			}
+			return asSigner(k)
+		case "PRIVATE KEY":
+			k, err := smx509.ParsePKCS8PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parsing PKCS#8 key: %w", err)
+			}
+			return asSigner(k)
+		case "EC PRIVATE KEY", "SM2 PRIVATE KEY":
+			if k, err := smx509.ParseSM2PrivateKey(block.Bytes); err == nil {
+				return k, nil
+			}
+			k, err := smx509.ParseECPrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parsing EC key: %w", err)
+			}
+			return asSigner(k)
+		case "RSA PRIVATE KEY":
+			k, err := smx509.ParsePKCS1PrivateKey(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("parsing RSA key: %w", err)
+			}
+			return k, nil
+		}
+	}
+	return nil, errors.New("no private key found (expected a PEM block such as PRIVATE KEY, ENCRYPTED PRIVATE KEY or EC PRIVATE KEY)")
+}
+
+func asSigner(k any) (crypto.Signer, error) {
+	switch k := k.(type) {
+	case *sm2.PrivateKey:
+		return k, nil
+	case *ecdsa.PrivateKey:
+		if sm2.IsSM2PublicKey(&k.PublicKey) {
+			return new(sm2.PrivateKey).FromECPrivateKey(k)
+		}
+		return k, nil
+	case *rsa.PrivateKey:
+		return k, nil
+	case ed25519.PrivateKey:
+		return k, nil
+	}
+	return nil, fmt.Errorf("unsupported private key type %T", k)
+}
+
+// NewSoftwareKey wraps an in-memory key so that its operations are
+// observed. SM2 keys keep SM2 key agreement (ECDH) for the ECDHE suites.
+func NewSoftwareKey(k crypto.Signer) Key {
+	if s, ok := k.(*sm2.PrivateKey); ok {
+		return &softwareSM2Key{k: s}
+	}
+	return &softwareKey{k: k}
+}
+
+const softwareName = "software"
+
+type softwareKey struct{ k crypto.Signer }
+
+func (s *softwareKey) Public() crypto.PublicKey { return s.k.Public() }
+func (s *softwareKey) Backend() string          { return softwareName }
+func (s *softwareKey) Close() error             { return nil }
+
+func (s *softwareKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	start := time.Now()
+	sig, err := s.k.Sign(rand, digest, opts)
+	ObserveOp(softwareName, "sign", start, err)
+	return sig, err
+}
+
+// Decrypt is available when the underlying key can decrypt (RSA).
+func (s *softwareKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	d, ok := s.k.(crypto.Decrypter)
+	if !ok {
+		return nil, fmt.Errorf("a %T key cannot decrypt", s.k)
+	}
+	start := time.Now()
+	pt, err := d.Decrypt(rand, msg, opts)
+	ObserveOp(softwareName, "decrypt", start, err)
+	return pt, err
+}
+
+// softwareSM2Key is an SM2 key in memory.
+type softwareSM2Key struct{ k *sm2.PrivateKey }
+
+func (s *softwareSM2Key) Public() crypto.PublicKey { return s.k.Public() }
+func (s *softwareSM2Key) Backend() string          { return softwareName }
+func (s *softwareSM2Key) Close() error             { return nil }
+
+func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts) ([]byte, error) {
+	start := time.Now()
+	sig, err := s.k.Sign(rand, msg, opts)
+	ObserveOp(softwareName, "sign", start, err)
+	return sig, err
+}
+
+func (s *softwareSM2Key) Decrypt(rand io.Reader, ct []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	start := time.Now()
+	pt, err := s.k.Decrypt(rand, ct, opts)
+	ObserveOp(softwareName, "decrypt", start, err)
+	return pt, err
+}
+
+// ECDH exposes the key for SM2 key agreement (ECDHE suites).
+func (s *softwareSM2Key) ECDH() (*ecdh.PrivateKey, error) { return s.k.ECDH() }
+
+// SM2 returns the underlying key; for generating and migrating
+// certificates.
+func (s *softwareSM2Key) SM2() *sm2.PrivateKey { return s.k }

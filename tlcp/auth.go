@@ -1,0 +1,165 @@
+package tlcp
+
+import (
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// certCache keeps parsed certificates by their DER bytes: a client talking
+// to the same servers, or a server seeing the same client certificates,
+// parses each certificate once. It is bounded; when full it starts over.
+var certCache = struct {
+	sync.Mutex
+	m map[string]*smx509.Certificate
+}{m: make(map[string]*smx509.Certificate)}
+
+const certCacheSize = 1024
+
+func parseCertificate(der []byte) (*smx509.Certificate, error) {
+	certCache.Lock()
+	c, ok := certCache.m[string(der)]
+	certCache.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	certCache.Lock()
+	if len(certCache.m) >= certCacheSize {
+		clear(certCache.m)
+	}
+	certCache.m[string(der)] = c
+	certCache.Unlock()
+	return c, nil
+}
+
+func parseCertificates(list [][]byte) ([]*smx509.Certificate, error) {
+	certs := make([]*smx509.Certificate, len(list))
+	for i, der := range list {
+		c, err := parseCertificate(der)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", i, err)
+		}
+		certs[i] = c
+	}
+	return certs, nil
+}
+
+// certRole names a certificate's position for error messages.
+func certRole(i int) string {
+	switch i {
+	case 0:
+		return "signing certificate"
+	case 1:
+		return "encryption certificate"
+	}
+	return fmt.Sprintf("chain certificate %d", i-1)
+}
+
+const encKeyUsages = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
+
+// checkKeyUsages checks the roles of a peer's signing and encryption
+// certificates: SM2 keys, digitalSignature on the first, an encipherment or
+// key-agreement usage on the second. An absent KeyUsage extension permits
+// everything.
+func checkKeyUsages(sign, enc *smx509.Certificate) error {
+	if _, err := sm2PublicKey(sign.PublicKey); err != nil {
+		return fmt.Errorf("signing certificate %q: %w", sign.Subject, err)
+	}
+	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
+		return fmt.Errorf("signing certificate %q lacks the digitalSignature key usage", sign.Subject)
+	}
+	if enc == nil {
+		return nil
+	}
+	if _, err := sm2PublicKey(enc.PublicKey); err != nil {
+		return fmt.Errorf("encryption certificate %q: %w", enc.Subject, err)
+	}
+	if enc.KeyUsage != 0 && enc.KeyUsage&encKeyUsages == 0 {
+		return fmt.Errorf("encryption certificate %q has none of the keyEncipherment, dataEncipherment or keyAgreement key usages", enc.Subject)
+	}
+	return nil
+}
+
+// Extended key usages accepted on peer certificates. Client certificates
+// issued by GM CAs often carry serverAuth as well as (or instead of)
+// clientAuth, so both are accepted there.
+var (
+	serverAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth}
+	clientAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth, smx509.ExtKeyUsageServerAuth}
+)
+
+// verifyPeerChains verifies the signing certificate (against host, when
+// given) and the encryption certificate, when there is one, as leaves
+// under roots. The encryption certificate is checked against host only
+// when it carries names of its own.
+func verifyPeerChains(sign, enc *smx509.Certificate, intermediates []*smx509.Certificate, roots *smx509.CertPool, host string, now time.Time, usages []smx509.ExtKeyUsage) ([][]*smx509.Certificate, error) {
+	inter := smx509.NewCertPool()
+	for _, c := range intermediates {
+		inter.AddCert(c)
+	}
+	opts := smx509.VerifyOptions{
+		Roots:         roots,
+		Intermediates: inter,
+		CurrentTime:   now,
+		DNSName:       host,
+		KeyUsages:     usages,
+	}
+	chains, err := sign.Verify(opts)
+	if err != nil {
+		return nil, fmt.Errorf("signing certificate: %w", err)
+	}
+	if enc != nil {
+		if len(enc.DNSNames) == 0 && len(enc.IPAddresses) == 0 {
+			opts.DNSName = ""
+		}
+		if _, err := enc.Verify(opts); err != nil {
+			return nil, fmt.Errorf("encryption certificate: %w", err)
+		}
+	}
+	return chains, nil
+}
+
+// certificateAlert chooses the alert for a certificate verification error.
+func certificateAlert(err error) Alert {
+	var unknownAuthority smx509.UnknownAuthorityError
+	var invalid smx509.CertificateInvalidError
+	var hostname smx509.HostnameError
+	switch {
+	case errors.As(err, &unknownAuthority):
+		return AlertUnknownCA
+	case errors.As(err, &hostname):
+		return AlertBadCertificate
+	case errors.As(err, &invalid):
+		switch invalid.Reason {
+		case smx509.Expired:
+			return AlertCertificateExpired
+		case smx509.IncompatibleUsage:
+			return AlertUnsupportedCertificate
+		}
+	}
+	return AlertBadCertificate
+}
+
+// hostnameForVerify strips a port and brackets; an IP literal is checked
+// against IP SANs by smx509.
+func hostnameForVerify(name string) string {
+	if h, _, err := net.SplitHostPort(name); err == nil {
+		name = h
+	}
+	return strings.TrimSuffix(strings.Trim(name, "[]"), ".")
+}
+
+// leafSM2Key returns the SM2 public key of a parsed certificate.
+func leafSM2Key(c *smx509.Certificate) (*ecdsa.PublicKey, error) {
+	return sm2PublicKey(c.PublicKey)
+}

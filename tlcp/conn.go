@@ -1,0 +1,770 @@
+package tlcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// Conn is a TLCP connection over a net.Conn. Read and Write may be called
+// concurrently with each other; the first error of each direction sticks.
+type Conn struct {
+	conn     net.Conn
+	isClient bool
+	config   *Config
+	// handshakeFn is clientHandshake or serverHandshake.
+	handshakeFn func(context.Context) error
+
+	handshakeMutex      sync.Mutex
+	handshakeErr        error
+	isHandshakeComplete atomic.Bool
+	handshakes          int
+
+	// Negotiated state, written by the handshake under handshakeMutex.
+	haveVers           bool
+	cipherSuite        uint16
+	didResume          bool
+	serverName         string
+	negotiatedProtocol string
+	peerCertificates   []*smx509.Certificate
+	verifiedChains     [][]*smx509.Certificate
+	sessionID          []byte
+
+	in, out halfConn
+
+	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is small between
+	// records and borrows a large buffer from largeBufs for big records.
+	rawBuf        []byte
+	rawR, rawW    int
+	rawPooled     bool
+	small         [1536]byte
+	input         []byte       // decrypted application data not yet returned
+	hand          bytes.Buffer // handshake data not yet parsed
+	emptyRecords  int          // consecutive empty application records
+	warnAlerts    int          // warning alerts received in a row
+	renegAttempts int
+
+	// buffering collects a whole flight in sendBuf so that it leaves in one
+	// write.
+	buffering bool
+	sendBuf   []byte
+
+	closeNotifySent bool
+	closeNotifyErr  error
+	activeCall      atomic.Int32
+	closed          atomic.Bool
+}
+
+// halfConn is the record state of one direction.
+type halfConn struct {
+	sync.Mutex
+	err        error
+	cipher     recordCipher // nil before ChangeCipherSpec
+	nextCipher recordCipher
+	seq        uint64
+}
+
+func (hc *halfConn) setErrorLocked(err error) error {
+	if e, ok := err.(net.Error); ok {
+		hc.err = &permanentError{err: e}
+	} else {
+		hc.err = err
+	}
+	return err
+}
+
+// changeCipherSpec switches to the prepared cipher and resets the sequence
+// number.
+func (hc *halfConn) changeCipherSpec() error {
+	if hc.nextCipher == nil {
+		return errors.New("tlcp: ChangeCipherSpec before keys were established")
+	}
+	hc.cipher = hc.nextCipher
+	hc.nextCipher = nil
+	hc.seq = 0
+	return nil
+}
+
+func (hc *halfConn) incSeq() error {
+	hc.seq++
+	if hc.seq == 0 {
+		// 2^64 records: the standard forbids wrapping.
+		return errors.New("tlcp: sequence number wrapped")
+	}
+	return nil
+}
+
+type permanentError struct{ err net.Error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Timeout() bool   { return e.err.Timeout() }
+func (e *permanentError) Temporary() bool { return false }
+
+// largeBufs holds input buffers big enough for any record; writeBufs hold
+// a few sealed records so that bulk writes leave in large writes.
+var (
+	largeBufs = sync.Pool{New: func() any { b := make([]byte, recordHeaderLen+maxCiphertext+256); return &b }}
+	writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeFlushSize+recordHeaderLen+maxCiphertext); return &b }}
+)
+
+// writeFlushSize is how much sealed data Write collects before writing.
+const writeFlushSize = 4 * (recordHeaderLen + maxPlaintext + 64)
+
+// LocalAddr returns the local network address.
+func (c *Conn) LocalAddr() net.Addr { return c.conn.LocalAddr() }
+
+// RemoteAddr returns the remote network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.conn.RemoteAddr() }
+
+// SetDeadline sets the read and write deadlines of the underlying
+// connection. A Write that times out leaves the connection unusable.
+func (c *Conn) SetDeadline(t time.Time) error { return c.conn.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline of the underlying connection.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.conn.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline of the underlying connection.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadline(t) }
+
+// NetConn returns the underlying connection. Writing to or reading from it
+// directly corrupts the TLCP session.
+func (c *Conn) NetConn() net.Conn { return c.conn }
+
+// fill makes at least n unread bytes available in rawBuf, reading as much
+// as the buffer holds in each call so that a whole flight usually arrives
+// in one read.
+func (c *Conn) fill(n int) error {
+	if c.rawBuf == nil {
+		c.rawBuf = c.small[:]
+	}
+	if c.rawW-c.rawR >= n {
+		return nil
+	}
+	if len(c.rawBuf)-c.rawR < n {
+		if n <= len(c.rawBuf) {
+			copy(c.rawBuf, c.rawBuf[c.rawR:c.rawW])
+		} else {
+			big := largeBufs.Get().(*[]byte)
+			copy(*big, c.rawBuf[c.rawR:c.rawW])
+			c.releaseRaw()
+			c.rawBuf = *big
+			c.rawPooled = true
+		}
+		c.rawW -= c.rawR
+		c.rawR = 0
+	}
+	for c.rawW-c.rawR < n {
+		m, err := c.conn.Read(c.rawBuf[c.rawW:])
+		if m < 0 {
+			return errors.New("tlcp: underlying Read returned a negative count")
+		}
+		c.rawW += m
+		if err != nil {
+			if c.rawW-c.rawR >= n {
+				return nil
+			}
+			if err == io.EOF && c.rawW-c.rawR > 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseRaw returns a borrowed large buffer when nothing in it is needed.
+func (c *Conn) releaseRaw() {
+	if c.rawPooled {
+		b := c.rawBuf
+		largeBufs.Put(&b)
+		c.rawPooled = false
+	}
+	c.rawBuf = nil
+}
+
+// maybeReleaseRaw drops the large input buffer once all its data has been
+// consumed, so that idle connections hold only their small buffer.
+func (c *Conn) maybeReleaseRaw() {
+	if c.rawPooled && c.rawR == c.rawW && len(c.input) == 0 {
+		c.releaseRaw()
+		c.rawR, c.rawW = 0, 0
+	}
+}
+
+// readRecord reads one record and handles it: application data goes to
+// c.input, handshake data to c.hand, alerts and ChangeCipherSpec are acted
+// upon. c.in must be locked.
+func (c *Conn) readRecord() error { return c.readRecordOrCCS(false) }
+
+func (c *Conn) readChangeCipherSpec() error { return c.readRecordOrCCS(true) }
+
+func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
+	if c.in.err != nil {
+		return c.in.err
+	}
+	handshakeComplete := c.isHandshakeComplete.Load()
+	if c.input != nil && len(c.input) > 0 {
+		return errors.New("tlcp: internal error: reading a record with unread data")
+	}
+	c.input = nil
+
+	if err := c.fill(recordHeaderLen); err != nil {
+		if e, ok := err.(net.Error); !ok || !e.Timeout() {
+			c.in.setErrorLocked(err)
+		}
+		return err
+	}
+	hdr := c.rawBuf[c.rawR : c.rawR+recordHeaderLen]
+	typ := recordType(hdr[0])
+	vers := uint16(hdr[1])<<8 | uint16(hdr[2])
+	n := int(hdr[3])<<8 | int(hdr[4])
+	if c.haveVers {
+		if vers != VersionTLCP {
+			return c.in.setErrorLocked(c.sendAlert(AlertProtocolVersion, fmt.Errorf("record version %#04x, want %#04x", vers, VersionTLCP)))
+		}
+	} else {
+		// The first record must look like a handshake (or alert) record of
+		// some TLS-family protocol; anything else is not a peer of ours.
+		if (typ != recordTypeHandshake && typ != recordTypeAlert) || vers >= 0x1000 {
+			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("first record does not look like TLCP")))
+		}
+	}
+	if n > maxCiphertext {
+		return c.in.setErrorLocked(c.sendAlert(AlertRecordOverflow, fmt.Errorf("record of %d bytes exceeds the limit of %d", n, maxCiphertext)))
+	}
+	if err := c.fill(recordHeaderLen + n); err != nil {
+		if e, ok := err.(net.Error); !ok || !e.Timeout() {
+			c.in.setErrorLocked(err)
+		}
+		return err
+	}
+	record := c.rawBuf[c.rawR : c.rawR+recordHeaderLen+n]
+	c.rawR += recordHeaderLen + n
+
+	data := record[recordHeaderLen:]
+	if c.in.cipher != nil {
+		var err error
+		data, err = c.in.cipher.open(record, c.in.seq)
+		if err != nil {
+			return c.in.setErrorLocked(c.sendAlert(AlertBadRecordMAC, err))
+		}
+	}
+	if len(data) > maxPlaintext {
+		return c.in.setErrorLocked(c.sendAlert(AlertRecordOverflow, errors.New("plaintext exceeds 2^14 bytes")))
+	}
+	if err := c.in.incSeq(); err != nil {
+		return c.in.setErrorLocked(c.sendAlert(AlertInternalError, err))
+	}
+	if typ != recordTypeAlert && len(data) > 0 {
+		c.warnAlerts = 0
+	}
+
+	switch typ {
+	default:
+		return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unknown record type %d", typ)))
+
+	case recordTypeAlert:
+		if len(data) != 2 {
+			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("malformed alert record")))
+		}
+		level, desc := data[0], Alert(data[1])
+		if desc == AlertCloseNotify {
+			return c.in.setErrorLocked(io.EOF)
+		}
+		if level == alertLevelWarning {
+			// Warnings (no_renegotiation, user_canceled) carry nothing we
+			// act on, but a stream of them is an attack on our loop.
+			c.warnAlerts++
+			if c.warnAlerts > 16 {
+				return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("too many warning alerts")))
+			}
+			return c.retryReadRecord(expectChangeCipherSpec)
+		}
+		return c.in.setErrorLocked(&AlertError{Alert: desc, Remote: true})
+
+	case recordTypeChangeCipherSpec:
+		if len(data) != 1 || data[0] != 1 {
+			return c.in.setErrorLocked(c.sendAlert(AlertDecodeError, errors.New("malformed ChangeCipherSpec")))
+		}
+		if !expectChangeCipherSpec || c.hand.Len() > 0 {
+			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("unexpected ChangeCipherSpec")))
+		}
+		if err := c.in.changeCipherSpec(); err != nil {
+			return c.in.setErrorLocked(c.sendAlert(AlertInternalError, err))
+		}
+
+	case recordTypeApplicationData:
+		if !handshakeComplete || expectChangeCipherSpec {
+			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("application data before the handshake completed")))
+		}
+		if len(data) == 0 {
+			// Empty records are legal (CBC countermeasures) but an endless
+			// run of them would keep us spinning.
+			c.emptyRecords++
+			if c.emptyRecords > 100 {
+				return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("too many empty records")))
+			}
+			return c.retryReadRecord(expectChangeCipherSpec)
+		}
+		c.emptyRecords = 0
+		c.input = data
+
+	case recordTypeHandshake:
+		if len(data) == 0 || expectChangeCipherSpec {
+			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("unexpected handshake record")))
+		}
+		c.hand.Write(data)
+	}
+	return nil
+}
+
+func (c *Conn) retryReadRecord(expectChangeCipherSpec bool) error {
+	return c.readRecordOrCCS(expectChangeCipherSpec)
+}
+
+// sendAlert sends a fatal alert (or a warning for close_notify and
+// no_renegotiation) and returns the error that describes it.
+func (c *Conn) sendAlert(a Alert, cause error) error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	return c.sendAlertLocked(a, cause)
+}
+
+func (c *Conn) sendAlertLocked(a Alert, cause error) error {
+	level := byte(alertLevelError)
+	if a == AlertNoRenegotiation || a == AlertCloseNotify {
+		level = alertLevelWarning
+	}
+	// An alert ends whatever flight was being put together: send it alone
+	// and now.
+	c.buffering = false
+	c.sendBuf = nil
+	_, werr := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
+	if a == AlertCloseNotify {
+		return werr
+	}
+	err := &AlertError{Alert: a, Err: cause}
+	if level == alertLevelError {
+		c.out.setErrorLocked(err)
+	}
+	return err
+}
+
+// writeRecordLocked protects data as records of type typ (fragmented at
+// 2^14) and writes them, or keeps them in sendBuf while buffering. c.out
+// must be locked.
+func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
+	if c.out.err != nil {
+		return 0, c.out.err
+	}
+	var outBuf []byte
+	pooled := false
+	if c.buffering {
+		outBuf = c.sendBuf
+	} else if len(data) > 2048 {
+		outBuf = (*writeBufs.Get().(*[]byte))[:0]
+		pooled = true
+	}
+	written := 0
+	for len(data) > 0 || written == 0 {
+		m := min(len(data), maxPlaintext)
+		var err error
+		outBuf, err = c.sealRecord(outBuf, typ, data[:m])
+		if err != nil {
+			return written, c.out.setErrorLocked(err)
+		}
+		data = data[m:]
+		written += m
+		if typ == recordTypeChangeCipherSpec {
+			if err := c.out.changeCipherSpec(); err != nil {
+				return written, c.out.setErrorLocked(err)
+			}
+		}
+		// Keep writes large but bounded: flush every few records.
+		if !c.buffering && len(outBuf) >= writeFlushSize {
+			if err := c.writeRaw(outBuf); err != nil {
+				return written, err
+			}
+			outBuf = outBuf[:0]
+		}
+		if m == 0 {
+			break
+		}
+	}
+	if c.buffering {
+		c.sendBuf = outBuf
+		return written, nil
+	}
+	err := c.writeRaw(outBuf)
+	if pooled {
+		outBuf = outBuf[:0]
+		writeBufs.Put(&outBuf)
+	}
+	return written, err
+}
+
+func (c *Conn) sealRecord(out []byte, typ recordType, payload []byte) ([]byte, error) {
+	var err error
+	if c.out.cipher == nil {
+		out = appendRecordHeader(out, typ, len(payload))
+		out = append(out, payload...)
+	} else {
+		out, err = c.out.cipher.seal(out, typ, payload, c.out.seq, c.config.rand())
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, c.out.incSeq()
+}
+
+func (c *Conn) writeRaw(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if _, err := c.conn.Write(b); err != nil {
+		return c.out.setErrorLocked(err)
+	}
+	return nil
+}
+
+// flush writes the buffered flight. c.out must not be locked.
+func (c *Conn) flush() error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if len(c.sendBuf) == 0 {
+		return nil
+	}
+	err := c.writeRaw(c.sendBuf)
+	c.sendBuf = nil
+	return err
+}
+
+// writeHandshake sends one handshake message in its own record(s) (GmSSL
+// rejects records that hold more than one) and adds it to the transcript.
+func (c *Conn) writeHandshake(msg handshakeMessage, transcript io.Writer) error {
+	data, err := msg.marshal()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	if transcript != nil {
+		transcript.Write(data)
+	}
+	c.out.Lock()
+	defer c.out.Unlock()
+	_, err = c.writeRecordLocked(recordTypeHandshake, data)
+	return err
+}
+
+func (c *Conn) writeChangeCipherSpec() error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	_, err := c.writeRecordLocked(recordTypeChangeCipherSpec, []byte{1})
+	return err
+}
+
+// readHandshake reads the next handshake message, adds it to the
+// transcript when one is given, and returns it parsed.
+func (c *Conn) readHandshake(transcript io.Writer) (any, error) {
+	for c.hand.Len() < 4 {
+		if err := c.readRecord(); err != nil {
+			return nil, err
+		}
+	}
+	head := c.hand.Bytes()
+	n := int(head[1])<<16 | int(head[2])<<8 | int(head[3])
+	if n > maxHandshake {
+		return nil, c.in.setErrorLocked(c.sendAlert(AlertIllegalParameter, fmt.Errorf("handshake message of %d bytes exceeds the limit of %d", n, maxHandshake)))
+	}
+	for c.hand.Len() < 4+n {
+		if err := c.readRecord(); err != nil {
+			return nil, err
+		}
+	}
+	data := bytes.Clone(c.hand.Next(4 + n))
+	if c.hand.Len() == 0 {
+		c.hand.Reset()
+	}
+	msg := newHandshakeMessage(data[0])
+	if msg == nil {
+		return nil, c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unknown handshake message type %d", data[0])))
+	}
+	if !msg.unmarshal(data) {
+		return nil, c.in.setErrorLocked(c.sendAlert(AlertDecodeError, fmt.Errorf("malformed %s", messageName(data[0]))))
+	}
+	if transcript != nil {
+		transcript.Write(data)
+	}
+	return msg, nil
+}
+
+func messageName(typ uint8) string {
+	switch typ {
+	case typeHelloRequest:
+		return "HelloRequest"
+	case typeClientHello:
+		return "ClientHello"
+	case typeServerHello:
+		return "ServerHello"
+	case typeCertificate:
+		return "Certificate"
+	case typeServerKeyExchange:
+		return "ServerKeyExchange"
+	case typeCertificateRequest:
+		return "CertificateRequest"
+	case typeServerHelloDone:
+		return "ServerHelloDone"
+	case typeCertificateVerify:
+		return "CertificateVerify"
+	case typeClientKeyExchange:
+		return "ClientKeyExchange"
+	case typeFinished:
+		return "Finished"
+	}
+	return fmt.Sprintf("message type %d", typ)
+}
+
+// unexpectedMessageError sends unexpected_message for a message of the
+// wrong type.
+func (c *Conn) unexpectedMessageError(want string, got any) error {
+	return c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("received %T, want %s", got, want))
+}
+
+// Write writes data as application records, handshaking first if needed.
+func (c *Conn) Write(b []byte) (int, error) {
+	// Close waits for active calls; a Write racing with Close must see it.
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return 0, net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x+2) {
+			break
+		}
+	}
+	defer c.activeCall.Add(-2)
+
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	c.out.Lock()
+	defer c.out.Unlock()
+	if c.out.err != nil {
+		return 0, c.out.err
+	}
+	if c.closeNotifySent {
+		return 0, errShutdown
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	return c.writeRecordLocked(recordTypeApplicationData, b)
+}
+
+var errShutdown = errors.New("tlcp: protocol is shutdown")
+
+// Read reads application data, handshaking first if needed. It returns
+// io.EOF after the peer's close_notify.
+func (c *Conn) Read(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.in.Lock()
+	defer c.in.Unlock()
+	for len(c.input) == 0 {
+		if err := c.readRecord(); err != nil {
+			return 0, err
+		}
+		for c.hand.Len() > 0 {
+			if err := c.handlePostHandshakeMessage(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n := copy(b, c.input)
+	c.input = c.input[n:]
+	c.maybeReleaseRaw()
+	return n, nil
+}
+
+// handlePostHandshakeMessage refuses renegotiation: a HelloRequest (client)
+// or ClientHello (server) gets a no_renegotiation warning; anything else is
+// fatal.
+func (c *Conn) handlePostHandshakeMessage() error {
+	msg, err := c.readHandshake(nil)
+	if err != nil {
+		return err
+	}
+	c.renegAttempts++
+	if c.renegAttempts > 8 {
+		return c.in.setErrorLocked(c.sendAlert(AlertNoRenegotiation, nil))
+	}
+	switch msg.(type) {
+	case *helloRequestMsg:
+		if c.isClient {
+			return c.sendAlert(AlertNoRenegotiation, nil)
+		}
+	case *clientHelloMsg:
+		if !c.isClient {
+			return c.sendAlert(AlertNoRenegotiation, nil)
+		}
+	}
+	return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unexpected %T after the handshake", msg)))
+}
+
+// Close sends close_notify (after a completed handshake) and closes the
+// connection.
+func (c *Conn) Close() error {
+	// Interlock with Write: no new Write after this point.
+	for {
+		x := c.activeCall.Load()
+		if x&1 != 0 {
+			return net.ErrClosed
+		}
+		if c.activeCall.CompareAndSwap(x, x|1) {
+			break
+		}
+	}
+	var alertErr error
+	if c.isHandshakeComplete.Load() {
+		if err := c.closeNotify(); err != nil {
+			alertErr = fmt.Errorf("tlcp: failed to send closeNotify alert (but connection was closed anyway): %w", err)
+		}
+	}
+	if err := c.conn.Close(); err != nil {
+		return err
+	}
+	return alertErr
+}
+
+// CloseWrite sends close_notify and shuts down the write side of the
+// underlying connection when it supports that (as *net.TCPConn does), so
+// the peer reads EOF while this side can still read.
+func (c *Conn) CloseWrite() error {
+	if !c.isHandshakeComplete.Load() {
+		return errors.New("tlcp: CloseWrite called before handshake complete")
+	}
+	if err := c.closeNotify(); err != nil {
+		return err
+	}
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *Conn) closeNotify() error {
+	c.out.Lock()
+	defer c.out.Unlock()
+	if !c.closeNotifySent {
+		// Do not let a peer that stopped reading hold Close forever.
+		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.closeNotifyErr = c.sendAlertLocked(AlertCloseNotify, nil)
+		c.closeNotifySent = true
+		c.SetWriteDeadline(time.Now())
+	}
+	return c.closeNotifyErr
+}
+
+// Handshake runs the handshake if it has not run yet. Most uses need not
+// call it: the first Read or Write does.
+func (c *Conn) Handshake() error { return c.HandshakeContext(context.Background()) }
+
+// HandshakeContext runs the handshake, giving up (and closing the
+// connection) when ctx is done first.
+func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
+	if c.isHandshakeComplete.Load() {
+		return nil
+	}
+	if ctx.Done() != nil {
+		if ctx.Err() != nil {
+			c.conn.Close()
+			return ctx.Err()
+		}
+		stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+		defer func() {
+			if !stop() && err != nil {
+				// The context fired and closed the connection: report why.
+				err = ctx.Err()
+			}
+		}()
+	}
+
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	if err := c.handshakeErr; err != nil {
+		return err
+	}
+	if c.isHandshakeComplete.Load() {
+		return nil
+	}
+	c.in.Lock()
+	defer c.in.Unlock()
+
+	c.handshakeErr = c.handshakeFn(ctx)
+	if c.handshakeErr == nil {
+		c.handshakes++
+	} else {
+		// A handshake error leaves the connection unusable for data too.
+		c.flush()
+	}
+	if c.handshakeErr == nil && !c.isHandshakeComplete.Load() {
+		c.handshakeErr = errors.New("tlcp: internal error: handshake should have had a result")
+	}
+	return c.handshakeErr
+}
+
+// ConnectionState returns the state of the connection.
+func (c *Conn) ConnectionState() ConnectionState {
+	c.handshakeMutex.Lock()
+	defer c.handshakeMutex.Unlock()
+	return c.connectionStateLocked()
+}
+
+func (c *Conn) connectionStateLocked() ConnectionState {
+	var st ConnectionState
+	st.HandshakeComplete = c.isHandshakeComplete.Load()
+	if c.haveVers {
+		st.Version = VersionTLCP
+	}
+	st.CipherSuite = c.cipherSuite
+	st.DidResume = c.didResume
+	st.ServerName = c.serverName
+	st.NegotiatedProtocol = c.negotiatedProtocol
+	st.PeerCertificates = c.peerCertificates
+	st.VerifiedChains = c.verifiedChains
+	st.SessionID = c.sessionID
+	return st
+}
+
+// transcript is the running SM3 hash of the handshake messages; it also
+// keeps the raw messages when a CertificateVerify in GmSSL's form (signed
+// over the raw transcript) may need checking.
+type transcript struct {
+	h   hash.Hash
+	raw []byte
+	// keepRaw is set when the raw transcript is needed.
+	keepRaw bool
+}
+
+func (t *transcript) Write(p []byte) (int, error) {
+	t.h.Write(p)
+	if t.keepRaw {
+		t.raw = append(t.raw, p...)
+	}
+	return len(p), nil
+}
+
+func (t *transcript) sum() []byte { return t.h.Sum(nil) }

@@ -1,0 +1,574 @@
+package tlcp
+
+import (
+	"context"
+	"crypto"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/emmansun/gmsm/ecdh"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// serverHandshakeState holds one server handshake in progress.
+type serverHandshakeState struct {
+	c            *Conn
+	ctx          context.Context
+	config       *Config
+	clientHello  *clientHelloMsg
+	hello        *serverHelloMsg
+	suite        *cipherSuite
+	cert         *Certificate
+	session      *SessionState
+	masterSecret []byte
+	transcript   transcript
+	// ecdheKey is the server's ephemeral key with the ECDHE suites.
+	ecdheKey *ecdh.PrivateKey
+	// certRequested is set when a CertificateRequest was sent.
+	certRequested bool
+	// peerCerts are the client certificates as received.
+	peerCerts [][]byte
+}
+
+func (c *Conn) serverHandshake(ctx context.Context) error {
+	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config}
+	hs.transcript.h = sm3.New()
+	if err := hs.readClientHello(); err != nil {
+		return err
+	}
+	if err := hs.processClientHello(); err != nil {
+		return err
+	}
+	if hs.checkForResumption() {
+		c.didResume = true
+		if err := hs.doResumeHandshake(); err != nil {
+			return err
+		}
+		if err := hs.establishKeys(); err != nil {
+			return err
+		}
+		c.buffering = true
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+	} else {
+		if err := hs.doFullHandshake(); err != nil {
+			return err
+		}
+		if err := hs.establishKeys(); err != nil {
+			return err
+		}
+		if err := hs.readFinished(); err != nil {
+			return err
+		}
+		c.buffering = true
+		if err := hs.sendFinished(); err != nil {
+			return err
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+		hs.storeSession()
+	}
+	c.buffering = false
+	if err := hs.verifyConnection(); err != nil {
+		return err
+	}
+	c.isHandshakeComplete.Store(true)
+	return nil
+}
+
+// readClientHello reads the ClientHello and applies GetConfigForClient.
+func (hs *serverHandshakeState) readClientHello() error {
+	c := hs.c
+	msg, err := c.readHandshake(nil)
+	if err != nil {
+		return err
+	}
+	ch, ok := msg.(*clientHelloMsg)
+	if !ok {
+		return c.unexpectedMessageError("ClientHello", msg)
+	}
+	hs.clientHello = ch
+	if c.config.GetConfigForClient != nil {
+		cfg, err := c.config.GetConfigForClient(hs.clientHelloInfo())
+		if err != nil {
+			return c.sendAlert(AlertInternalError, err)
+		}
+		if cfg != nil {
+			hs.config = cfg
+			c.config = cfg
+		}
+	}
+	if ch.vers != VersionTLCP {
+		return c.sendAlert(AlertProtocolVersion, fmt.Errorf("client offered version %#04x; this server speaks only TLCP 1.1 (0x0101)", ch.vers))
+	}
+	c.haveVers = true
+	hs.transcript.Write(ch.raw)
+	return nil
+}
+
+func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
+	return &ClientHelloInfo{
+		CipherSuites:    hs.clientHello.cipherSuites,
+		ServerName:      hs.clientHello.serverName,
+		SupportedProtos: hs.clientHello.alpnProtocols,
+		HasExtensions:   hs.clientHello.hasExtensions,
+		Conn:            hs.c.conn,
+		ctx:             hs.ctx,
+	}
+}
+
+func (hs *serverHandshakeState) processClientHello() error {
+	c := hs.c
+	ch := hs.clientHello
+	if !slices.Contains(ch.compressionMethods, 0) {
+		return c.sendAlert(AlertHandshakeFailure, errors.New("client does not offer null compression"))
+	}
+	c.serverName = ch.serverName
+
+	hs.hello = &serverHelloMsg{vers: VersionTLCP, random: make([]byte, 32)}
+	if _, err := io.ReadFull(hs.config.rand(), hs.hello.random); err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	putUnixTime(hs.hello.random, hs.config.now())
+
+	if len(ch.alpnProtocols) > 0 && len(hs.config.NextProtos) > 0 {
+		proto, ok := mutualProtocol(hs.config.NextProtos, ch.alpnProtocols)
+		if !ok {
+			return c.sendAlert(AlertNoApplicationProtocol, fmt.Errorf("client offered ALPN %q, server supports %q", ch.alpnProtocols, hs.config.NextProtos))
+		}
+		hs.hello.alpnProtocol = proto
+		c.negotiatedProtocol = proto
+	}
+
+	cert, err := hs.getCertificate()
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	hs.cert = cert
+
+	canECDHE := false
+	if ka, ok := cert.EncKey.(KeyAgreementKey); ok && ka != nil {
+		canECDHE = true
+	}
+	for _, id := range hs.config.cipherSuites() {
+		s := cipherSuiteByID(id)
+		if s == nil || !slices.Contains(ch.cipherSuites, id) || (s.ecdhe && !canECDHE) {
+			continue
+		}
+		hs.suite = s
+		break
+	}
+	if hs.suite == nil {
+		return c.sendAlert(AlertHandshakeFailure, fmt.Errorf("no cipher suite in common (client offered %s)", suiteList(ch.cipherSuites)))
+	}
+	c.cipherSuite = hs.suite.id
+	hs.hello.cipherSuite = hs.suite.id
+	return nil
+}
+
+func suiteList(ids []uint16) string {
+	names := make([]string, 0, len(ids))
+	for _, id := range ids {
+		names = append(names, CipherSuiteName(id))
+	}
+	return fmt.Sprint(names)
+}
+
+// putUnixTime writes the GMT time into the first four bytes of a random,
+// as GB/T 38636 specifies.
+func putUnixTime(random []byte, t interface{ Unix() int64 }) {
+	u := uint32(t.Unix())
+	random[0], random[1], random[2], random[3] = byte(u>>24), byte(u>>16), byte(u>>8), byte(u)
+}
+
+func (hs *serverHandshakeState) getCertificate() (*Certificate, error) {
+	cfg := hs.config
+	if cfg.GetCertificate != nil {
+		cert, err := cfg.GetCertificate(hs.clientHelloInfo())
+		if err != nil {
+			return nil, err
+		}
+		if cert != nil {
+			return cert, checkServerCertificate(cert)
+		}
+	}
+	if len(cfg.Certificates) == 0 {
+		return nil, errNoCertificates
+	}
+	cert := &cfg.Certificates[0]
+	return cert, checkServerCertificate(cert)
+}
+
+// checkServerCertificate makes sure a server identity is complete.
+func checkServerCertificate(cert *Certificate) error {
+	if len(cert.SignCertificate) == 0 || cert.SignKey == nil {
+		return errors.New("tlcp: server certificate has no signing certificate or key")
+	}
+	if len(cert.EncCertificate) == 0 || cert.EncKey == nil {
+		return errors.New("tlcp: server certificate has no encryption certificate or key")
+	}
+	return nil
+}
+
+// checkForResumption reports whether the client's session can be resumed.
+func (hs *serverHandshakeState) checkForResumption() bool {
+	c := hs.c
+	cache := hs.config.serverSessionCache()
+	if cache == nil || len(hs.clientHello.sessionID) == 0 {
+		return false
+	}
+	s, ok := cache.Get(hs.clientHello.sessionID)
+	if !ok || s == nil {
+		return false
+	}
+	// The session's suite must still be enabled and offered.
+	if s.CipherSuite != hs.suite.id {
+		if !slices.Contains(hs.clientHello.cipherSuites, s.CipherSuite) || !slices.Contains(hs.config.cipherSuites(), s.CipherSuite) {
+			return false
+		}
+	}
+	suite := cipherSuiteByID(s.CipherSuite)
+	if suite == nil || len(s.MasterSecret) != masterSecretLength {
+		return false
+	}
+	// A session without a client certificate cannot satisfy a policy that
+	// now requires one.
+	if len(s.PeerCertificates) == 0 && (hs.config.ClientAuth.requiresCert() || suite.ecdhe) {
+		return false
+	}
+	if len(s.PeerCertificates) > 0 {
+		certs, err := parseCertificates(s.PeerCertificates)
+		if err != nil {
+			return false
+		}
+		c.peerCertificates = certs
+		c.verifiedChains = s.verifiedChains
+	}
+	hs.session = s
+	hs.suite = suite
+	c.cipherSuite = suite.id
+	hs.hello.cipherSuite = suite.id
+	return true
+}
+
+func (hs *serverHandshakeState) doResumeHandshake() error {
+	c := hs.c
+	hs.hello.sessionID = hs.clientHello.sessionID
+	c.sessionID = hs.hello.sessionID
+	hs.masterSecret = hs.session.MasterSecret
+	c.buffering = true
+	return c.writeHandshake(hs.hello, &hs.transcript)
+}
+
+func (hs *serverHandshakeState) doFullHandshake() error {
+	c := hs.c
+	cfg := hs.config
+
+	if cfg.serverSessionCache() != nil {
+		hs.hello.sessionID = make([]byte, 32)
+		if _, err := io.ReadFull(cfg.rand(), hs.hello.sessionID); err != nil {
+			return c.sendAlert(AlertInternalError, err)
+		}
+		c.sessionID = hs.hello.sessionID
+	}
+
+	// ECDHE needs the client's encryption certificate, so those suites
+	// always ask for client certificates.
+	hs.certRequested = cfg.ClientAuth != NoClientCert || hs.suite.ecdhe
+	hs.transcript.keepRaw = hs.certRequested
+	if hs.transcript.keepRaw {
+		hs.transcript.raw = append(hs.transcript.raw, hs.clientHello.raw...)
+	}
+
+	c.buffering = true
+	if err := c.writeHandshake(hs.hello, &hs.transcript); err != nil {
+		return err
+	}
+	certMsg := &certificateMsg{certificates: hs.cert.wireList(true)}
+	if err := c.writeHandshake(certMsg, &hs.transcript); err != nil {
+		return err
+	}
+	ske, err := hs.serverKeyExchange()
+	if err != nil {
+		return err
+	}
+	if err := c.writeHandshake(ske, &hs.transcript); err != nil {
+		return err
+	}
+	if hs.certRequested {
+		req := &certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}}
+		if cfg.ClientCAs != nil {
+			req.certificateAuthorities = cfg.ClientCAs.Subjects()
+		}
+		if err := c.writeHandshake(req, &hs.transcript); err != nil {
+			return err
+		}
+	}
+	if err := c.writeHandshake(&serverHelloDoneMsg{}, &hs.transcript); err != nil {
+		return err
+	}
+	if err := c.flush(); err != nil {
+		return err
+	}
+	c.buffering = false
+
+	msg, err := c.readHandshake(&hs.transcript)
+	if err != nil {
+		return err
+	}
+	if hs.certRequested {
+		certMsg, ok := msg.(*certificateMsg)
+		if !ok {
+			return c.unexpectedMessageError("Certificate", msg)
+		}
+		if err := hs.processClientCertificate(certMsg); err != nil {
+			return err
+		}
+		if msg, err = c.readHandshake(&hs.transcript); err != nil {
+			return err
+		}
+	}
+	ckx, ok := msg.(*clientKeyExchangeMsg)
+	if !ok {
+		return c.unexpectedMessageError("ClientKeyExchange", msg)
+	}
+	preMasterSecret, err := hs.processClientKeyExchange(ckx)
+	if err != nil {
+		return err
+	}
+	hs.masterSecret = masterFromPreMaster(preMasterSecret, hs.clientHello.random, hs.hello.random)
+	clear(preMasterSecret)
+
+	if len(hs.peerCerts) > 0 {
+		// The signature covers everything up to, not including, itself.
+		digest := hs.transcript.sum()
+		raw := hs.transcript.raw
+		msg, err := c.readHandshake(&hs.transcript)
+		if err != nil {
+			return err
+		}
+		cv, ok := msg.(*certificateVerifyMsg)
+		if !ok {
+			return c.unexpectedMessageError("CertificateVerify", msg)
+		}
+		pub, err := leafSM2Key(c.peerCertificates[0])
+		if err != nil {
+			return c.sendAlert(AlertUnsupportedCertificate, err)
+		}
+		// Most clients sign SM3(handshake messages); GmSSL signs the
+		// messages themselves. Accept either.
+		if !verifyMessage(pub, digest, cv.signature) && !verifyMessage(pub, raw, cv.signature) {
+			return c.sendAlert(AlertDecryptError, errors.New("client CertificateVerify signature is invalid"))
+		}
+	}
+	hs.transcript.keepRaw = false
+	hs.transcript.raw = nil
+	return nil
+}
+
+// serverKeyExchange builds the signed ServerKeyExchange.
+func (hs *serverHandshakeState) serverKeyExchange() (*serverKeyExchangeMsg, error) {
+	c := hs.c
+	cfg := hs.config
+	var params, signed []byte
+	if hs.suite.ecdhe {
+		key, err := ecdh.P256().GenerateKey(cfg.rand())
+		if err != nil {
+			return nil, c.sendAlert(AlertInternalError, err)
+		}
+		hs.ecdheKey = key
+		params = marshalECDHEParams(key.PublicKey().Bytes())
+		signed = ecdheSignedParams(hs.clientHello.random, hs.hello.random, params)
+	} else {
+		signed = eccSignedParams(hs.clientHello.random, hs.hello.random, hs.cert.EncCertificate[0])
+	}
+	sig, err := signMessage(hs.cert.SignKey, cfg.rand(), signed)
+	if err != nil {
+		return nil, c.sendAlert(AlertInternalError, fmt.Errorf("signing ServerKeyExchange: %w", err))
+	}
+	return &serverKeyExchangeMsg{key: marshalServerKeyExchange(params, sig)}, nil
+}
+
+// processClientCertificate checks the client's certificates against the
+// ClientAuth policy.
+func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) error {
+	c := hs.c
+	cfg := hs.config
+	hs.peerCerts = msg.certificates
+	if len(msg.certificates) == 0 {
+		if hs.suite.ecdhe {
+			return c.sendAlert(AlertHandshakeFailure, errors.New("client sent no certificate, but ECDHE suites need the client's signing and encryption certificates"))
+		}
+		if cfg.ClientAuth.requiresCert() {
+			return c.sendAlert(AlertHandshakeFailure, errors.New("client did not send the certificate this server requires"))
+		}
+		return nil
+	}
+	if hs.suite.ecdhe && len(msg.certificates) < 2 {
+		return c.sendAlert(AlertHandshakeFailure, errors.New("client sent no encryption certificate, which ECDHE suites need"))
+	}
+	certs, err := parseCertificates(msg.certificates)
+	if err != nil {
+		return c.sendAlert(AlertBadCertificate, fmt.Errorf("client %v", err))
+	}
+	c.peerCertificates = certs
+	// With the ECC suites the client may send its signing certificate
+	// alone or with its encryption certificate: the second certificate is
+	// an encryption certificate only if its usages say so.
+	var enc *smx509.Certificate
+	if len(certs) > 1 && (hs.suite.ecdhe || isEncCertificate(certs[1])) {
+		enc = certs[1]
+	}
+	if err := checkKeyUsages(certs[0], enc); err != nil {
+		return c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client %v", err))
+	}
+	if cfg.ClientAuth.verifies() {
+		intermediates := certs[1:]
+		if enc != nil {
+			intermediates = certs[2:]
+		}
+		chains, err := verifyPeerChains(certs[0], enc, intermediates, cfg.ClientCAs, "", cfg.now(), clientAuthUsages)
+		if err != nil {
+			return c.sendAlert(certificateAlert(err), fmt.Errorf("client certificate: %w", err))
+		}
+		c.verifiedChains = chains
+	}
+	if cfg.VerifyPeerCertificate != nil {
+		if err := cfg.VerifyPeerCertificate(msg.certificates, c.verifiedChains); err != nil {
+			return c.sendAlert(AlertBadCertificate, err)
+		}
+	}
+	return nil
+}
+
+// isEncCertificate reports whether a certificate's key usages mark it as
+// an encryption certificate rather than a CA.
+func isEncCertificate(c *smx509.Certificate) bool {
+	return !c.IsCA && c.KeyUsage&encKeyUsages != 0
+}
+
+func (hs *serverHandshakeState) processClientKeyExchange(ckx *clientKeyExchangeMsg) ([]byte, error) {
+	c := hs.c
+	if hs.suite.ecdhe {
+		point, ok := parseECDHEClientKeyExchange(ckx.key)
+		if !ok {
+			return nil, c.sendAlert(AlertDecodeError, errors.New("malformed ECDHE ClientKeyExchange"))
+		}
+		peerEnc, err := leafSM2Key(c.peerCertificates[1])
+		if err != nil {
+			return nil, c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client encryption certificate: %w", err))
+		}
+		pms, err := sm2KeyExchange(true, hs.cert.EncKey.(KeyAgreementKey), hs.ecdheKey, peerEnc, point)
+		if err != nil {
+			return nil, c.sendAlert(AlertIllegalParameter, fmt.Errorf("SM2 key exchange: %w", err))
+		}
+		return pms, nil
+	}
+	ct, ok := parseECCClientKeyExchange(ckx.key)
+	if !ok {
+		return nil, c.sendAlert(AlertDecodeError, errors.New("malformed ECC ClientKeyExchange"))
+	}
+	dec, ok := hs.cert.EncKey.(crypto.Decrypter)
+	if !ok {
+		return nil, c.sendAlert(AlertInternalError, fmt.Errorf("encryption key of type %T is not a crypto.Decrypter", hs.cert.EncKey))
+	}
+	pms, err := dec.Decrypt(hs.config.rand(), ct, nil)
+	if err != nil {
+		return nil, c.sendAlert(AlertDecryptError, errors.New("cannot decrypt the pre-master secret"))
+	}
+	if len(pms) != preMasterSecretLength {
+		return nil, c.sendAlert(AlertDecryptError, fmt.Errorf("pre-master secret of %d bytes, want %d", len(pms), preMasterSecretLength))
+	}
+	return pms, nil
+}
+
+func (hs *serverHandshakeState) establishKeys() error {
+	c := hs.c
+	kb := keyBlock(hs.suite, hs.masterSecret, hs.clientHello.random, hs.hello.random)
+	read, write, err := hs.suite.newCiphers(kb, false)
+	clear(kb)
+	if err != nil {
+		return c.sendAlert(AlertInternalError, err)
+	}
+	c.in.nextCipher = read
+	c.out.nextCipher = write
+	return nil
+}
+
+func (hs *serverHandshakeState) readFinished() error {
+	c := hs.c
+	if err := c.readChangeCipherSpec(); err != nil {
+		return err
+	}
+	expected := finishedData(hs.masterSecret, true, hs.transcript.sum())
+	msg, err := c.readHandshake(&hs.transcript)
+	if err != nil {
+		return err
+	}
+	fin, ok := msg.(*finishedMsg)
+	if !ok {
+		return c.unexpectedMessageError("Finished", msg)
+	}
+	if subtle.ConstantTimeCompare(fin.verifyData, expected) != 1 {
+		return c.sendAlert(AlertDecryptError, errors.New("client Finished is wrong"))
+	}
+	return nil
+}
+
+func (hs *serverHandshakeState) sendFinished() error {
+	c := hs.c
+	if err := c.writeChangeCipherSpec(); err != nil {
+		return err
+	}
+	fin := &finishedMsg{verifyData: finishedData(hs.masterSecret, false, hs.transcript.sum())}
+	return c.writeHandshake(fin, &hs.transcript)
+}
+
+func (hs *serverHandshakeState) storeSession() {
+	c := hs.c
+	cache := hs.config.serverSessionCache()
+	if cache == nil || len(hs.hello.sessionID) == 0 {
+		return
+	}
+	s := &SessionState{
+		Version:          VersionTLCP,
+		CipherSuite:      hs.suite.id,
+		MasterSecret:     hs.masterSecret,
+		PeerCertificates: hs.peerCerts,
+		CreatedAt:        hs.config.now(),
+		ServerName:       c.serverName,
+		verifiedChains:   c.verifiedChains,
+	}
+	cache.Put(hs.hello.sessionID, s)
+}
+
+func (hs *serverHandshakeState) verifyConnection() error {
+	c := hs.c
+	if hs.config.VerifyConnection == nil {
+		return nil
+	}
+	if err := hs.config.VerifyConnection(c.connectionStateLocked()); err != nil {
+		hs.forgetSession()
+		return c.sendAlert(AlertBadCertificate, err)
+	}
+	return nil
+}
+
+// forgetSession drops the session of a handshake that failed late.
+func (hs *serverHandshakeState) forgetSession() {
+	if cache := hs.config.serverSessionCache(); cache != nil && len(hs.hello.sessionID) > 0 {
+		cache.Delete(hs.hello.sessionID)
+	}
+}
