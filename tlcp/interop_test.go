@@ -1,0 +1,253 @@
+package tlcp
+
+// Interoperability with github.com/tjfoc/gmsm/gmtls, an independent TLCP
+// implementation, in both directions (suite 0xE013, the only one it has).
+// Its quirks (protocol facts, section 14) are configured around here: one
+// certificate per key pair, unencrypted PKCS#8 keys, no session tickets,
+// no CA certificate in the server's list.
+
+import (
+	"bytes"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	tjtls "github.com/tjfoc/gmsm/gmtls"
+	tjx509 "github.com/tjfoc/gmsm/x509"
+)
+
+// tjfocPair turns one of our key pairs into a gmtls certificate.
+func tjfocPair(t *testing.T, certDER []byte, key any) tjtls.Certificate {
+	t.Helper()
+	keyDER, err := smx509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tjtls.X509KeyPair(
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func tjfocRoots(t *testing.T) *tjx509.CertPool {
+	t.Helper()
+	ca, err := tjx509.ParseCertificate(getPKI(t).ca.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := tjx509.NewCertPool()
+	pool.AddCert(ca)
+	return pool
+}
+
+// echoUpper answers one request of n bytes with its upper-case form.
+func echoUpper(c net.Conn, n int) error {
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	_, err := c.Write(bytes.ToUpper(buf))
+	return err
+}
+
+func TestInteropTjfocClient(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		name := "server-auth"
+		if auth {
+			name = "mutual-auth"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := getPKI(t)
+			scfg := serverConfig(t)
+			scfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
+			if auth {
+				scfg.ClientAuth = RequireAndVerifyClientCert
+			}
+			l, err := Listen("tcp", "127.0.0.1:0", scfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			type result struct {
+				state ConnectionState
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				err = echoUpper(c, len("request from tjfoc"))
+				done <- result{c.(*Conn).ConnectionState(), err}
+			}()
+
+			ccfg := &tjtls.Config{
+				GMSupport:    tjtls.NewGMSupport(),
+				RootCAs:      tjfocRoots(t),
+				ServerName:   "server.test",
+				CipherSuites: []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
+			}
+			if auth {
+				sign := tjfocPair(t, p.client.SignCertificate[0], p.client.SignKey)
+				ccfg.GetClientCertificate = func(*tjtls.CertificateRequestInfo) (*tjtls.Certificate, error) {
+					// Sign and enc certificates, signed with the sign key.
+					return &tjtls.Certificate{
+						Certificate: [][]byte{p.client.SignCertificate[0], p.client.EncCertificate[0]},
+						PrivateKey:  sign.PrivateKey,
+					}, nil
+				}
+			}
+			conn, err := tjtls.Dial("tcp", l.Addr().String(), ccfg)
+			if err != nil {
+				t.Fatalf("tjfoc client: %v", err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte("request from tjfoc")); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len("request from tjfoc"))
+			if _, err := io.ReadFull(conn, got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "REQUEST FROM TJFOC" {
+				t.Fatalf("got %q", got)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("our server: %v", r.err)
+			}
+			if r.state.CipherSuite != ECC_SM4_CBC_SM3 {
+				t.Fatalf("suite %s", CipherSuiteName(r.state.CipherSuite))
+			}
+			if auth {
+				if len(r.state.PeerCertificates) != 2 || len(r.state.VerifiedChains) == 0 {
+					t.Fatalf("server saw %d client certificates, %d chains", len(r.state.PeerCertificates), len(r.state.VerifiedChains))
+				}
+				if r.state.PeerCertificates[0].Subject.CommonName != "client.test" {
+					t.Fatalf("client subject %v", r.state.PeerCertificates[0].Subject)
+				}
+			}
+		})
+	}
+}
+
+func TestInteropTjfocServer(t *testing.T) {
+	for _, auth := range []bool{false, true} {
+		name := "server-auth"
+		if auth {
+			name = "mutual-auth"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := getPKI(t)
+			scfg := &tjtls.Config{
+				GMSupport: tjtls.NewGMSupport(),
+				Certificates: []tjtls.Certificate{
+					tjfocPair(t, p.server.SignCertificate[0], p.server.SignKey),
+					tjfocPair(t, p.server.EncCertificate[0], p.server.EncKey),
+				},
+				CipherSuites:           []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
+				SessionTicketsDisabled: true,
+			}
+			if auth {
+				scfg.ClientAuth = tjtls.RequireAndVerifyClientCert
+				scfg.ClientCAs = tjfocRoots(t)
+			}
+			l, err := tjtls.Listen("tcp", "127.0.0.1:0", scfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			done := make(chan error, 1)
+			go func() {
+				c, err := l.Accept()
+				if err != nil {
+					done <- err
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				done <- echoUpper(c, len("request from gmgate"))
+			}()
+
+			ccfg := clientConfig(t)
+			ccfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
+			if auth {
+				ccfg.Certificates = []Certificate{p.client}
+			}
+			conn, err := DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", l.Addr().String(), ccfg)
+			if err != nil {
+				t.Fatalf("our client: %v", err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte("request from gmgate")); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len("request from gmgate"))
+			if _, err := io.ReadFull(conn, got); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "REQUEST FROM GMGATE" {
+				t.Fatalf("got %q", got)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("tjfoc server: %v", err)
+			}
+			if st := conn.ConnectionState(); st.CipherSuite != ECC_SM4_CBC_SM3 || len(st.VerifiedChains) == 0 {
+				t.Fatalf("state %+v", st)
+			}
+		})
+	}
+}
+
+// TestInteropTjfocRejectsWrongCA checks that the independent client refuses
+// our server when it does not trust the CA: the failure is real, not a
+// side effect of the test setup.
+func TestInteropTjfocRejectsWrongCA(t *testing.T) {
+	scfg := serverConfig(t)
+	scfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
+	l, err := Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	serverErr := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			serverErr <- err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		serverErr <- c.(*Conn).Handshake()
+	}()
+	other, err := tjx509.ParseCertificate(getPKI(t).otherCA.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := tjx509.NewCertPool()
+	pool.AddCert(other)
+	_, err = tjtls.Dial("tcp", l.Addr().String(), &tjtls.Config{
+		GMSupport: tjtls.NewGMSupport(), RootCAs: pool, ServerName: "server.test",
+		CipherSuites: []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
+	})
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("tjfoc client accepted a server from an untrusted CA: %v", err)
+	}
+	var ae *AlertError
+	if err := <-serverErr; !errors.As(err, &ae) || !ae.Remote || ae.Alert != AlertBadCertificate {
+		t.Fatalf("our server got %v, want the client's bad_certificate alert", err)
+	}
+}
