@@ -219,10 +219,7 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 	c.input = nil
 
 	if err := c.fill(recordHeaderLen); err != nil {
-		if e, ok := err.(net.Error); !ok || !e.Timeout() {
-			c.in.setErrorLocked(err)
-		}
-		return err
+		return c.readError(err)
 	}
 	hdr := c.rawBuf[c.rawR : c.rawR+recordHeaderLen]
 	typ := recordType(hdr[0])
@@ -243,10 +240,7 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		return c.in.setErrorLocked(c.sendAlert(AlertRecordOverflow, fmt.Errorf("record of %d bytes exceeds the limit of %d", n, maxCiphertext)))
 	}
 	if err := c.fill(recordHeaderLen + n); err != nil {
-		if e, ok := err.(net.Error); !ok || !e.Timeout() {
-			c.in.setErrorLocked(err)
-		}
-		return err
+		return c.readError(err)
 	}
 	record := c.rawBuf[c.rawR : c.rawR+recordHeaderLen+n]
 	c.rawR += recordHeaderLen + n
@@ -326,6 +320,20 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		c.hand.Write(data)
 	}
 	return nil
+}
+
+// readError handles a failed read from the network: a record cut short by
+// the peer's close gets a decode_error alert (which a half-closed peer can
+// still read); timeouts are not sticky, so the caller may extend the
+// deadline and read on.
+func (c *Conn) readError(err error) error {
+	if err == io.ErrUnexpectedEOF {
+		return c.in.setErrorLocked(c.sendAlert(AlertDecodeError, fmt.Errorf("record truncated: %w", err)))
+	}
+	if e, ok := err.(net.Error); !ok || !e.Timeout() {
+		c.in.setErrorLocked(err)
+	}
+	return err
 }
 
 func (c *Conn) retryReadRecord(expectChangeCipherSpec bool) error {
@@ -609,17 +617,20 @@ func (c *Conn) handlePostHandshakeMessage() error {
 	}
 	c.renegAttempts++
 	if c.renegAttempts > 8 {
-		return c.in.setErrorLocked(c.sendAlert(AlertNoRenegotiation, nil))
+		return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("too many renegotiation attempts")))
 	}
+	refuse := false
 	switch msg.(type) {
 	case *helloRequestMsg:
-		if c.isClient {
-			return c.sendAlert(AlertNoRenegotiation, nil)
-		}
+		refuse = c.isClient
 	case *clientHelloMsg:
-		if !c.isClient {
-			return c.sendAlert(AlertNoRenegotiation, nil)
-		}
+		refuse = !c.isClient
+	}
+	if refuse {
+		// A warning: the connection carries on as it was. A failed write
+		// sticks on c.out and surfaces on the next Write.
+		c.sendAlert(AlertNoRenegotiation, nil)
+		return nil
 	}
 	return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unexpected %T after the handshake", msg)))
 }
