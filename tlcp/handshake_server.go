@@ -3,6 +3,7 @@ package tlcp
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -367,15 +368,20 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 		if err != nil {
 			return c.sendAlert(AlertUnsupportedCertificate, err)
 		}
-		// Most clients sign SM3(handshake messages); GmSSL signs the
-		// messages themselves. Accept either.
-		if !verifyMessage(pub, digest, cv.signature) && !verifyMessage(pub, raw, cv.signature) {
+		if !verifyCertificateVerify(pub, digest, raw, cv.signature) {
 			return c.sendAlert(AlertDecryptError, errors.New("client CertificateVerify signature is invalid"))
 		}
 	}
 	hs.transcript.keepRaw = false
 	hs.transcript.raw = nil
 	return nil
+}
+
+// verifyCertificateVerify checks a client's CertificateVerify signature.
+// Most clients sign SM3(handshake messages); GmSSL signs the messages
+// themselves. Either form is accepted.
+func verifyCertificateVerify(pub *ecdsa.PublicKey, digest, rawTranscript, sig []byte) bool {
+	return verifyMessage(pub, digest, sig) || (rawTranscript != nil && verifyMessage(pub, rawTranscript, sig))
 }
 
 // serverKeyExchange builds the signed ServerKeyExchange.
