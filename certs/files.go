@@ -1,0 +1,159 @@
+package certs
+
+import (
+	"bytes"
+	"crypto"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// maxFileSize bounds what is read as a certificate or key file.
+const maxFileSize = 4 << 20
+
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a file", path)
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("%s is %d bytes, too large for a certificate file", path, st.Size())
+	}
+	return os.ReadFile(path)
+}
+
+// readCertificates reads the certificates of a PEM file (or of a single DER
+// certificate), in file order. Errors name the file and say what to do.
+func readCertificates(path string) ([]*smx509.Certificate, error) {
+	data, err := readSmallFile(path)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := parseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return certs, nil
+}
+
+// errNotPEM says that a file holds neither PEM certificates nor a DER one.
+var errNotPEM = errors.New("not a PEM certificate file")
+
+func parseCertificates(data []byte) ([]*smx509.Certificate, error) {
+	var certs []*smx509.Certificate
+	var other []string
+	rest := data
+	for n := 1; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" && block.Type != "X509 CERTIFICATE" && block.Type != "TRUSTED CERTIFICATE" {
+			other = append(other, block.Type)
+			continue
+		}
+		c, err := smx509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d cannot be parsed: %v", n, err)
+		}
+		certs = append(certs, c)
+		n++
+	}
+	if len(certs) > 0 {
+		return certs, nil
+	}
+	if len(other) > 0 {
+		kinds := strings.Join(other, ", ")
+		if strings.Contains(kinds, "PRIVATE KEY") {
+			return nil, fmt.Errorf("holds a %s, not a certificate; the certificate and key paths look swapped", kinds)
+		}
+		return nil, fmt.Errorf("holds %s but no CERTIFICATE block", kinds)
+	}
+	if c, err := smx509.ParseCertificate(bytes.TrimSpace(data)); err == nil {
+		return []*smx509.Certificate{c}, nil
+	}
+	return nil, fmt.Errorf(`%w: no "-----BEGIN CERTIFICATE-----" block found; give the PEM certificate (convert DER with: openssl x509 -inform DER -in FILE -out FILE.pem)`, errNotPEM)
+}
+
+// encodeCertsPEM writes certificates as consecutive PEM blocks.
+func encodeCertsPEM(certs ...*smx509.Certificate) []byte {
+	var buf bytes.Buffer
+	for _, c := range certs {
+		pem.Encode(&buf, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	}
+	return buf.Bytes()
+}
+
+func writeCertFile(path string, certs ...*smx509.Certificate) error {
+	return writeFileAtomic(path, encodeCertsPEM(certs...), 0o644)
+}
+
+// marshalKeyPEM encodes a private key as PKCS#8 PEM, encrypted when
+// password is not empty.
+func marshalKeyPEM(key crypto.Signer, password []byte) ([]byte, error) {
+	der, err := smx509.MarshalPKCS8PrivateKey(unwrapKey(key))
+	if err != nil {
+		return nil, err
+	}
+	return encodeKeyPEM(der, password)
+}
+
+// unwrapKey returns the in-memory key behind an accel software key, which
+// is the only kind that can be written to a file.
+func unwrapKey(key crypto.Signer) any {
+	if h, ok := key.(interface{ SM2() *sm2.PrivateKey }); ok {
+		return h.SM2()
+	}
+	return key
+}
+
+// writeKeyFile writes a private key 0600.
+func writeKeyFile(path string, key crypto.Signer, password []byte) error {
+	data, err := marshalKeyPEM(key, password)
+	if err != nil {
+		return fmt.Errorf("key %s: %w", path, err)
+	}
+	return writeFileAtomic(path, data, 0o600)
+}
+
+// writeFileAtomic writes data to a temporary file in the same directory
+// and renames it into place, so that a watcher never sees half a file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	defer os.Remove(name)
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(name, path)
+}

@@ -1,0 +1,454 @@
+package certs
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// Key usages of the two TLCP certificates.
+const (
+	SignKeyUsage = smx509.KeyUsageDigitalSignature | smx509.KeyUsageContentCommitment
+	EncKeyUsage  = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
+)
+
+// IssueOptions describe the identity of a leaf certificate (or pair).
+type IssueOptions struct {
+	// Subject of the certificate; CommonName defaults to the first DNS
+	// name (or IP address).
+	Subject pkix.Name
+	// RawSubject, when set, is the DER subject used verbatim (migrate
+	// keeps an existing certificate's subject byte for byte).
+	RawSubject []byte
+	// DNSNames, IPAddresses, EmailAddresses and URIs go into the
+	// subjectAltName extension.
+	DNSNames       []string
+	IPAddresses    []net.IP
+	EmailAddresses []string
+	URIs           []*url.URL
+	// Validity of the certificate; DefaultLeafValidity when zero, at most
+	// MaxValidity and never past the issuer's NotAfter.
+	Validity time.Duration
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+func (o *IssueOptions) rawSubject() ([]byte, error) {
+	if len(o.RawSubject) > 0 {
+		var rdn pkix.RDNSequence
+		if rest, err := asn1.Unmarshal(o.RawSubject, &rdn); err != nil || len(rest) > 0 {
+			return nil, errors.New("RawSubject is not a DER distinguished name")
+		}
+		return o.RawSubject, nil
+	}
+	subject := o.Subject
+	if subject.CommonName == "" {
+		switch {
+		case len(o.DNSNames) > 0:
+			subject.CommonName = o.DNSNames[0]
+		case len(o.IPAddresses) > 0:
+			subject.CommonName = o.IPAddresses[0].String()
+		case len(o.EmailAddresses) > 0:
+			subject.CommonName = o.EmailAddresses[0]
+		}
+	}
+	if len(subject.ToRDNSequence()) == 0 {
+		return nil, errors.New("the certificate needs a subject or at least one DNS name or IP address")
+	}
+	return asn1.Marshal(subject.ToRDNSequence())
+}
+
+func (o *IssueOptions) validate() error {
+	if len(o.DNSNames)+len(o.IPAddresses)+len(o.EmailAddresses)+len(o.URIs) == 0 && len(o.RawSubject) == 0 && o.Subject.CommonName == "" {
+		return errors.New("no names: give at least one DNS name (--dns) or IP address (--ip)")
+	}
+	for _, d := range o.DNSNames {
+		if d == "" || len(d) > 253 || net.ParseIP(d) != nil {
+			return fmt.Errorf("%q is not a DNS name (IP addresses go in --ip)", d)
+		}
+		for _, r := range d {
+			if r <= ' ' || r > '~' {
+				return fmt.Errorf("DNS name %q has a character outside printable ASCII; give IDNA (xn--) names", d)
+			}
+		}
+	}
+	return nil
+}
+
+// template builds a leaf template; the subject DER and the SANs come from
+// the same options, so the two certificates of a pair carry the same
+// bytes.
+func (o *IssueOptions) template(issuer *smx509.Certificate) (*smx509.Certificate, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	validity, err := checkValidity(o.Validity, DefaultLeafValidity)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := o.rawSubject()
+	if err != nil {
+		return nil, err
+	}
+	t := now(o.Now)
+	notBefore := t.Add(-backdate)
+	notAfter := notBefore.Add(validity)
+	if issuer != nil {
+		if !t.Before(issuer.NotAfter) {
+			return nil, fmt.Errorf("the issuing CA %q expired on %s; make a new CA", issuer.Subject.CommonName, issuer.NotAfter.UTC().Format(time.RFC3339))
+		}
+		if notAfter.After(issuer.NotAfter) {
+			notAfter = issuer.NotAfter
+		}
+		if notBefore.Before(issuer.NotBefore) {
+			notBefore = issuer.NotBefore
+		}
+	}
+	return &smx509.Certificate{
+		RawSubject:     raw,
+		DNSNames:       o.DNSNames,
+		IPAddresses:    o.IPAddresses,
+		EmailAddresses: o.EmailAddresses,
+		URIs:           o.URIs,
+		NotBefore:      notBefore,
+		NotAfter:       notAfter,
+		ExtKeyUsage:    []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth, smx509.ExtKeyUsageClientAuth},
+		// BasicConstraintsValid stays false: strict peers reject an empty
+		// BasicConstraints extension on end-entity certificates.
+	}, nil
+}
+
+// Dual is a TLCP identity: a signing and an encryption certificate with
+// their keys, and the CA certificates that go with them.
+type Dual struct {
+	SignCert *smx509.Certificate
+	SignKey  *sm2.PrivateKey
+	EncCert  *smx509.Certificate
+	EncKey   *sm2.PrivateKey
+	// Chain holds the intermediate CA certificates sent after each leaf.
+	Chain []*smx509.Certificate
+	// Root is the CA root that clients trust.
+	Root *smx509.Certificate
+}
+
+// IssueDual issues a signing certificate (digitalSignature,
+// nonRepudiation) and an encryption certificate (keyEncipherment,
+// dataEncipherment, keyAgreement) for the same subject and names, each
+// with a fresh SM2 key. The CA must be an SM2 CA.
+func (ca *CA) IssueDual(opts IssueOptions) (*Dual, error) {
+	issuer, issuerKey, err := ca.issuer()
+	if err != nil {
+		return nil, err
+	}
+	if ca.KeyAlgorithm() != KeySM2 {
+		return nil, errors.New("TLCP certificates need an SM2 CA; this CA is ECDSA (make one with gmgate cert init-ca)")
+	}
+	tmpl, err := opts.template(issuer)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dual{Chain: ca.Chain(), Root: ca.Root}
+	d.SignCert, d.SignKey, err = issueLeaf(tmpl, SignKeyUsage, issuer, issuerKey)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the signing certificate: %w", err)
+	}
+	d.EncCert, d.EncKey, err = issueLeaf(tmpl, EncKeyUsage, issuer, issuerKey)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the encryption certificate: %w", err)
+	}
+	return d, nil
+}
+
+func issueLeaf(base *smx509.Certificate, ku smx509.KeyUsage, issuer *smx509.Certificate, issuerKey crypto.Signer) (*smx509.Certificate, *sm2.PrivateKey, error) {
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := *base
+	tmpl.KeyUsage = ku
+	if tmpl.SerialNumber, err = randomSerial(); err != nil {
+		return nil, nil, err
+	}
+	cert, err := createCertificate(&tmpl, issuer, &key.PublicKey, issuerKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}
+
+// Certificate returns the pair as a tlcp.Certificate (leaves followed by
+// the chain).
+func (d *Dual) Certificate() *tlcp.Certificate {
+	c := &tlcp.Certificate{
+		SignCertificate: [][]byte{d.SignCert.Raw},
+		SignKey:         d.SignKey,
+		EncCertificate:  [][]byte{d.EncCert.Raw},
+		EncKey:          d.EncKey,
+		SignLeaf:        d.SignCert,
+		EncLeaf:         d.EncCert,
+	}
+	for _, ch := range d.Chain {
+		c.SignCertificate = append(c.SignCertificate, ch.Raw)
+		c.EncCertificate = append(c.EncCertificate, ch.Raw)
+	}
+	return c
+}
+
+// DualFiles are the paths of a written pair.
+type DualFiles struct {
+	SignCert, SignKey, EncCert, EncKey string
+	// CACert is the root certificate, for clients and gmgate cert verify.
+	CACert string
+}
+
+// DualFileNames returns the paths Write uses for name in dir:
+// NAME.sign.crt, NAME.sign.key, NAME.enc.crt, NAME.enc.key and ca.crt.
+func DualFileNames(dir, name string) DualFiles {
+	return DualFiles{
+		SignCert: filepath.Join(dir, name+".sign.crt"),
+		SignKey:  filepath.Join(dir, name+".sign.key"),
+		EncCert:  filepath.Join(dir, name+".enc.crt"),
+		EncKey:   filepath.Join(dir, name+".enc.key"),
+		CACert:   filepath.Join(dir, CACertFile),
+	}
+}
+
+// Write stores the pair in dir (see DualFileNames): each certificate file
+// holds the leaf followed by the chain; keys are written 0600, encrypted
+// when password is not empty.
+func (d *Dual) Write(dir, name string, password []byte) (DualFiles, error) {
+	f := DualFileNames(dir, name)
+	if err := writeCertFile(f.SignCert, append([]*smx509.Certificate{d.SignCert}, d.Chain...)...); err != nil {
+		return f, err
+	}
+	if err := writeKeyFile(f.SignKey, d.SignKey, password); err != nil {
+		return f, err
+	}
+	if err := writeCertFile(f.EncCert, append([]*smx509.Certificate{d.EncCert}, d.Chain...)...); err != nil {
+		return f, err
+	}
+	if err := writeKeyFile(f.EncKey, d.EncKey, password); err != nil {
+		return f, err
+	}
+	if d.Root != nil {
+		if err := writeCertFile(f.CACert, d.Root); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// Leaf is a single certificate with its key, for the TLS side.
+type Leaf struct {
+	Cert  *smx509.Certificate
+	Key   crypto.Signer
+	Chain []*smx509.Certificate
+	Root  *smx509.Certificate
+}
+
+// IssueTLS issues an ECDSA P-256 server/client certificate for the TLS
+// side. The CA must be an ECDSA CA (NewCA with KeyECDSAP256): TLS clients
+// cannot verify SM2 signatures.
+func (ca *CA) IssueTLS(opts IssueOptions) (*Leaf, error) {
+	issuer, issuerKey, err := ca.issuer()
+	if err != nil {
+		return nil, err
+	}
+	if ca.KeyAlgorithm() == KeySM2 {
+		return nil, errors.New("TLS certificates need an ECDSA CA (TLS clients cannot verify SM2 signatures); make one with KeyAlgorithm ecdsa-p256")
+	}
+	tmpl, err := opts.template(issuer)
+	if err != nil {
+		return nil, err
+	}
+	key, err := generateKey(KeyECDSAP256)
+	if err != nil {
+		return nil, err
+	}
+	tmpl.KeyUsage = smx509.KeyUsageDigitalSignature
+	if tmpl.SerialNumber, err = randomSerial(); err != nil {
+		return nil, err
+	}
+	cert, err := createCertificate(tmpl, issuer, key.Public(), issuerKey)
+	if err != nil {
+		return nil, err
+	}
+	return &Leaf{Cert: cert, Key: key, Chain: ca.Chain(), Root: ca.Root}, nil
+}
+
+// TLSCertificate returns the leaf as a crypto/tls certificate.
+func (l *Leaf) TLSCertificate() (*tls.Certificate, error) {
+	c := &tls.Certificate{PrivateKey: l.Key, Certificate: [][]byte{l.Cert.Raw}}
+	for _, ch := range l.Chain {
+		c.Certificate = append(c.Certificate, ch.Raw)
+	}
+	leaf, err := x509.ParseCertificate(l.Cert.Raw)
+	if err != nil {
+		return nil, err
+	}
+	c.Leaf = leaf
+	return c, nil
+}
+
+// Write stores the leaf (followed by its chain) as NAME.crt and its key as
+// NAME.key (0600) in dir, and returns both paths.
+func (l *Leaf) Write(dir, name string, password []byte) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := writeCertFile(certFile, append([]*smx509.Certificate{l.Cert}, l.Chain...)...); err != nil {
+		return certFile, keyFile, err
+	}
+	return certFile, keyFile, writeKeyFile(keyFile, l.Key, password)
+}
+
+// DualCSR is a pair of certificate requests for an external GM CA, with
+// the keys they were made for.
+type DualCSR struct {
+	SignCSR, EncCSR *smx509.CertificateRequest
+	SignKey, EncKey *sm2.PrivateKey
+}
+
+var (
+	oidExtKeyUsage    = asn1.ObjectIdentifier{2, 5, 29, 15}
+	oidExtExtKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 37}
+	oidServerAuth     = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 3, 1}
+	oidClientAuth     = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 3, 2}
+)
+
+// keyUsageExtension encodes a KeyUsage extension as smx509 would.
+func keyUsageExtension(ku smx509.KeyUsage) (pkix.Extension, error) {
+	var a [2]byte
+	a[0] = reverseBits(byte(ku))
+	a[1] = reverseBits(byte(ku >> 8))
+	l := 1
+	if a[1] != 0 {
+		l = 2
+	}
+	bits := a[:l]
+	bitLen := len(bits) * 8
+	for i := 0; i < 8; i++ {
+		if bits[len(bits)-1]&(1<<i) != 0 {
+			break
+		}
+		bitLen--
+	}
+	v, err := asn1.Marshal(asn1.BitString{Bytes: bits, BitLength: bitLen})
+	return pkix.Extension{Id: oidExtKeyUsage, Critical: true, Value: v}, err
+}
+
+func reverseBits(b byte) byte {
+	var r byte
+	for i := 0; i < 8; i++ {
+		r = r<<1 | b&1
+		b >>= 1
+	}
+	return r
+}
+
+// NewDualCSR makes two SM2 keys and a certificate request for each: the
+// signing request asks for digitalSignature and nonRepudiation, the
+// encryption request for keyEncipherment, dataEncipherment and
+// keyAgreement; both ask for serverAuth and clientAuth and carry the same
+// subject and names.
+func NewDualCSR(opts IssueOptions) (*DualCSR, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	raw, err := opts.rawSubject()
+	if err != nil {
+		return nil, err
+	}
+	eku, err := asn1.Marshal([]asn1.ObjectIdentifier{oidServerAuth, oidClientAuth})
+	if err != nil {
+		return nil, err
+	}
+	make1 := func(ku smx509.KeyUsage) (*smx509.CertificateRequest, *sm2.PrivateKey, error) {
+		key, err := sm2.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, nil, err
+		}
+		kuExt, err := keyUsageExtension(ku)
+		if err != nil {
+			return nil, nil, err
+		}
+		tmpl := &smx509.CertificateRequest{
+			RawSubject:      raw,
+			DNSNames:        opts.DNSNames,
+			IPAddresses:     opts.IPAddresses,
+			EmailAddresses:  opts.EmailAddresses,
+			URIs:            opts.URIs,
+			ExtraExtensions: []pkix.Extension{kuExt, {Id: oidExtExtKeyUsage, Value: eku}},
+		}
+		der, err := smx509.CreateCertificateRequest(rand.Reader, tmpl, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		csr, err := smx509.ParseCertificateRequest(der)
+		return csr, key, err
+	}
+	var c DualCSR
+	if c.SignCSR, c.SignKey, err = make1(SignKeyUsage); err != nil {
+		return nil, err
+	}
+	if c.EncCSR, c.EncKey, err = make1(EncKeyUsage); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// CSRFiles are the paths of a written request pair.
+type CSRFiles struct {
+	SignCSR, SignKey, EncCSR, EncKey string
+}
+
+// Write stores the requests as NAME.sign.csr and NAME.enc.csr and the keys
+// as NAME.sign.key and NAME.enc.key (0600) in dir.
+func (c *DualCSR) Write(dir, name string, password []byte) (CSRFiles, error) {
+	f := CSRFiles{
+		SignCSR: filepath.Join(dir, name+".sign.csr"),
+		SignKey: filepath.Join(dir, name+".sign.key"),
+		EncCSR:  filepath.Join(dir, name+".enc.csr"),
+		EncKey:  filepath.Join(dir, name+".enc.key"),
+	}
+	for _, w := range []struct {
+		path string
+		csr  *smx509.CertificateRequest
+		key  *sm2.PrivateKey
+		kp   string
+	}{{f.SignCSR, c.SignCSR, c.SignKey, f.SignKey}, {f.EncCSR, c.EncCSR, c.EncKey, f.EncKey}} {
+		if err := writeFileAtomic(w.path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: w.csr.Raw}), 0o644); err != nil {
+			return f, err
+		}
+		if err := writeKeyFile(w.kp, w.key, password); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// publicKeysEqual compares two public keys by their SubjectPublicKeyInfo
+// encoding, which works across key wrappers and curve representations.
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	if ea, ok := a.(*ecdsa.PublicKey); ok {
+		if eb, ok := b.(*ecdsa.PublicKey); ok {
+			return ea.X != nil && eb.X != nil && ea.X.Cmp(eb.X) == 0 && ea.Y.Cmp(eb.Y) == 0 && ea.Curve.Params().Name == eb.Curve.Params().Name
+		}
+	}
+	da, err1 := smx509.MarshalPKIXPublicKey(a)
+	db, err2 := smx509.MarshalPKIXPublicKey(b)
+	return err1 == nil && err2 == nil && string(da) == string(db)
+}

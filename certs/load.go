@@ -1,0 +1,408 @@
+package certs
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// TLCPFiles name the four parts of a TLCP identity. The certificate files
+// are PEM, leaf first, then the intermediates; the keys are accel key
+// references (a path, file:PATH?password-env=VAR, sdf:...).
+type TLCPFiles struct {
+	SignCert, SignKey, EncCert, EncKey string
+}
+
+// TLSFiles name a TLS certificate (PEM, leaf first) and its key reference.
+type TLSFiles struct {
+	Cert, Key string
+}
+
+// LoadOptions adjust the load-time checks.
+type LoadOptions struct {
+	// Roots, when set, are the trusted CA certificates: each leaf must
+	// chain to one of them through the intermediates in its file, which
+	// reports missing intermediates.
+	Roots []*smx509.Certificate
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+	// Context bounds opening keys (hardware backends); Background when nil.
+	Context context.Context
+}
+
+func (o *LoadOptions) ctx() context.Context {
+	if o.Context != nil {
+		return o.Context
+	}
+	return context.Background()
+}
+
+// LoadTLCP loads and checks a TLCP identity (see LoadTLCPFiles).
+func LoadTLCP(signCert, signKeyRef, encCert, encKeyRef string) (*tlcp.Certificate, error) {
+	c, _, err := LoadTLCPFiles(TLCPFiles{SignCert: signCert, SignKey: signKeyRef, EncCert: encCert, EncKey: encKeyRef}, LoadOptions{})
+	return c, err
+}
+
+// LoadTLS loads and checks a TLS certificate (see LoadTLSFiles).
+func LoadTLS(cert, keyRef string) (*tls.Certificate, error) {
+	c, _, err := LoadTLSFiles(TLSFiles{Cert: cert, Key: keyRef}, LoadOptions{})
+	return c, err
+}
+
+// LoadTLCPFiles loads a TLCP identity and checks it: both certificates
+// SM2; each key belongs to its certificate (and the sign/enc roles are not
+// swapped); the signing certificate has digitalSignature and the
+// encryption certificate keyEncipherment, dataEncipherment or keyAgreement;
+// both are valid now; each file's chain is in order; with opts.Roots, both
+// verify. The error names the field, the file and the fix. Warnings are
+// problems some peers reject but the proxy can serve (subjects that differ
+// between the pair, for instance).
+func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, error) {
+	signChain, err := loadCertChain("sign_cert", f.SignCert, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	encChain, err := loadCertChain("enc_cert", f.EncCert, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	sign, enc := signChain[0], encChain[0]
+	for _, c := range []struct {
+		field, path string
+		cert        *smx509.Certificate
+	}{{"sign_cert", f.SignCert, sign}, {"enc_cert", f.EncCert, enc}} {
+		if !sm2.IsSM2PublicKey(c.cert.PublicKey) {
+			return nil, nil, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", c.field, c.path, describePublicKey(c.cert.PublicKey), c.path)
+		}
+	}
+	if string(sign.Raw) == string(enc.Raw) {
+		return nil, nil, fmt.Errorf("enc_cert %s is the same certificate as sign_cert %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", f.EncCert, f.SignCert)
+	}
+
+	signKey, err := openKey(opts.ctx(), "sign_key", f.SignKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	encKey, err := openKey(opts.ctx(), "enc_key", f.EncKey)
+	if err != nil {
+		signKey.Close()
+		return nil, nil, err
+	}
+	fail := func(err error) (*tlcp.Certificate, []string, error) {
+		signKey.Close()
+		encKey.Close()
+		return nil, nil, err
+	}
+
+	signOK := publicKeysEqual(signKey.Public(), sign.PublicKey)
+	encOK := publicKeysEqual(encKey.Public(), enc.PublicKey)
+	switch {
+	case !signOK && !encOK && publicKeysEqual(signKey.Public(), enc.PublicKey) && publicKeysEqual(encKey.Public(), sign.PublicKey):
+		if looksLikeEnc(sign) && looksLikeSign(enc) {
+			return fail(fmt.Errorf("sign_cert %s and enc_cert %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange sign_cert and enc_cert",
+				f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), f.EncCert, keyUsageString(enc.KeyUsage)))
+		}
+		return fail(fmt.Errorf("sign_key %s and enc_key %s are swapped: %s belongs to enc_cert %s and %s to sign_cert %s; exchange sign_key and enc_key",
+			f.SignKey, f.EncKey, f.SignKey, f.EncCert, f.EncKey, f.SignCert))
+	case !signOK:
+		return fail(fmt.Errorf("sign_key %s does not belong to sign_cert %s (the public keys differ); give the key that was generated with this certificate", f.SignKey, f.SignCert))
+	case !encOK:
+		return fail(fmt.Errorf("enc_key %s does not belong to enc_cert %s (the public keys differ); give the key that was generated with this certificate", f.EncKey, f.EncCert))
+	}
+	if looksLikeEnc(sign) && looksLikeSign(enc) {
+		return fail(fmt.Errorf("sign_cert %s and enc_cert %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange sign_cert/sign_key with enc_cert/enc_key",
+			f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage)))
+	}
+	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
+		return fail(fmt.Errorf("sign_cert %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", f.SignCert, keyUsageString(sign.KeyUsage)))
+	}
+	if enc.KeyUsage != 0 && enc.KeyUsage&EncKeyUsage == 0 {
+		return fail(fmt.Errorf("enc_cert %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", f.EncCert, keyUsageString(enc.KeyUsage)))
+	}
+	if _, ok := encKey.(crypto.Decrypter); !ok {
+		return fail(fmt.Errorf("enc_key %s: the key cannot decrypt, which the TLCP encryption key must", f.EncKey))
+	}
+
+	var warnings []string
+	if string(sign.RawSubject) != string(enc.RawSubject) {
+		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s have different subjects (%q, %q); GmSSL peers reject such a pair", f.SignCert, f.EncCert, sign.Subject.String(), enc.Subject.String()))
+	}
+	if string(sign.RawIssuer) != string(enc.RawIssuer) {
+		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s have different issuers; GmSSL peers reject such a pair", f.SignCert, f.EncCert))
+	}
+	if sanString(sign) != sanString(enc) {
+		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", f.SignCert, f.EncCert, sanString(sign), sanString(enc)))
+	}
+
+	cert := &tlcp.Certificate{SignKey: signKey, EncKey: encKey, SignLeaf: sign, EncLeaf: enc}
+	for _, c := range signChain {
+		cert.SignCertificate = append(cert.SignCertificate, c.Raw)
+	}
+	for _, c := range encChain {
+		cert.EncCertificate = append(cert.EncCertificate, c.Raw)
+	}
+	return cert, warnings, nil
+}
+
+// LoadTLSFiles loads a TLS certificate and checks it: an RSA, ECDSA or
+// Ed25519 key that belongs to the certificate, usable for TLS servers,
+// valid now, with its chain in order (and verifying against opts.Roots
+// when set).
+func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, error) {
+	chain, err := loadCertChain("cert", f.Cert, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	leaf := chain[0]
+	if sm2.IsSM2PublicKey(leaf.PublicKey) {
+		return nil, nil, fmt.Errorf("cert %s is an SM2 certificate, which TLS clients cannot use; give it as a tlcp sign_cert/enc_cert, and an RSA or ECDSA certificate for tls", f.Cert)
+	}
+	switch leaf.PublicKey.(type) {
+	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+	default:
+		return nil, nil, fmt.Errorf("cert %s has an unsupported %s key for TLS", f.Cert, describePublicKey(leaf.PublicKey))
+	}
+	key, err := openKey(opts.ctx(), "key", f.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !publicKeysEqual(key.Public(), leaf.PublicKey) {
+		key.Close()
+		return nil, nil, fmt.Errorf("key %s does not belong to cert %s (the public keys differ); give the key that was generated with this certificate", f.Key, f.Cert)
+	}
+	if leaf.KeyUsage != 0 && leaf.KeyUsage&(smx509.KeyUsageDigitalSignature|smx509.KeyUsageKeyEncipherment) == 0 {
+		key.Close()
+		return nil, nil, fmt.Errorf("cert %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", f.Cert, keyUsageString(leaf.KeyUsage))
+	}
+	parsed, err := x509.ParseCertificate(leaf.Raw)
+	if err != nil {
+		key.Close()
+		return nil, nil, fmt.Errorf("cert %s: %v", f.Cert, err)
+	}
+	out := &tls.Certificate{PrivateKey: key, Leaf: parsed}
+	for _, c := range chain {
+		out.Certificate = append(out.Certificate, c.Raw)
+	}
+	return out, nil, nil
+}
+
+// loadCertChain reads a certificate file and checks the leaf's dates and
+// extended key usage and the order of the chain.
+func loadCertChain(field, path string, opts LoadOptions) ([]*smx509.Certificate, error) {
+	if strings.TrimSpace(path) == "" {
+		return nil, fmt.Errorf("%s is not set; give the path of the PEM certificate file", field)
+	}
+	chain, err := readCertificates(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s %w", field, err)
+	}
+	leaf := chain[0]
+	t := now(opts.Now)
+	if t.After(leaf.NotAfter) {
+		return nil, fmt.Errorf("%s %s expired on %s (%s ago); renew it (gmgate cert issue, or ask your CA) and reload", field, path, leaf.NotAfter.UTC().Format(time.RFC3339), ago(t.Sub(leaf.NotAfter)))
+	}
+	if t.Before(leaf.NotBefore) {
+		return nil, fmt.Errorf("%s %s is not valid until %s; check the system clock, or wait until then", field, path, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if leaf.IsCA && leaf.BasicConstraintsValid {
+		return nil, fmt.Errorf("%s %s starts with a CA certificate (%q), not a server certificate; put the server's certificate first and its intermediates after it", field, path, leaf.Subject.String())
+	}
+	if len(leaf.ExtKeyUsage) > 0 && !hasEKU(leaf, smx509.ExtKeyUsageServerAuth) && !hasEKU(leaf, smx509.ExtKeyUsageClientAuth) && !hasEKU(leaf, smx509.ExtKeyUsageAny) {
+		return nil, fmt.Errorf("%s %s has extended key usage %s without serverAuth or clientAuth; reissue it with serverAuth", field, path, ekuString(leaf.ExtKeyUsage))
+	}
+	for i := 1; i < len(chain); i++ {
+		child, parent := chain[i-1], chain[i]
+		if string(child.RawIssuer) != string(parent.RawSubject) {
+			return nil, fmt.Errorf("%s %s: certificate %d (%q) is not the issuer of certificate %d (issued by %q); order the file leaf first, then each issuer", field, path, i+1, parent.Subject.String(), i, child.Issuer.String())
+		}
+		if err := child.CheckSignatureFrom(parent); err != nil {
+			if signedWithEmptyID(child, parent) {
+				return nil, fmt.Errorf("%s %s: certificate %d (%q): %s", field, path, i, child.Subject.String(), emptyIDAdvice)
+			}
+			return nil, fmt.Errorf("%s %s: certificate %d (%q) is not signed by certificate %d (%q): %v", field, path, i, child.Subject.String(), i+1, parent.Subject.String(), err)
+		}
+	}
+	if len(opts.Roots) > 0 {
+		if err := verifyChain(chain, opts.Roots, t); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", field, path, err)
+		}
+	}
+	return chain, nil
+}
+
+// verifyChain verifies chain[0] with chain[1:] as intermediates against
+// roots, and explains the usual failures.
+func verifyChain(chain []*smx509.Certificate, roots []*smx509.Certificate, t time.Time) error {
+	pool := smx509.NewCertPool()
+	for _, r := range roots {
+		pool.AddCert(r)
+	}
+	inter := smx509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	_, err := chain[0].Verify(smx509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: t, KeyUsages: []smx509.ExtKeyUsage{smx509.ExtKeyUsageAny}})
+	if err == nil {
+		return nil
+	}
+	last := chain[len(chain)-1]
+	for _, r := range roots {
+		if string(r.RawSubject) == string(last.RawIssuer) {
+			if signedWithEmptyID(last, r) {
+				return fmt.Errorf("certificate %q: %s", last.Subject.String(), emptyIDAdvice)
+			}
+			if string(r.Raw) != string(last.Raw) && last.CheckSignatureFrom(r) != nil {
+				return fmt.Errorf("certificate %q names issuer %q but its signature does not verify with that root's key (the root was replaced?): %v", last.Subject.String(), r.Subject.String(), err)
+			}
+			return fmt.Errorf("does not verify against the trusted roots: %v", err)
+		}
+	}
+	if string(last.RawIssuer) != string(last.RawSubject) {
+		return fmt.Errorf("missing intermediate: no certificate for the issuer %q of %q is in the file or among the trusted roots; append the intermediate CA certificate to the file (leaf first, then intermediates)", last.Issuer.String(), last.Subject.String())
+	}
+	return fmt.Errorf("does not verify against the trusted roots (its root %q is not trusted): %v", last.Subject.String(), err)
+}
+
+func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, fmt.Errorf("%s is not set; give the key file path or key reference", field)
+	}
+	k, err := accel.Open(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, explainKeyError(err))
+	}
+	return k, nil
+}
+
+// explainKeyError adds the fix to key errors that need one.
+func explainKeyError(err error) error {
+	if errors.Is(err, accel.ErrKeyPassword) {
+		return fmt.Errorf("%w; check the password that password-env or password-file gives", err)
+	}
+	return err
+}
+
+func hasEKU(c *smx509.Certificate, want smx509.ExtKeyUsage) bool {
+	for _, e := range c.ExtKeyUsage {
+		if e == want {
+			return true
+		}
+	}
+	return false
+}
+
+// looksLikeSign and looksLikeEnc classify a certificate by key usage.
+func looksLikeSign(c *smx509.Certificate) bool {
+	return c.KeyUsage&smx509.KeyUsageDigitalSignature != 0 && c.KeyUsage&EncKeyUsage == 0
+}
+
+func looksLikeEnc(c *smx509.Certificate) bool {
+	return c.KeyUsage&EncKeyUsage != 0 && c.KeyUsage&smx509.KeyUsageDigitalSignature == 0
+}
+
+var keyUsageNames = []struct {
+	bit  smx509.KeyUsage
+	name string
+}{
+	{smx509.KeyUsageDigitalSignature, "digitalSignature"},
+	{smx509.KeyUsageContentCommitment, "nonRepudiation"},
+	{smx509.KeyUsageKeyEncipherment, "keyEncipherment"},
+	{smx509.KeyUsageDataEncipherment, "dataEncipherment"},
+	{smx509.KeyUsageKeyAgreement, "keyAgreement"},
+	{smx509.KeyUsageCertSign, "keyCertSign"},
+	{smx509.KeyUsageCRLSign, "cRLSign"},
+	{smx509.KeyUsageEncipherOnly, "encipherOnly"},
+	{smx509.KeyUsageDecipherOnly, "decipherOnly"},
+}
+
+func keyUsageString(ku smx509.KeyUsage) string {
+	if ku == 0 {
+		return "(none)"
+	}
+	var out []string
+	for _, n := range keyUsageNames {
+		if ku&n.bit != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+var ekuNames = map[smx509.ExtKeyUsage]string{
+	smx509.ExtKeyUsageAny:             "any",
+	smx509.ExtKeyUsageServerAuth:      "serverAuth",
+	smx509.ExtKeyUsageClientAuth:      "clientAuth",
+	smx509.ExtKeyUsageCodeSigning:     "codeSigning",
+	smx509.ExtKeyUsageEmailProtection: "emailProtection",
+	smx509.ExtKeyUsageTimeStamping:    "timeStamping",
+	smx509.ExtKeyUsageOCSPSigning:     "OCSPSigning",
+}
+
+func ekuString(ekus []smx509.ExtKeyUsage) string {
+	var out []string
+	for _, e := range ekus {
+		if n, ok := ekuNames[e]; ok {
+			out = append(out, n)
+		} else {
+			out = append(out, fmt.Sprintf("eku(%d)", e))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// sanString lists a certificate's subject alternative names in order.
+func sanString(c *smx509.Certificate) string {
+	var out []string
+	for _, d := range c.DNSNames {
+		out = append(out, "DNS:"+d)
+	}
+	for _, ip := range c.IPAddresses {
+		out = append(out, "IP:"+ip.String())
+	}
+	for _, e := range c.EmailAddresses {
+		out = append(out, "email:"+e)
+	}
+	for _, u := range c.URIs {
+		out = append(out, "URI:"+u.String())
+	}
+	return strings.Join(out, ", ")
+}
+
+// describePublicKey names a key's type and size ("SM2", "RSA-2048",
+// "ECDSA P-256").
+func describePublicKey(pub any) string {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if sm2.IsSM2PublicKey(k) {
+			return "SM2"
+		}
+		return "ECDSA " + k.Curve.Params().Name
+	case *rsa.PublicKey:
+		return fmt.Sprintf("RSA-%d", k.N.BitLen())
+	case ed25519.PublicKey:
+		return "Ed25519"
+	}
+	return fmt.Sprintf("%T", pub)
+}
+
+func ago(d time.Duration) string {
+	days := d.Hours() / 24
+	if days >= 1 {
+		return fmt.Sprintf("%d days", int(math.Floor(days)))
+	}
+	return d.Round(time.Minute).String()
+}
