@@ -55,6 +55,9 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return err
 	}
 	if c.didResume {
+		if err := hs.verifyConnection(); err != nil {
+			return err
+		}
 		if err := hs.establishKeys(); err != nil {
 			return err
 		}
@@ -87,12 +90,6 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		}
 	}
 	c.buffering = false
-	if cfg.VerifyConnection != nil {
-		if err := cfg.VerifyConnection(c.connectionStateLocked()); err != nil {
-			hs.forgetSession()
-			return c.sendAlert(AlertBadCertificate, err)
-		}
-	}
 	hs.saveSession()
 	c.isHandshakeComplete.Store(true)
 	return nil
@@ -391,6 +388,20 @@ func (hs *clientHandshakeState) verifyServerCertificate(list [][]byte) error {
 		if err := cfg.VerifyPeerCertificate(list, c.verifiedChains); err != nil {
 			return c.sendAlert(AlertBadCertificate, err)
 		}
+	}
+	return hs.verifyConnection()
+}
+
+// verifyConnection runs the VerifyConnection hook once the server is known:
+// after its certificates (full handshake) or its ServerHello (resumption).
+func (hs *clientHandshakeState) verifyConnection() error {
+	c := hs.c
+	if c.config.VerifyConnection == nil {
+		return nil
+	}
+	if err := c.config.VerifyConnection(c.connectionStateLocked()); err != nil {
+		hs.forgetSession()
+		return c.sendAlert(AlertBadCertificate, err)
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 	}
 	if hs.checkForResumption() {
 		c.didResume = true
+		if err := hs.verifyConnection(); err != nil {
+			return err
+		}
 		if err := hs.doResumeHandshake(); err != nil {
 			return err
 		}
@@ -66,6 +69,9 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := hs.doFullHandshake(); err != nil {
 			return err
 		}
+		if err := hs.verifyConnection(); err != nil {
+			return err
+		}
 		if err := hs.establishKeys(); err != nil {
 			return err
 		}
@@ -82,9 +88,6 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		hs.storeSession()
 	}
 	c.buffering = false
-	if err := hs.verifyConnection(); err != nil {
-		return err
-	}
 	c.isHandshakeComplete.Store(true)
 	return nil
 }
