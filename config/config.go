@@ -1,0 +1,251 @@
+// Package config is gmgate's configuration: the types of the YAML file,
+// strict decoding (unknown keys are errors), validation that reports every
+// problem at once with its line and field path, and the defaults, applied
+// in one place (Defaults).
+//
+// The package reads the configuration file and nothing else: it does not
+// open certificates or keys, resolve host names or listen on ports. Secrets
+// are never part of the file; keys are named by reference (a path, or a
+// file:/sdf: key reference whose password or PIN comes from an environment
+// variable or a file).
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Admin     Admin                `yaml:"admin"`
+	Log       Log                  `yaml:"log"`
+	Limits    Limits               `yaml:"limits"`
+	Timeouts  Timeouts             `yaml:"timeouts"`
+	Listeners []Listener           `yaml:"listeners"`
+	Upstreams map[string]*Upstream `yaml:"upstreams"`
+
+	// File is the file the configuration was read from ("" when parsed
+	// from memory without a name).
+	File string `yaml:"-"`
+}
+
+// Admin is the listener for /metrics, /healthz and /readyz. The data plane
+// never serves these.
+type Admin struct {
+	// Listen is host:port, or "off". Loopback by default.
+	Listen string `yaml:"listen"`
+}
+
+// Log configures the process log and the access log.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Access is where access log lines go: stdout, stderr, off, or a file
+	// path (appended to).
+	Access string `yaml:"access"`
+}
+
+// Limits bound what the gateway holds at once.
+type Limits struct {
+	// MaxConnections is the number of client connections held at once,
+	// per listener; more are closed as soon as they are accepted.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxHandshakes is the number of handshakes in progress at once,
+	// across all listeners.
+	MaxHandshakes int `yaml:"max_handshakes"`
+	// HandshakeWait is how long a new connection waits for a handshake
+	// slot before it is refused.
+	HandshakeWait Duration `yaml:"handshake_wait"`
+	// MaxHeaderBytes bounds the request header of an HTTP request.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+}
+
+// Timeouts of the client and upstream sides.
+type Timeouts struct {
+	// Handshake bounds the PROXY header and the TLCP/TLS handshake.
+	Handshake Duration `yaml:"handshake"`
+	// ReadHeader bounds reading an HTTP request header.
+	ReadHeader Duration `yaml:"read_header"`
+	// Idle closes keep-alive client connections that stay idle this long
+	// (and TCP-mode connections that move no byte this long).
+	Idle Duration `yaml:"idle"`
+	// UpstreamConnect bounds connecting (and the TLS handshake) to an
+	// upstream target.
+	UpstreamConnect Duration `yaml:"upstream_connect"`
+	// UpstreamResponse bounds waiting for an upstream's response header.
+	UpstreamResponse Duration `yaml:"upstream_response"`
+	// Shutdown is how long a graceful shutdown waits for requests and
+	// connections in flight before it closes them.
+	Shutdown Duration `yaml:"shutdown"`
+}
+
+// Listener protocols.
+const (
+	ProtocolTLCP = "tlcp"
+	ProtocolTLS  = "tls"
+	ProtocolAuto = "auto"
+)
+
+// Listener is one address the gateway accepts clients on.
+type Listener struct {
+	Name string `yaml:"name"`
+	// Listen is host:port.
+	Listen string `yaml:"listen"`
+	// Protocol is tlcp, tls or auto (both on one port, chosen by the
+	// first record of each connection).
+	Protocol      string         `yaml:"protocol"`
+	ProxyProtocol *ProxyProtocol `yaml:"proxy_protocol"`
+	TLCP          *TLCP          `yaml:"tlcp"`
+	TLS           *TLS           `yaml:"tls"`
+	Routes        []Route        `yaml:"routes"`
+	// SessionHeaders names request headers that describe the client's
+	// TLCP/TLS session to the upstream; an empty name sends no header.
+	SessionHeaders SessionHeaders `yaml:"session_headers"`
+}
+
+// ProxyProtocol accepts PROXY protocol v1/v2 headers from trusted load
+// balancers. A header from any other peer is refused.
+type ProxyProtocol struct {
+	// Trusted are the IP addresses or CIDR ranges allowed to send a
+	// header.
+	Trusted []string `yaml:"trusted"`
+	// Required refuses connections from trusted peers that send no
+	// header.
+	Required bool `yaml:"required"`
+}
+
+// TLCP is a listener's TLCP identity and policy.
+type TLCP struct {
+	SignCert string `yaml:"sign_cert"`
+	SignKey  string `yaml:"sign_key"`
+	EncCert  string `yaml:"enc_cert"`
+	EncKey   string `yaml:"enc_key"`
+	// Suites are the enabled cipher suites in preference order.
+	Suites []string `yaml:"suites"`
+	// ClientAuth is none, request, require, verify_if_given or
+	// require_and_verify.
+	ClientAuth string `yaml:"client_auth"`
+	// ClientCA is a PEM file of CAs that verify client certificates.
+	ClientCA string `yaml:"client_ca"`
+}
+
+// TLS is a listener's TLS identity (RSA or ECDSA) and policy.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// MinVersion is "1.2" or "1.3".
+	MinVersion string `yaml:"min_version"`
+	ClientAuth string `yaml:"client_auth"`
+	ClientCA   string `yaml:"client_ca"`
+}
+
+// Route sends requests for a host and path prefix to an upstream. Routes
+// to tcp:// upstreams match on the SNI host only and take the whole
+// connection.
+type Route struct {
+	// Host is a host name, a wildcard "*.example.cn", or empty for any.
+	Host string `yaml:"host"`
+	// Path is a path prefix ("/api/"); empty or "/" for all.
+	Path     string `yaml:"path"`
+	Upstream string `yaml:"upstream"`
+}
+
+// SessionHeaders are the names of headers describing the client's session.
+type SessionHeaders struct {
+	Protocol          string `yaml:"protocol"`
+	Suite             string `yaml:"suite"`
+	Resumed           string `yaml:"resumed"`
+	ClientSubject     string `yaml:"client_subject"`
+	ClientSerial      string `yaml:"client_serial"`
+	ClientFingerprint string `yaml:"client_fingerprint"`
+}
+
+// Upstream selection policies.
+const (
+	PolicyRoundRobin = "round_robin"
+	PolicyLeastConn  = "least_conn"
+)
+
+// Upstream is a pool of targets of one kind (all http://, all https:// or
+// all tcp://).
+type Upstream struct {
+	Targets []string `yaml:"targets"`
+	// Policy is round_robin or least_conn.
+	Policy string       `yaml:"policy"`
+	TLS    *UpstreamTLS `yaml:"tls"`
+	Health Health       `yaml:"health"`
+	// Passive health: targets that fail MaxFails times in a row are left
+	// out for EjectFor.
+	Passive Passive `yaml:"passive"`
+	// Retries is how many other targets an idempotent request that could
+	// not be sent is tried on; 0 disables retries.
+	Retries *int `yaml:"retries"`
+}
+
+// UpstreamTLS configures https:// targets.
+type UpstreamTLS struct {
+	// CA is a PEM file of CAs for the targets' certificates; the system
+	// pool when empty.
+	CA string `yaml:"ca"`
+	// Cert and Key are the client certificate, when the target asks for
+	// one.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// ServerName is the name checked in the targets' certificates (and
+	// sent as SNI); the target's host when empty.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify disables verification of the targets'
+	// certificates. For tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// Health is the active health check of each target: an HTTP GET of Path
+// (http/https pools with a path) or a TCP connect.
+type Health struct {
+	// Path is the HTTP path to check; empty means a TCP connect check.
+	Path     string   `yaml:"path"`
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+	// Fails is how many failed checks in a row mark a target down.
+	Fails int `yaml:"fails"`
+	// Passes is how many good checks in a row mark it up again.
+	Passes int `yaml:"passes"`
+	// Disabled turns active checks off.
+	Disabled bool `yaml:"disabled"`
+}
+
+// Passive is failure counting on real traffic.
+type Passive struct {
+	// MaxFails failures in a row (connection errors, timeouts) eject a
+	// target; 0 disables passive ejection.
+	MaxFails *int `yaml:"max_fails"`
+	// EjectFor is how long an ejected target is left out.
+	EjectFor Duration `yaml:"eject_for"`
+}
+
+// Duration is a time.Duration written as "5s", "250ms", "1m30s".
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML reads a duration string. A bad value is reported as a type
+// error so that decoding goes on and every problem is reported.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a duration must be a string such as \"5s\" or \"250ms\"", n.Line)}}
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration; write it as \"5s\", \"250ms\" or \"1m30s\"", n.Line, n.Value)}}
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }

@@ -1,0 +1,247 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestLoadGood(t *testing.T) {
+	cfg, err := Load("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cfg.Listeners); got != 2 {
+		t.Fatalf("listeners = %d, want 2", got)
+	}
+	edge := cfg.Listeners[0]
+	if edge.Protocol != ProtocolAuto || edge.TLS.MinVersion != "1.2" || edge.TLCP.ClientAuth != "none" {
+		t.Errorf("edge defaults not applied: %+v %+v", edge.TLS, edge.TLCP)
+	}
+	if edge.Routes[1].Path != "/" {
+		t.Errorf("route path default = %q, want /", edge.Routes[1].Path)
+	}
+	db := cfg.Listeners[1]
+	if db.Protocol != ProtocolTLCP || len(db.TLCP.Suites) != 4 {
+		t.Errorf("db listener defaults: protocol %q suites %v", db.Protocol, db.TLCP.Suites)
+	}
+	up := cfg.Upstreams["legacy-api"]
+	if up.Policy != PolicyLeastConn || up.Health.Interval.D() != 5*time.Second || up.Health.Timeout.D() != DefaultHealthTimeout {
+		t.Errorf("upstream: %+v", up)
+	}
+	if *up.Retries != DefaultRetries || *up.Passive.MaxFails != DefaultPassiveMaxFails {
+		t.Errorf("upstream retries/max_fails defaults not applied")
+	}
+	if cfg.Upstreams["db"].Scheme() != "tcp" {
+		t.Errorf("db scheme = %q", cfg.Upstreams["db"].Scheme())
+	}
+	if cfg.Limits.MaxHandshakes != 512 || cfg.Timeouts.Idle.D() != DefaultIdle || cfg.Admin.Listen != "127.0.0.1:9180" {
+		t.Errorf("limits/timeouts: %+v %+v", cfg.Limits, cfg.Timeouts)
+	}
+}
+
+// The issue's acceptance case: three mistakes, three problems, each with
+// its line and field path, and no configuration returned.
+func TestThreeMistakes(t *testing.T) {
+	cfg, err := Load("testdata/three-mistakes.yaml")
+	if cfg != nil {
+		t.Fatal("a configuration with problems was returned")
+	}
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	want := []struct {
+		line int
+		path string
+		msg  string
+	}{
+		{10, "listeners[0].tlcp.cipher_suites", `unknown field "cipher_suites"`},
+		{13, "listeners[0].routes[0].upstream", `no upstream is called "legacy"`},
+		{18, "upstreams.legacy-api.health.interval", `"five seconds" is not a duration`},
+	}
+	if len(ce.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)
+	}
+	for i, w := range want {
+		p := ce.Problems[i]
+		if p.Line != w.line || p.Path != w.path || !strings.Contains(p.Msg, w.msg) || p.Fix == "" || p.File != "testdata/three-mistakes.yaml" {
+			t.Errorf("problem %d = %+v, want line %d path %s msg %q with a fix", i, p, w.line, w.path, w.msg)
+		}
+	}
+	s := err.Error()
+	for _, frag := range []string{"testdata/three-mistakes.yaml:10: listeners[0].tlcp.cipher_suites", "known fields here: sign_cert", "(legacy-api)"} {
+		if !strings.Contains(s, frag) {
+			t.Errorf("error text lacks %q:\n%s", frag, s)
+		}
+	}
+}
+
+func TestValidationProblems(t *testing.T) {
+	cases := []struct {
+		name string
+		yaml string
+		want []string // substrings of problems, in order
+	}{
+		{"empty", "", []string{"the configuration is empty"}},
+		{"syntax", "listeners: [\n", []string{"not valid YAML"}},
+		{"no listeners", "admin: {listen: 127.0.0.1:1}\n", []string{"listeners: no listener is configured"}},
+		{"tls section on tlcp", `
+listeners:
+  - listen: ":1"
+    protocol: tlcp
+    tls: {cert: a, key: b}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"listeners[0].tlcp: a tlcp listener needs a tlcp section",
+			"listeners[0].tls: a tlcp listener does not use a tls section",
+		}},
+		{"inline secrets", `
+listeners:
+  - listen: ":1"
+    tlcp:
+      sign_cert: a
+      sign_key: "file:/k?password=hunter2"
+      enc_cert: b
+      enc_key: "-----BEGIN PRIVATE KEY-----"
+      suites: [ECC_SM4_GCM_SM3, RC4]
+      client_auth: require_and_verify
+    routes: [{upstream: u, path: api}]
+upstreams: {u: {targets: ["http://h:1", "tcp://h:2", "ftp://x"], policy: random, retries: 20}}
+`, []string{
+			"client_ca: client_auth: require_and_verify needs",
+			"sign_key: the password is written in the configuration",
+			"enc_key: PEM data written inline",
+			`suites[1]: unknown cipher suite "RC4"`,
+			`routes[0].path: "api" does not start with /`,
+			`policy: unknown policy "random"`,
+			"retries: 20 is out of range",
+			"targets[1]: a tcp:// target in a pool of http:// targets",
+			`targets[2]: unknown scheme "ftp"`,
+		}},
+		{"types", `
+limits: {max_connections: many}
+listeners:
+  listen: ":1"
+`, []string{
+			"limits.max_connections: expected a whole number, found a string `many`",
+			"listeners: expected a list, found a mapping",
+		}},
+		{"duplicates", `
+listeners:
+  - {name: a, listen: ":1", tls: {cert: c, key: k, min_version: "1.1"}, routes: [{upstream: t, path: /x}]}
+  - {name: a, listen: ":1", tls: {cert: c, key: k}, routes: [{upstream: u}, {upstream: u}]}
+upstreams:
+  t: {targets: ["tcp://h:1"]}
+  u: {targets: ["https://h"], tls: {cert: c}, health: {path: nope}}
+`, []string{
+			`listeners[0].routes[0].path: routes to tcp:// upstreams`,
+			`listeners[0].tls.min_version: unknown TLS version "1.1"`,
+			`listeners[1].listen: address ":1" is already used`,
+			`listeners[1].name: name "a" is already used`,
+			`listeners[1].routes[1]: the same host and path as routes[0]`,
+			`upstreams.u.health.path: "nope" does not start with /`,
+			`upstreams.u.tls: a client certificate needs both cert and key`,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(c.yaml))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if len(ce.Problems) != len(c.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(c.want), err)
+			}
+			for i, w := range c.want {
+				if s := ce.Problems[i].String(); !strings.Contains(s, w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, s, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Error("the error repeats a secret")
+			}
+		})
+	}
+}
+
+func TestShowRoundTrip(t *testing.T) {
+	cfg, err := Load("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Show(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("shown.yaml", out)
+	if err != nil {
+		t.Fatalf("shown configuration does not parse:\n%s\n%v", out, err)
+	}
+	out2, err := Show(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != string(out2) {
+		t.Errorf("show is not stable:\n%s\n---\n%s", out, out2)
+	}
+}
+
+func TestExampleIsValid(t *testing.T) {
+	if _, err := Parse("example.yaml", []byte(Example)); err != nil {
+		t.Fatal(err)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(Example), &n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadMissingAndHuge(t *testing.T) {
+	if _, err := Load("testdata/does-not-exist.yaml"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	big := t.TempDir() + "/big.yaml"
+	if err := os.WriteFile(big, make([]byte, maxFileSize+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("huge file: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"testdata/good.yaml", "testdata/three-mistakes.yaml"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(Example))
+	f.Add([]byte("listeners: [{listen: ':1', routes: [{upstream: x}]}]\nupstreams: {x: ~}\n"))
+	f.Add([]byte("a: &a [*a, *a]\n"))
+	f.Add([]byte("limits: {handshake_wait: [1]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if (cfg == nil) == (err == nil) {
+			t.Fatalf("Parse returned cfg=%v err=%v", cfg != nil, err)
+		}
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error without problems: %v", err)
+			}
+			return
+		}
+		if _, err := Show(cfg); err != nil {
+			t.Fatalf("show: %v", err)
+		}
+	})
+}

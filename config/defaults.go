@@ -1,0 +1,119 @@
+package config
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// Default values, applied by Defaults.
+const (
+	DefaultAdminListen      = "127.0.0.1:9180"
+	DefaultMaxConnections   = 10000
+	DefaultMaxHandshakes    = 256
+	DefaultHandshakeWait    = 250 * time.Millisecond
+	DefaultMaxHeaderBytes   = 64 << 10
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultReadHeader       = 10 * time.Second
+	DefaultIdle             = 2 * time.Minute
+	DefaultUpstreamConnect  = 5 * time.Second
+	DefaultUpstreamResponse = time.Minute
+	DefaultShutdown         = 30 * time.Second
+	DefaultHealthInterval   = 5 * time.Second
+	DefaultHealthTimeout    = 2 * time.Second
+	DefaultHealthFails      = 2
+	DefaultHealthPasses     = 1
+	DefaultPassiveMaxFails  = 3
+	DefaultEjectFor         = 30 * time.Second
+	DefaultRetries          = 1
+)
+
+// Defaults fills in every value the file leaves out. It is the only place
+// defaults are set; `gmgate config show` prints its result.
+func Defaults(c *Config) {
+	setString(&c.Admin.Listen, DefaultAdminListen)
+	setString(&c.Log.Level, "info")
+	setString(&c.Log.Access, "stdout")
+
+	setInt(&c.Limits.MaxConnections, DefaultMaxConnections)
+	setInt(&c.Limits.MaxHandshakes, DefaultMaxHandshakes)
+	setDuration(&c.Limits.HandshakeWait, DefaultHandshakeWait)
+	setInt(&c.Limits.MaxHeaderBytes, DefaultMaxHeaderBytes)
+
+	setDuration(&c.Timeouts.Handshake, DefaultHandshakeTimeout)
+	setDuration(&c.Timeouts.ReadHeader, DefaultReadHeader)
+	setDuration(&c.Timeouts.Idle, DefaultIdle)
+	setDuration(&c.Timeouts.UpstreamConnect, DefaultUpstreamConnect)
+	setDuration(&c.Timeouts.UpstreamResponse, DefaultUpstreamResponse)
+	setDuration(&c.Timeouts.Shutdown, DefaultShutdown)
+
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if l.Protocol == "" {
+			switch {
+			case l.TLCP != nil && l.TLS != nil:
+				l.Protocol = ProtocolAuto
+			case l.TLS != nil:
+				l.Protocol = ProtocolTLS
+			default:
+				l.Protocol = ProtocolTLCP
+			}
+		}
+		if l.Name == "" {
+			l.Name = "listener" + strconv.Itoa(i)
+		}
+		if l.TLCP != nil {
+			if len(l.TLCP.Suites) == 0 {
+				for _, id := range tlcp.DefaultCipherSuites {
+					l.TLCP.Suites = append(l.TLCP.Suites, tlcp.CipherSuiteName(id))
+				}
+			}
+			setString(&l.TLCP.ClientAuth, "none")
+		}
+		if l.TLS != nil {
+			setString(&l.TLS.MinVersion, "1.2")
+			setString(&l.TLS.ClientAuth, "none")
+		}
+		for j := range l.Routes {
+			setString(&l.Routes[j].Path, "/")
+		}
+	}
+	for _, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		setString(&u.Policy, PolicyRoundRobin)
+		setDuration(&u.Health.Interval, DefaultHealthInterval)
+		setDuration(&u.Health.Timeout, DefaultHealthTimeout)
+		setInt(&u.Health.Fails, DefaultHealthFails)
+		setInt(&u.Health.Passes, DefaultHealthPasses)
+		setIntPtr(&u.Passive.MaxFails, DefaultPassiveMaxFails)
+		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
+		setIntPtr(&u.Retries, DefaultRetries)
+	}
+}
+
+func setString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setIntPtr(p **int, v int) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+func setDuration(p *Duration, v time.Duration) {
+	if *p == 0 {
+		*p = Duration(v)
+	}
+}

@@ -1,0 +1,339 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxFileSize bounds the configuration file; a real one is a few KiB.
+const maxFileSize = 4 << 20
+
+// Problem is one thing wrong with a configuration.
+type Problem struct {
+	File string
+	// Line is the line of the offending key or value; 0 when unknown.
+	Line int
+	// Path is the field path ("listeners[0].tlcp.sign_key").
+	Path string
+	// Msg says what is wrong; Fix, when set, what to do.
+	Msg string
+	Fix string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		b.WriteByte(':')
+	}
+	if p.Line > 0 {
+		b.WriteString(strconv.Itoa(p.Line))
+		b.WriteByte(':')
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	if p.Fix != "" {
+		b.WriteString("; ")
+		b.WriteString(p.Fix)
+	}
+	return b.String()
+}
+
+// Error is a configuration with problems; it lists all of them, in file
+// order.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, 0, len(e.Problems)+1)
+	if len(e.Problems) == 1 {
+		lines = append(lines, "configuration has 1 problem:")
+	} else {
+		lines = append(lines, fmt.Sprintf("configuration has %d problems:", len(e.Problems)))
+	}
+	for _, p := range e.Problems {
+		lines = append(lines, "  "+p.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads, decodes, defaults and validates the configuration file at
+// path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes; is it the right file?", path, maxFileSize)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, defaults and validates a configuration; name is the file
+// name used in problems. Every problem found is reported in one *Error.
+func Parse(name string, data []byte) (*Config, error) {
+	cfg, idx, probs := decode(name, data)
+	if cfg == nil {
+		return nil, &Error{Problems: probs}
+	}
+	Defaults(cfg)
+	// A value that could not be decoded is reported once, by the decoder,
+	// not again as the empty value validation then sees.
+	decoded := map[string]bool{}
+	for _, p := range probs {
+		decoded[p.Path] = true
+	}
+	for _, p := range validate(cfg, idx) {
+		if !underDecoded(decoded, p.Path) {
+			probs = append(probs, p)
+		}
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &Error{Problems: probs}
+	}
+	return cfg, nil
+}
+
+var (
+	lineRE    = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	unknownRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	typeRE    = regexp.MustCompile("^cannot unmarshal !!(\\w+)( `.*`)? into (\\S+)$")
+)
+
+// decode parses data strictly. It returns nil when the document cannot be
+// read at all, and otherwise the decoded configuration together with the
+// problems of unknown keys and wrong types.
+func decode(name string, data []byte) (*Config, *nodeIndex, []Problem) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, nil, []Problem{syntaxProblem(name, err)}
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, nil, []Problem{{File: name, Msg: "the configuration is empty", Fix: "see `gmgate config show` for a complete example"}}
+	}
+	idx := newNodeIndex(name, &root)
+	cfg := &Config{File: name}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(cfg)
+	var probs []Problem
+	var te *yaml.TypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &te):
+		for _, msg := range te.Errors {
+			probs = append(probs, idx.typeProblem(msg))
+		}
+	default:
+		return nil, nil, []Problem{syntaxProblem(name, err)}
+	}
+	return cfg, idx, probs
+}
+
+func underDecoded(decoded map[string]bool, path string) bool {
+	for p := path; p != ""; p = parentPath(p) {
+		if decoded[p] {
+			return true
+		}
+	}
+	return false
+}
+
+func syntaxProblem(name string, err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	p := Problem{File: name, Msg: "not valid YAML: " + msg, Fix: "check the indentation and quoting around that line"}
+	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+		p.Line, _ = strconv.Atoi(m[1])
+		p.Msg = "not valid YAML: " + m[2]
+	}
+	return p
+}
+
+func sortProblems(p []Problem) {
+	sort.SliceStable(p, func(i, j int) bool {
+		if p[i].Line != p[j].Line {
+			return p[i].Line < p[j].Line
+		}
+		return p[i].Path < p[j].Path
+	})
+}
+
+// nodeIndex maps field paths to the lines of the YAML file.
+type nodeIndex struct {
+	file string
+	// lines maps a path to the line of its key (or item).
+	lines map[string]int
+	// keyAt maps "line:key" to the path of that key.
+	keyAt map[string]string
+	// valueAt maps "line:tag" to the path whose value is a node of that
+	// tag (str, int, map, seq, ...) starting on that line.
+	valueAt map[string]string
+}
+
+func newNodeIndex(file string, root *yaml.Node) *nodeIndex {
+	idx := &nodeIndex{file: file, lines: map[string]int{}, keyAt: map[string]string{}, valueAt: map[string]string{}}
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		idx.walk("", root.Content[0], 0)
+	}
+	return idx
+}
+
+// maxDepth bounds the walk; the configuration is never deeper than a few
+// levels and a hostile file must not exhaust the stack.
+const maxDepth = 32
+
+func (idx *nodeIndex) walk(path string, n *yaml.Node, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	if path != "" {
+		idx.valueAt[strconv.Itoa(n.Line)+":"+strings.TrimPrefix(n.ShortTag(), "!!")] = path
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			if _, seen := idx.lines[p]; !seen {
+				idx.lines[p] = k.Line
+			}
+			idx.keyAt[strconv.Itoa(k.Line)+":"+k.Value] = p
+			idx.walk(p, v, depth+1)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			idx.lines[p] = item.Line
+			idx.walk(p, item, depth+1)
+		}
+	}
+}
+
+// line returns the line of path, or of its nearest ancestor present in
+// the file.
+func (idx *nodeIndex) line(path string) int {
+	if idx == nil {
+		return 0
+	}
+	for p := path; p != ""; p = parentPath(p) {
+		if l, ok := idx.lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+func parentPath(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndexByte(p, '['); i >= 0 {
+			return p[:i]
+		}
+	}
+	if i := strings.LastIndexByte(p, '.'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// pathAtLine returns the path of the key on line l (the deepest one).
+func (idx *nodeIndex) pathAtLine(l int) string {
+	best := ""
+	for p, pl := range idx.lines {
+		if pl == l && (len(p) > len(best) || (len(p) == len(best) && p < best)) {
+			best = p
+		}
+	}
+	return best
+}
+
+// typeProblem turns one yaml.v3 decoding message into a Problem.
+func (idx *nodeIndex) typeProblem(msg string) Problem {
+	p := Problem{File: idx.file, Msg: msg}
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return p
+	}
+	p.Line, _ = strconv.Atoi(m[1])
+	rest := m[2]
+	if u := unknownRE.FindStringSubmatch(rest); u != nil {
+		key := u[1]
+		p.Path = idx.keyAt[m[1]+":"+key]
+		if p.Path == "" {
+			p.Path = key
+		}
+		p.Msg = fmt.Sprintf("unknown field %q", key)
+		if known := knownFields(parentPath(p.Path)); len(known) > 0 {
+			p.Fix = "known fields here: " + strings.Join(known, ", ")
+		} else {
+			p.Fix = "remove it or check its indentation"
+		}
+		return p
+	}
+	p.Path = idx.pathAtLine(p.Line)
+	if t := typeRE.FindStringSubmatch(rest); t != nil {
+		if vp, ok := idx.valueAt[m[1]+":"+t[1]]; ok {
+			p.Path = vp
+		}
+		p.Msg = fmt.Sprintf("expected %s, found a %s%s", kindName(t[3]), yamlKindName(t[1]), t[2])
+		p.Fix = "write a value of the expected kind"
+		return p
+	}
+	p.Msg, p.Fix, _ = strings.Cut(rest, "; ")
+	return p
+}
+
+func kindName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "config."), strings.HasPrefix(goType, "*config."):
+		return "a mapping (key: value lines)"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a string"
+	}
+	return goType
+}
+
+func yamlKindName(tag string) string {
+	switch tag {
+	case "str":
+		return "string"
+	case "int":
+		return "number"
+	case "seq":
+		return "list"
+	case "map":
+		return "mapping"
+	}
+	return tag
+}

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"bytes"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Show renders a configuration, defaults included, as YAML that Parse
+// reads back to the same configuration.
+func Show(c *Config) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Example is a complete configuration: TLCP (and TLS, for clients not yet
+// migrated) in front of a legacy HTTP service, plus a layer-4 forward.
+const Example = `# gmgate configuration. Check it with: gmgate config check -c gmgate.yaml
+admin:
+  listen: 127.0.0.1:9180          # /metrics, /healthz, /readyz (loopback only by default)
+log:
+  level: info
+  access: stdout                  # stdout | stderr | off | /path/to/access.log
+listeners:
+  - name: edge
+    listen: ":443"
+    protocol: auto                # tlcp | tls | auto (TLCP and TLS on one port)
+    tlcp:
+      sign_cert: /etc/gmgate/site.sign.crt
+      sign_key: /etc/gmgate/site.sign.key
+      enc_cert: /etc/gmgate/site.enc.crt
+      enc_key: file:/etc/gmgate/site.enc.key?password-env=GMGATE_ENC_KEY_PASSWORD
+      suites: [ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3]
+      client_auth: none           # none | request | require | verify_if_given | require_and_verify
+    tls:                          # the certificate legacy TLS clients already trust
+      cert: /etc/gmgate/site.rsa.crt
+      key: /etc/gmgate/site.rsa.key
+      min_version: "1.2"
+    session_headers:              # tell the service how the client connected
+      protocol: X-TLCP-Protocol
+      suite: X-TLCP-Suite
+      client_subject: X-TLCP-Client-Subject
+    routes:
+      - host: api.example.cn
+        path: /
+        upstream: legacy-api
+upstreams:
+  legacy-api:
+    targets: ["http://10.0.0.5:8080", "http://10.0.0.6:8080"]
+    policy: least_conn            # round_robin | least_conn
+    health: {path: /healthz, interval: 5s, timeout: 2s}
+    passive: {max_fails: 3, eject_for: 30s}
+    retries: 1                    # idempotent requests that could not be sent
+limits:
+  max_connections: 20000
+  max_handshakes: 512
+  handshake_wait: 250ms
+timeouts:
+  handshake: 10s
+  read_header: 10s
+  idle: 2m
+  upstream_connect: 5s
+  upstream_response: 60s
+  shutdown: 30s
+`
