@@ -2,7 +2,6 @@ package certs
 
 import (
 	"crypto"
-	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -443,11 +442,6 @@ func (c *DualCSR) Write(dir, name string, password []byte) (CSRFiles, error) {
 // publicKeysEqual compares two public keys by their SubjectPublicKeyInfo
 // encoding, which works across key wrappers and curve representations.
 func publicKeysEqual(a, b crypto.PublicKey) bool {
-	if ea, ok := a.(*ecdsa.PublicKey); ok {
-		if eb, ok := b.(*ecdsa.PublicKey); ok {
-			return ea.X != nil && eb.X != nil && ea.X.Cmp(eb.X) == 0 && ea.Y.Cmp(eb.Y) == 0 && ea.Curve.Params().Name == eb.Curve.Params().Name
-		}
-	}
 	da, err1 := smx509.MarshalPKIXPublicKey(a)
 	db, err2 := smx509.MarshalPKIXPublicKey(b)
 	return err1 == nil && err2 == nil && string(da) == string(db)

@@ -2,6 +2,8 @@ package certs
 
 import (
 	"crypto/ecdsa"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/binary"
 	"math/big"
 
@@ -13,7 +15,7 @@ import (
 // zaWithID computes Z = SM3(ENTL || ID || a || b || xG || yG || xP || yP)
 // for any user ID, including the empty one (gmsm substitutes the default
 // ID for an empty one, which is what we need to tell the two apart).
-func zaWithID(pub *ecdsa.PublicKey, id []byte) []byte {
+func zaWithID(point []byte, id []byte) []byte {
 	params := sm2.P256().Params()
 	size := (params.BitSize + 7) / 8
 	fixed := func(b []byte) []byte {
@@ -31,20 +33,43 @@ func zaWithID(pub *ecdsa.PublicKey, id []byte) []byte {
 	h.Write(fixed(params.B.Bytes()))
 	h.Write(fixed(params.Gx.Bytes()))
 	h.Write(fixed(params.Gy.Bytes()))
-	h.Write(fixed(pub.X.Bytes()))
-	h.Write(fixed(pub.Y.Bytes()))
+	h.Write(point[1:])
 	return h.Sum(nil)
 }
 
 // verifySM2WithID checks an SM2 signature over msg with the given user ID.
 func verifySM2WithID(pub *ecdsa.PublicKey, id, msg, sig []byte) bool {
-	if pub == nil || pub.X == nil || !sm2.IsSM2PublicKey(pub) {
+	point, ok := uncompressedPoint(pub)
+	if !ok {
 		return false
 	}
 	h := sm3.New()
-	h.Write(zaWithID(pub, id))
+	h.Write(zaWithID(point, id))
 	h.Write(msg)
 	return sm2.VerifyASN1(pub, h.Sum(nil), sig)
+}
+
+// uncompressedPoint returns the 04||X||Y encoding of an SM2 public key.
+func uncompressedPoint(pub *ecdsa.PublicKey) ([]byte, bool) {
+	if pub == nil || !sm2.IsSM2PublicKey(pub) {
+		return nil, false
+	}
+	der, err := smx509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, false
+	}
+	var spki struct {
+		Algorithm pkix.AlgorithmIdentifier
+		Key       asn1.BitString
+	}
+	if rest, err := asn1.Unmarshal(der, &spki); err != nil || len(rest) > 0 {
+		return nil, false
+	}
+	p := spki.Key.RightAlign()
+	if len(p) != 65 || p[0] != 4 {
+		return nil, false
+	}
+	return p, true
 }
 
 // defaultSM2ID is the user ID every TLCP implementation signs with.

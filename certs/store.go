@@ -1,0 +1,363 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/fsnotify/fsnotify"
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Source is one named certificate set of the configuration: a TLCP pair,
+// a TLS certificate, or both.
+type Source struct {
+	// Name labels the set in logs and metrics (the listener's name, say).
+	Name string
+	TLCP *TLCPFiles
+	TLS  *TLSFiles
+}
+
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Logger receives reload results and warnings; slog.Default when nil.
+	Logger *slog.Logger
+	// Load are the checks applied on every load.
+	Load LoadOptions
+	// TLSFallback, when set, is asked for a TLS certificate when no
+	// source's TLS certificate names the requested server (ACME's
+	// GetCertificate, for instance).
+	TLSFallback func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// OnReload, when set, is called after every reload attempt with its
+	// result.
+	OnReload func(error)
+	// Debounce is how long Watch waits for file changes to settle before
+	// reloading; 250ms when zero.
+	Debounce time.Duration
+}
+
+// Store holds the live certificates. Reads are lock-free; a reload loads
+// every source and swaps the whole set at once, or keeps the old set.
+type Store struct {
+	opts    StoreOptions
+	sources []Source
+	log     *slog.Logger
+
+	current  atomic.Pointer[certSet]
+	reloadMu sync.Mutex
+
+	reloadOK, reloadFailed atomic.Uint64
+	lastReloadFailed       atomic.Bool
+}
+
+type certSet struct {
+	entries []storeEntry
+}
+
+type storeEntry struct {
+	name string
+	tlcp *tlcp.Certificate
+	tls  *tls.Certificate
+}
+
+// NewStore loads every source; it fails when any of them is invalid.
+func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
+	if len(sources) == 0 {
+		return nil, errors.New("no certificate sources")
+	}
+	seen := map[string]bool{}
+	for i, src := range sources {
+		if src.Name == "" {
+			return nil, fmt.Errorf("certificate source %d has no name", i+1)
+		}
+		if seen[src.Name] {
+			return nil, fmt.Errorf("certificate source name %q is used twice", src.Name)
+		}
+		seen[src.Name] = true
+		if src.TLCP == nil && src.TLS == nil {
+			return nil, fmt.Errorf("certificate source %q has neither tlcp nor tls files", src.Name)
+		}
+	}
+	s := &Store{opts: opts, sources: sources, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	set, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	s.current.Store(set)
+	return s, nil
+}
+
+func (s *Store) load() (*certSet, error) {
+	set := &certSet{}
+	for _, src := range s.sources {
+		e := storeEntry{name: src.Name}
+		if src.TLCP != nil {
+			c, warnings, err := LoadTLCPFiles(*src.TLCP, s.opts.Load)
+			if err != nil {
+				return nil, fmt.Errorf("%s: tlcp: %w", src.Name, err)
+			}
+			for _, w := range warnings {
+				s.log.Warn("certificate warning", "name", src.Name, "warning", w)
+			}
+			e.tlcp = c
+		}
+		if src.TLS != nil {
+			c, warnings, err := LoadTLSFiles(*src.TLS, s.opts.Load)
+			if err != nil {
+				return nil, fmt.Errorf("%s: tls: %w", src.Name, err)
+			}
+			for _, w := range warnings {
+				s.log.Warn("certificate warning", "name", src.Name, "warning", w)
+			}
+			e.tls = c
+		}
+		set.entries = append(set.entries, e)
+	}
+	return set, nil
+}
+
+// Reload loads every source again and swaps the new set in. When any
+// source fails to load, the previous set stays in service, the reason is
+// logged, and the error is returned.
+func (s *Store) Reload() error {
+	s.reloadMu.Lock()
+	set, err := s.load()
+	if err != nil {
+		s.reloadFailed.Add(1)
+		s.lastReloadFailed.Store(true)
+		s.log.Error("certificate reload failed; keeping the previous certificates", "error", err.Error())
+	} else {
+		s.current.Store(set)
+		s.reloadOK.Add(1)
+		s.lastReloadFailed.Store(false)
+		s.log.Info("certificates reloaded", "sets", len(set.entries))
+	}
+	s.reloadMu.Unlock()
+	if s.opts.OnReload != nil {
+		s.opts.OnReload(err)
+	}
+	return err
+}
+
+// TLCPCertificate returns the TLCP identity of the named source (nil when
+// it has none).
+func (s *Store) TLCPCertificate(name string) *tlcp.Certificate {
+	for _, e := range s.current.Load().entries {
+		if e.name == name {
+			return e.tlcp
+		}
+	}
+	return nil
+}
+
+// TLSCertificate returns the TLS certificate of the named source (nil when
+// it has none).
+func (s *Store) TLSCertificate(name string) *tls.Certificate {
+	for _, e := range s.current.Load().entries {
+		if e.name == name {
+			return e.tls
+		}
+	}
+	return nil
+}
+
+// GetTLCPCertificate chooses the TLCP identity whose signing certificate
+// names the requested server (SNI), or the first one; for
+// tlcp.Config.GetCertificate.
+func (s *Store) GetTLCPCertificate(hello *tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
+	var first *tlcp.Certificate
+	for _, e := range s.current.Load().entries {
+		if e.tlcp == nil {
+			continue
+		}
+		if first == nil {
+			first = e.tlcp
+		}
+		if hello != nil && hello.ServerName != "" && e.tlcp.SignLeaf != nil && e.tlcp.SignLeaf.VerifyHostname(hello.ServerName) == nil {
+			return e.tlcp, nil
+		}
+	}
+	if first == nil {
+		return nil, errors.New("no TLCP certificate configured")
+	}
+	return first, nil
+}
+
+// GetTLSCertificate chooses the TLS certificate that names the requested
+// server, then asks TLSFallback, then takes the first one; for
+// tls.Config.GetCertificate.
+func (s *Store) GetTLSCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	var first *tls.Certificate
+	for _, e := range s.current.Load().entries {
+		if e.tls == nil {
+			continue
+		}
+		if first == nil {
+			first = e.tls
+		}
+		if hello != nil && hello.ServerName != "" && e.tls.Leaf != nil && e.tls.Leaf.VerifyHostname(hello.ServerName) == nil {
+			return e.tls, nil
+		}
+	}
+	if s.opts.TLSFallback != nil {
+		c, err := s.opts.TLSFallback(hello)
+		if err == nil && c != nil {
+			return c, nil
+		}
+		if first == nil {
+			if err == nil {
+				err = errors.New("no certificate")
+			}
+			return nil, err
+		}
+	}
+	if first == nil {
+		return nil, errors.New("no TLS certificate configured")
+	}
+	return first, nil
+}
+
+// watchedFiles lists the files the sources read: certificates, key files
+// and password files.
+func (s *Store) watchedFiles() []string {
+	var files []string
+	addRef := func(ref string) {
+		r, err := accel.ParseRef(ref)
+		if err != nil || r.Scheme != "file" {
+			return
+		}
+		files = append(files, r.Path)
+		if pf := r.Params.Get("password-file"); pf != "" {
+			files = append(files, pf)
+		}
+	}
+	for _, src := range s.sources {
+		if src.TLCP != nil {
+			files = append(files, src.TLCP.SignCert, src.TLCP.EncCert)
+			addRef(src.TLCP.SignKey)
+			addRef(src.TLCP.EncKey)
+		}
+		if src.TLS != nil {
+			files = append(files, src.TLS.Cert)
+			addRef(src.TLS.Key)
+		}
+	}
+	return files
+}
+
+// Watch reloads the store when any file it reads changes, until ctx is
+// done. It watches the directories, so files replaced by rename (and
+// Kubernetes' ..data symlink swaps) are seen. Changes are debounced so
+// that a pair written file by file reloads once it is complete.
+func (s *Store) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching certificate files: %w", err)
+	}
+	defer w.Close()
+	names := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, f := range s.watchedFiles() {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		names[abs] = true
+		dirs[filepath.Dir(abs)] = true
+	}
+	for d := range dirs {
+		if err := w.Add(d); err != nil {
+			return fmt.Errorf("watching %s: %w", d, err)
+		}
+	}
+	debounce := s.opts.Debounce
+	if debounce <= 0 {
+		debounce = 250 * time.Millisecond
+	}
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			base := filepath.Base(ev.Name)
+			if names[ev.Name] || strings.HasPrefix(base, "..") {
+				timer.Reset(debounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Warn("certificate watcher error", "error", err.Error())
+		case <-timer.C:
+			s.Reload()
+		}
+	}
+}
+
+var (
+	expiryDesc = prometheus.NewDesc("gmgate_certificate_expiry_timestamp_seconds",
+		"When each served certificate expires (NotAfter), as a Unix time.", []string{"name", "role"}, nil)
+	notBeforeDesc = prometheus.NewDesc("gmgate_certificate_not_before_timestamp_seconds",
+		"When each served certificate becomes valid (NotBefore), as a Unix time.", []string{"name", "role"}, nil)
+	reloadsDesc = prometheus.NewDesc("gmgate_certificate_reloads_total",
+		"Certificate reload attempts by result.", []string{"result"}, nil)
+	reloadFailedDesc = prometheus.NewDesc("gmgate_certificate_last_reload_failed",
+		"1 when the last reload failed and older certificates are still served.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) {
+	ch <- expiryDesc
+	ch <- notBeforeDesc
+	ch <- reloadsDesc
+	ch <- reloadFailedDesc
+}
+
+// Collect implements prometheus.Collector: the expiry of every served
+// certificate (roles sign, enc, tls) and the reload counters.
+func (s *Store) Collect(ch chan<- prometheus.Metric) {
+	emit := func(name, role string, c *smx509.Certificate) {
+		if c == nil {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(c.NotAfter.Unix()), name, role)
+		ch <- prometheus.MustNewConstMetric(notBeforeDesc, prometheus.GaugeValue, float64(c.NotBefore.Unix()), name, role)
+	}
+	for _, e := range s.current.Load().entries {
+		if e.tlcp != nil {
+			emit(e.name, "sign", e.tlcp.SignLeaf)
+			emit(e.name, "enc", e.tlcp.EncLeaf)
+		}
+		if e.tls != nil && len(e.tls.Certificate) > 0 {
+			if c, err := smx509.ParseCertificate(e.tls.Certificate[0]); err == nil {
+				emit(e.name, "tls", c)
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(s.reloadOK.Load()), "success")
+	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(s.reloadFailed.Load()), "failure")
+	failed := 0.0
+	if s.lastReloadFailed.Load() {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(reloadFailedDesc, prometheus.GaugeValue, failed)
+}
