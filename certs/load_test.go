@@ -1,0 +1,188 @@
+package certs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+)
+
+// loadErr loads f and returns the error text, failing when it loads.
+func loadErr(t *testing.T, f TLCPFiles, opts LoadOptions) string {
+	t.Helper()
+	c, _, err := LoadTLCPFiles(f, opts)
+	if err == nil {
+		t.Fatalf("loaded %+v without error", c)
+	}
+	return err.Error()
+}
+
+func wantAll(t *testing.T, msg string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			t.Errorf("error %q\n  does not contain %q", msg, p)
+		}
+	}
+}
+
+func files(d DualFiles) TLCPFiles {
+	return TLCPFiles{SignCert: d.SignCert, SignKey: d.SignKey, EncCert: d.EncCert, EncKey: d.EncKey}
+}
+
+func TestLoadBadInput(t *testing.T) {
+	ca := newTestCA(t, false)
+	dir := t.TempDir()
+	good := writeTestPair(t, ca, dir, "good", nil, "good.example.cn")
+	other := writeTestPair(t, ca, dir, "other", nil, "other.example.cn")
+
+	t.Run("mismatched key", func(t *testing.T) {
+		f := files(good)
+		f.SignKey = other.SignKey
+		msg := loadErr(t, f, LoadOptions{})
+		wantAll(t, msg, "sign_key "+other.SignKey, "does not belong to sign_cert "+good.SignCert, "give the key that was generated with this certificate")
+	})
+	t.Run("mismatched enc key", func(t *testing.T) {
+		f := files(good)
+		f.EncKey = other.EncKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_key "+other.EncKey, "does not belong to enc_cert "+good.EncCert)
+	})
+	t.Run("swapped certificates", func(t *testing.T) {
+		f := files(good)
+		f.SignCert, f.EncCert = good.EncCert, good.SignCert
+		wantAll(t, loadErr(t, f, LoadOptions{}), "are swapped", good.EncCert+" is the encryption certificate", "exchange sign_cert and enc_cert")
+	})
+	t.Run("swapped keys", func(t *testing.T) {
+		f := files(good)
+		f.SignKey, f.EncKey = good.EncKey, good.SignKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "sign_key "+good.EncKey+" and enc_key "+good.SignKey+" are swapped", "exchange sign_key and enc_key")
+	})
+	t.Run("swapped pairs", func(t *testing.T) {
+		f := TLCPFiles{SignCert: good.EncCert, SignKey: good.EncKey, EncCert: good.SignCert, EncKey: good.SignKey}
+		wantAll(t, loadErr(t, f, LoadOptions{}), "are swapped (with their keys)", "keyEncipherment", "exchange sign_cert/sign_key with enc_cert/enc_key")
+	})
+	t.Run("expired", func(t *testing.T) {
+		past := func() time.Time { return time.Now().Add(-400 * 24 * time.Hour) }
+		oldCA, err := NewCA(CAOptions{Now: past})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := oldCA.IssueDual(IssueOptions{DNSNames: []string{"old.example.cn"}, Validity: 30 * 24 * time.Hour, Now: past})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.Write(t.TempDir(), "old", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAll(t, loadErr(t, files(f), LoadOptions{}), "sign_cert "+f.SignCert+" expired on", "days ago", "renew it")
+	})
+	t.Run("not yet valid", func(t *testing.T) {
+		wantAll(t, loadErr(t, files(good), LoadOptions{Now: func() time.Time { return time.Now().Add(-time.Hour) }}), "sign_cert "+good.SignCert+" is not valid until", "check the system clock")
+	})
+	t.Run("missing chain", func(t *testing.T) {
+		ica := newTestCA(t, true)
+		d, err := ica.IssueDual(IssueOptions{DNSNames: []string{"chain.example.cn"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.Write(t.TempDir(), "chain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := LoadOptions{Roots: []*smx509.Certificate{ica.Root}}
+		if _, _, err := LoadTLCPFiles(files(f), roots); err != nil {
+			t.Fatalf("complete chain: %v", err)
+		}
+		// Leaf only, intermediate left out.
+		if err := writeCertFile(f.SignCert, d.SignCert); err != nil {
+			t.Fatal(err)
+		}
+		wantAll(t, loadErr(t, files(f), roots), "sign_cert "+f.SignCert, "missing intermediate", `issuer "CN=gmgate local SM2 intermediate CA"`, "append the intermediate CA certificate")
+		// Wrong order: intermediate first.
+		if err := writeCertFile(f.SignCert, d.Chain[0], d.SignCert); err != nil {
+			t.Fatal(err)
+		}
+		wantAll(t, loadErr(t, files(f), roots), "starts with a CA certificate", "put the server's certificate first")
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		enc := writeTestPair(t, ca, t.TempDir(), "enc", []byte("right password"), "enc.example.cn")
+		t.Setenv("GMGATE_TEST_KEYPW", "wrong password")
+		f := files(enc)
+		f.SignKey = "file:" + enc.SignKey + "?password-env=GMGATE_TEST_KEYPW"
+		f.EncKey = "file:" + enc.EncKey + "?password-env=GMGATE_TEST_KEYPW"
+		msg := loadErr(t, f, LoadOptions{})
+		wantAll(t, msg, "sign_key", enc.SignKey, "wrong password", "check the password that password-env or password-file gives")
+		if strings.Contains(msg, "wrong password for") && strings.Contains(msg, "right password") {
+			t.Error("the error reveals the password")
+		}
+		t.Setenv("GMGATE_TEST_KEYPW", "right password")
+		if _, _, err := LoadTLCPFiles(f, LoadOptions{}); err != nil {
+			t.Fatalf("right password: %v", err)
+		}
+		f.SignKey = enc.SignKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "sign_key", "encrypted", "password-env=VAR or password-file=PATH")
+	})
+	t.Run("non-PEM file", func(t *testing.T) {
+		junk := filepath.Join(t.TempDir(), "junk.crt")
+		os.WriteFile(junk, []byte("this is not a certificate\n"), 0o644)
+		f := files(good)
+		f.SignCert = junk
+		wantAll(t, loadErr(t, f, LoadOptions{}), "sign_cert "+junk, "not a PEM certificate file", "-----BEGIN CERTIFICATE-----", "openssl x509 -inform DER")
+	})
+	t.Run("key given as certificate", func(t *testing.T) {
+		f := files(good)
+		f.EncCert = good.EncKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_cert "+good.EncKey, "holds a PRIVATE KEY, not a certificate", "look swapped")
+	})
+	t.Run("non-PEM key", func(t *testing.T) {
+		f := files(good)
+		f.EncKey = good.EncCert
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_key", "no private key found")
+	})
+	t.Run("RSA certificate on the TLCP side", func(t *testing.T) {
+		rsaCert, rsaKey := writeRSAServer(t, t.TempDir(), "rsa.example.com")
+		f := files(good)
+		f.SignCert, f.SignKey = rsaCert, rsaKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "sign_cert "+rsaCert, "RSA-2048", "TLCP needs SM2", "gmgate cert migrate --from "+rsaCert)
+	})
+	t.Run("missing file", func(t *testing.T) {
+		f := files(good)
+		f.EncCert = filepath.Join(dir, "nope.crt")
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_cert", "nope.crt", "no such file")
+	})
+	t.Run("SM2 certificate on the TLS side", func(t *testing.T) {
+		_, _, err := LoadTLSFiles(TLSFiles{Cert: good.SignCert, Key: good.SignKey}, LoadOptions{})
+		if err == nil {
+			t.Fatal("loaded")
+		}
+		wantAll(t, err.Error(), "cert "+good.SignCert, "SM2 certificate, which TLS clients cannot use")
+	})
+}
+
+func TestLoadHostileInputDoesNotPanic(t *testing.T) {
+	dir := t.TempDir()
+	inputs := map[string]string{
+		"empty":         "",
+		"bad base64":    "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+		"truncated der": "-----BEGIN CERTIFICATE-----\nMIIBkTCB+wIJAK==\n-----END CERTIFICATE-----\n",
+		"binary":        "\x30\x82\xff\xff\x00\x01",
+	}
+	for name, data := range inputs {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		os.WriteFile(p, []byte(data), 0o644)
+		if _, err := readCertificates(p); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+		r := Inspect([]string{p}, InspectOptions{})
+		if !r.HasErrors() {
+			t.Errorf("%s: inspect found no error", name)
+		}
+		if _, err := describeEncryptedPKCS8([]byte(data)); err == nil && data != "" {
+			t.Errorf("%s: described as an encrypted key", name)
+		}
+	}
+}
