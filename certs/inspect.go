@@ -49,7 +49,9 @@ type InspectedItem struct {
 	matchd bool
 }
 
-func (it *InspectedItem) add(name, value string) { it.Fields = append(it.Fields, [2]string{name, value}) }
+func (it *InspectedItem) add(name, value string) {
+	it.Fields = append(it.Fields, [2]string{name, value})
+}
 
 func (it *InspectedItem) flag(sev Severity, format string, args ...any) {
 	it.Findings = append(it.Findings, Finding{Severity: sev, Message: fmt.Sprintf(format, args...)})
