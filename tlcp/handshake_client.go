@@ -26,7 +26,9 @@ type clientHandshakeState struct {
 	session      *ClientSessionState
 	sessionKey   string
 	masterSecret []byte
-	transcript   transcript
+	// mac is HMAC-SM3 keyed with the master secret, for the key schedule.
+	mac        *prfHash
+	transcript transcript
 }
 
 func (c *Conn) clientHandshake(ctx context.Context) error {
@@ -182,6 +184,7 @@ func (hs *clientHandshakeState) processServerHello() error {
 		}
 		c.didResume = true
 		hs.masterSecret = hs.session.masterSecret
+		hs.mac = newPRFHash(hs.masterSecret)
 		c.peerCertificates = hs.session.serverCertificates
 		c.verifiedChains = hs.session.verifiedChains
 		return nil
@@ -279,7 +282,8 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	if err := c.writeHandshake(ckx, &hs.transcript); err != nil {
 		return err
 	}
-	hs.masterSecret = masterFromPreMaster(preMasterSecret, hs.hello.random, hs.serverHello.random)
+	hs.mac = newPRFHash(nil)
+	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.hello.random, hs.serverHello.random)
 	clear(preMasterSecret)
 
 	if cert != nil && len(cert.SignCertificate) > 0 {
@@ -408,7 +412,7 @@ func (hs *clientHandshakeState) verifyConnection() error {
 
 func (hs *clientHandshakeState) establishKeys() error {
 	c := hs.c
-	kb := keyBlock(hs.suite, hs.masterSecret, hs.hello.random, hs.serverHello.random)
+	kb := keyBlock(hs.suite, hs.mac, hs.hello.random, hs.serverHello.random)
 	read, write, err := hs.suite.newCiphers(kb, true)
 	clear(kb)
 	if err != nil {
@@ -424,7 +428,7 @@ func (hs *clientHandshakeState) sendFinished() error {
 	if err := c.writeChangeCipherSpec(); err != nil {
 		return err
 	}
-	fin := &finishedMsg{verifyData: finishedData(hs.masterSecret, true, hs.transcript.sum())}
+	fin := &finishedMsg{verifyData: finishedData(hs.mac, true, hs.transcript.sum())}
 	return c.writeHandshake(fin, &hs.transcript)
 }
 
@@ -433,7 +437,7 @@ func (hs *clientHandshakeState) readFinished() error {
 	if err := c.readChangeCipherSpec(); err != nil {
 		return err
 	}
-	expected := finishedData(hs.masterSecret, false, hs.transcript.sum())
+	expected := finishedData(hs.mac, false, hs.transcript.sum())
 	msg, err := c.readHandshake(&hs.transcript)
 	if err != nil {
 		return err

@@ -26,7 +26,9 @@ type serverHandshakeState struct {
 	cert         *Certificate
 	session      *SessionState
 	masterSecret []byte
-	transcript   transcript
+	// mac is HMAC-SM3 keyed with the master secret, for the key schedule.
+	mac        *prfHash
+	transcript transcript
 	// ecdheKey is the server's ephemeral key with the ECDHE suites.
 	ecdheKey *ecdh.PrivateKey
 	// certRequested is set when a CertificateRequest was sent.
@@ -272,6 +274,7 @@ func (hs *serverHandshakeState) doResumeHandshake() error {
 	hs.hello.sessionID = hs.clientHello.sessionID
 	c.sessionID = hs.hello.sessionID
 	hs.masterSecret = hs.session.MasterSecret
+	hs.mac = newPRFHash(hs.masterSecret)
 	c.buffering = true
 	return c.writeHandshake(hs.hello, &hs.transcript)
 }
@@ -352,7 +355,8 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return err
 	}
-	hs.masterSecret = masterFromPreMaster(preMasterSecret, hs.clientHello.random, hs.hello.random)
+	hs.mac = newPRFHash(nil)
+	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.clientHello.random, hs.hello.random)
 	clear(preMasterSecret)
 
 	if len(hs.peerCerts) > 0 {
@@ -505,7 +509,7 @@ func (hs *serverHandshakeState) processClientKeyExchange(ckx *clientKeyExchangeM
 
 func (hs *serverHandshakeState) establishKeys() error {
 	c := hs.c
-	kb := keyBlock(hs.suite, hs.masterSecret, hs.clientHello.random, hs.hello.random)
+	kb := keyBlock(hs.suite, hs.mac, hs.clientHello.random, hs.hello.random)
 	read, write, err := hs.suite.newCiphers(kb, false)
 	clear(kb)
 	if err != nil {
@@ -521,7 +525,7 @@ func (hs *serverHandshakeState) readFinished() error {
 	if err := c.readChangeCipherSpec(); err != nil {
 		return err
 	}
-	expected := finishedData(hs.masterSecret, true, hs.transcript.sum())
+	expected := finishedData(hs.mac, true, hs.transcript.sum())
 	msg, err := c.readHandshake(&hs.transcript)
 	if err != nil {
 		return err
@@ -541,7 +545,7 @@ func (hs *serverHandshakeState) sendFinished() error {
 	if err := c.writeChangeCipherSpec(); err != nil {
 		return err
 	}
-	fin := &finishedMsg{verifyData: finishedData(hs.masterSecret, false, hs.transcript.sum())}
+	fin := &finishedMsg{verifyData: finishedData(hs.mac, false, hs.transcript.sum())}
 	return c.writeHandshake(fin, &hs.transcript)
 }
 

@@ -2,6 +2,7 @@ package tlcp
 
 import (
 	"crypto/hmac"
+	"encoding"
 	"hash"
 
 	"github.com/emmansun/gmsm/sm3"
@@ -19,16 +20,97 @@ var (
 	labelServerFinished = []byte("server finished")
 )
 
-// prf fills out with PRF(secret, label, seed1 || seed2): the TLS 1.2
-// P_hash construction over HMAC-SM3.
-func prf(out, secret, label, seed1, seed2 []byte) {
-	mac := hmac.New(sm3.New, secret)
-	pHash(out, mac, label, seed1, seed2)
+// prfHash is HMAC-SM3 that can be re-keyed and reset without allocating:
+// the keyed inner and outer SM3 states are saved once per key. One serves a
+// whole handshake (pre-master secret, then master secret).
+type prfHash struct {
+	inner, outer           hash.Hash
+	innerState, outerState []byte
+	sum                    [sm3Size]byte
+	// fallback is used if the SM3 implementation cannot save its state.
+	fallback hash.Hash
 }
 
-func pHash(out []byte, mac hash.Hash, label, seed1, seed2 []byte) {
+// sm3StateSize is the size of a marshaled gmsm SM3 state.
+const sm3StateSize = 108
+
+func newPRFHash(key []byte) *prfHash {
+	h := &prfHash{inner: sm3.New(), outer: sm3.New()}
+	h.innerState = make([]byte, 0, 2*sm3StateSize)
+	h.setKey(key)
+	return h
+}
+
+type stateSaver interface {
+	encoding.BinaryAppender
+	encoding.BinaryUnmarshaler
+}
+
+func (h *prfHash) setKey(key []byte) {
+	in, ok1 := h.inner.(stateSaver)
+	out, ok2 := h.outer.(stateSaver)
+	if !ok1 || !ok2 {
+		h.fallback = hmac.New(sm3.New, key)
+		return
+	}
+	var pad [64]byte
+	if len(key) > len(pad) {
+		s := sm3.Sum(key)
+		key = s[:]
+	}
+	copy(pad[:], key)
+	for i := range pad {
+		pad[i] ^= 0x36
+	}
+	h.inner.Reset()
+	h.inner.Write(pad[:])
+	for i := range pad {
+		pad[i] ^= 0x36 ^ 0x5c
+	}
+	h.outer.Reset()
+	h.outer.Write(pad[:])
+	clear(pad[:])
+	buf := h.innerState[:0]
+	buf, _ = in.AppendBinary(buf)
+	n := len(buf)
+	buf, _ = out.AppendBinary(buf)
+	h.innerState, h.outerState = buf[:n:n], buf[n:]
+}
+
+func (h *prfHash) Reset() {
+	if h.fallback != nil {
+		h.fallback.Reset()
+		return
+	}
+	h.inner.(stateSaver).UnmarshalBinary(h.innerState)
+}
+
+func (h *prfHash) Write(p []byte) (int, error) {
+	if h.fallback != nil {
+		return h.fallback.Write(p)
+	}
+	return h.inner.Write(p)
+}
+
+func (h *prfHash) Sum(b []byte) []byte {
+	if h.fallback != nil {
+		return h.fallback.Sum(b)
+	}
+	in := h.inner.Sum(h.sum[:0])
+	h.outer.(stateSaver).UnmarshalBinary(h.outerState)
+	h.outer.Write(in)
+	return h.outer.Sum(b)
+}
+
+func (h *prfHash) Size() int      { return sm3Size }
+func (h *prfHash) BlockSize() int { return 64 }
+
+// prf fills out with PRF(secret, label, seed1 || seed2), the TLS 1.2
+// P_hash construction over HMAC-SM3, with mac keyed with the secret.
+func prf(out []byte, mac *prfHash, label, seed1, seed2 []byte) {
 	var a, block [sm3Size]byte
-	// A(1) = HMAC(secret, seed)
+	// A(1) = HMAC(secret, label || seed)
+	mac.Reset()
 	mac.Write(label)
 	mac.Write(seed1)
 	mac.Write(seed2)
@@ -50,30 +132,35 @@ func pHash(out []byte, mac hash.Hash, label, seed1, seed2 []byte) {
 		mac.Write(a[:])
 		mac.Sum(a[:0])
 	}
+	clear(block[:])
 }
 
-// masterFromPreMaster derives the 48-byte master secret.
-func masterFromPreMaster(preMasterSecret, clientRandom, serverRandom []byte) []byte {
+// masterFromPreMaster derives the 48-byte master secret and re-keys mac
+// with it for the rest of the key schedule.
+func masterFromPreMaster(mac *prfHash, preMasterSecret, clientRandom, serverRandom []byte) []byte {
 	master := make([]byte, masterSecretLength)
-	prf(master, preMasterSecret, labelMasterSecret, clientRandom, serverRandom)
+	mac.setKey(preMasterSecret)
+	prf(master, mac, labelMasterSecret, clientRandom, serverRandom)
+	mac.setKey(master)
 	return master
 }
 
-// keyBlock expands the master secret into the suite's keys (note the
-// server random comes first here).
-func keyBlock(suite *cipherSuite, master, clientRandom, serverRandom []byte) []byte {
+// keyBlock expands the master secret (mac is keyed with it) into the
+// suite's keys; note the server random comes first here.
+func keyBlock(suite *cipherSuite, mac *prfHash, clientRandom, serverRandom []byte) []byte {
 	kb := make([]byte, suite.keyBlockLen())
-	prf(kb, master, labelKeyExpansion, serverRandom, clientRandom)
+	prf(kb, mac, labelKeyExpansion, serverRandom, clientRandom)
 	return kb
 }
 
-// finishedData computes verify_data over the transcript hash so far.
-func finishedData(master []byte, isClient bool, transcriptHash []byte) []byte {
+// finishedData computes verify_data over the transcript hash so far; mac
+// is keyed with the master secret.
+func finishedData(mac *prfHash, isClient bool, transcriptHash []byte) []byte {
 	label := labelServerFinished
 	if isClient {
 		label = labelClientFinished
 	}
 	out := make([]byte, finishedVerifyLen)
-	prf(out, master, label, transcriptHash, nil)
+	prf(out, mac, label, transcriptHash, nil)
 	return out
 }

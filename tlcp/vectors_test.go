@@ -35,7 +35,7 @@ func TestPublishedMasterSecretVector(t *testing.T) {
 	cr := unhex(t, "B20653C9B35996333D8079CF401FE28791704502700584C4C6A0F04894597DE1")
 	sr := unhex(t, "D76E6BC156B1BA2A5CEA6C251B6C2038E00CBD8194132BC33452E22E0F324F2D")
 	want := unhex(t, "E64A628ECEE2F1F1E2A3E1ADFBA7E4AEE7358177212594F272F97592B709F0DB65995D25B116FAE296890BA1A84F6BFB")
-	if got := masterFromPreMaster(pms, cr, sr); !bytes.Equal(got, want) {
+	if got := masterFromPreMaster(newPRFHash(nil), pms, cr, sr); !bytes.Equal(got, want) {
 		t.Fatalf("master secret\n got %x\nwant %x", got, want)
 	}
 }
@@ -50,13 +50,14 @@ func selfVectors(t *testing.T) (cr, sr, pms []byte) {
 
 func TestKeyScheduleVectors(t *testing.T) {
 	cr, sr, pms := selfVectors(t)
-	master := masterFromPreMaster(pms, cr, sr)
+	mac := newPRFHash(nil)
+	master := masterFromPreMaster(mac, pms, cr, sr)
 	wantMaster := unhex(t, "306b196f1aca486eb07e607e4f6c8ad613fd42db24aa2e1ec846172fc06612fedd19ecdfa4d1917442f4393de9870271")
 	if !bytes.Equal(master, wantMaster) {
 		t.Fatalf("master secret\n got %x\nwant %x", master, wantMaster)
 	}
 
-	cbc := keyBlock(cipherSuiteByID(ECC_SM4_CBC_SM3), master, cr, sr)
+	cbc := keyBlock(cipherSuiteByID(ECC_SM4_CBC_SM3), mac, cr, sr)
 	wantCBC := unhex(t, `7eb0d36d229fae096fbe3d1b8d5313061c49f684d1d59a565de186fb1660bb88
 		6816e08347202b588965d2f3bcae44b19b32cbeb161f37a8dddcac70d5644c1f
 		805960b8357dfc198b68ff88f26f9ae0 6a0c9153eded3bd78d0b91f14ececa82
@@ -64,23 +65,24 @@ func TestKeyScheduleVectors(t *testing.T) {
 	if !bytes.Equal(cbc, wantCBC) {
 		t.Fatalf("CBC key block\n got %x\nwant %x", cbc, wantCBC)
 	}
-	gcm := keyBlock(cipherSuiteByID(ECC_SM4_GCM_SM3), master, cr, sr)
+	gcm := keyBlock(cipherSuiteByID(ECC_SM4_GCM_SM3), mac, cr, sr)
 	if !bytes.Equal(gcm, wantCBC[:40]) {
 		t.Fatalf("GCM key block\n got %x\nwant %x", gcm, wantCBC[:40])
 	}
 
 	th := sm3.Sum([]byte("abc"))
-	if got, want := finishedData(master, true, th[:]), unhex(t, "7baaca42e32b9d012fe99378"); !bytes.Equal(got, want) {
+	if got, want := finishedData(mac, true, th[:]), unhex(t, "7baaca42e32b9d012fe99378"); !bytes.Equal(got, want) {
 		t.Fatalf("client verify_data %x, want %x", got, want)
 	}
-	if got, want := finishedData(master, false, th[:]), unhex(t, "4d133c39b2deeb74dbb08155"); !bytes.Equal(got, want) {
+	if got, want := finishedData(mac, false, th[:]), unhex(t, "4d133c39b2deeb74dbb08155"); !bytes.Equal(got, want) {
 		t.Fatalf("server verify_data %x, want %x", got, want)
 	}
 }
 
 func TestRecordVectors(t *testing.T) {
 	cr, sr, pms := selfVectors(t)
-	master := masterFromPreMaster(pms, cr, sr)
+	mac := newPRFHash(nil)
+	masterFromPreMaster(mac, pms, cr, sr)
 	for _, tc := range []struct {
 		suite uint16
 		rand  []byte
@@ -92,7 +94,7 @@ func TestRecordVectors(t *testing.T) {
 		{ECC_SM4_GCM_SM3, nil, `170101001d 0000000000000000 fb68ae61cb c58dd9155de3f0ea5fdfcfd7d9694cb3`},
 	} {
 		suite := cipherSuiteByID(tc.suite)
-		kb := keyBlock(suite, master, cr, sr)
+		kb := keyBlock(suite, mac, cr, sr)
 		// The client writes, the server reads.
 		serverRead, _, err := suite.newCiphers(kb, false)
 		if err != nil {
