@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gmgate/gmgate/accel/internal/secret"
 )
 
 // Key is an opened private key.
@@ -48,9 +50,10 @@ type Ref struct {
 	raw    string
 }
 
-// String returns the reference with secret-bearing parameters left as
-// they are (they name environment variables or files, never secrets).
-func (r *Ref) String() string { return r.raw }
+// String returns the reference as written, except that the value of a
+// secret written inline by mistake (pin=, password=, which every backend
+// refuses) is replaced, so the result is safe for logs and errors.
+func (r *Ref) String() string { return secret.Redact(r.raw) }
 
 // ParseRef parses a key reference. A string without a scheme is a file
 // path.
@@ -69,10 +72,10 @@ func ParseRef(s string) (*Ref, error) {
 	path = strings.TrimPrefix(path, "//")
 	params, err := url.ParseQuery(query)
 	if err != nil {
-		return nil, fmt.Errorf("key reference %q: bad parameters: %v", s, err)
+		return nil, fmt.Errorf("key reference %q: bad parameters: %v", secret.Redact(s), err)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("key reference %q has no path", s)
+		return nil, fmt.Errorf("key reference %q has no path", secret.Redact(s))
 	}
 	return &Ref{Scheme: scheme, Path: path, Params: params, raw: s}, nil
 }
@@ -120,7 +123,7 @@ func Open(ctx context.Context, ref string) (Key, error) {
 	b, ok := registry[r.Scheme]
 	registryMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", ref, r.Scheme, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", r, r.Scheme, strings.Join(Schemes(), ", "))
 	}
 	return b.Open(ctx, r)
 }

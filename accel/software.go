@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/accel/internal/secret"
 )
 
 func init() { Register("file", softwareBackend{}) }
@@ -34,7 +34,7 @@ func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
 	}
-	password, err := secretParam(ref, "password")
+	password, err := secret.Read(ref.Params, "password")
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
 	}
@@ -43,30 +43,6 @@ func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
 		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
 	}
 	return NewSoftwareKey(key), nil
-}
-
-// secretParam reads a secret named by NAME-env (an environment variable)
-// or NAME-file (a file) parameter; nil when neither is given. Secrets are
-// never accepted inline.
-func secretParam(ref *Ref, name string) ([]byte, error) {
-	if ref.Params.Has(name) {
-		return nil, fmt.Errorf("the %s may not be written in the key reference; use %s-env=VAR or %s-file=PATH", name, name, name)
-	}
-	if v := ref.Params.Get(name + "-env"); v != "" {
-		s, ok := os.LookupEnv(v)
-		if !ok {
-			return nil, fmt.Errorf("environment variable %s (named by %s-env) is not set", v, name)
-		}
-		return []byte(s), nil
-	}
-	if f := ref.Params.Get(name + "-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s-file: %w", name, err)
-		}
-		return []byte(strings.TrimRight(string(b), "\r\n")), nil
-	}
-	return nil, nil
 }
 
 // ParsePEMPrivateKey parses the first private key in PEM data: PKCS#8

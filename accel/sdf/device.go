@@ -1,0 +1,488 @@
+package sdf
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+)
+
+const backendName = "sdf"
+
+// reopenHoldoff is the least time between two attempts to reopen a device
+// that failed, so that a dead device is not hammered by every request.
+const reopenHoldoff = 200 * time.Millisecond
+
+// Observer receives what the backend does, for metrics. accel.Observer
+// has the same methods.
+type Observer interface {
+	Op(backend, op string, err error, d time.Duration)
+	PoolWait(backend string, d time.Duration)
+	PoolInUse(backend string, delta int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Op(string, string, error, time.Duration) {}
+func (nopObserver) PoolWait(string, time.Duration)          {}
+func (nopObserver) PoolInUse(string, int)                   {}
+
+// devices holds the open devices by library: a process opens a device
+// once (many libraries refuse a second SDF_OpenDevice) and every key on
+// it shares its sessions, which is what the card's licence counts.
+var devices = struct {
+	sync.Mutex
+	m map[string]*device
+}{m: map[string]*device{}}
+
+// device is one opened SDF device with its pool of sessions. Each session
+// belongs to one worker goroutine, which makes every call on it, so a
+// session is never used by two calls at once.
+type device struct {
+	lib        library
+	regKey     string
+	profile    Profile
+	sessions   int
+	lockThread bool
+	obs        Observer
+
+	// mu is held for reading around every call on a session and for
+	// writing to close and reopen the device handle.
+	mu      sync.RWMutex
+	handle  uintptr
+	gen     uint64 // increases whenever the handle is closed
+	isOpen  bool
+	lastTry time.Time
+	lastErr error
+
+	keysMu sync.Mutex
+	refs   int // keys open on the device; under devices' mutex
+	pins   map[uint32]*pinEntry
+
+	reqs chan *request
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// pinEntry is the access password for one key index, shared by the keys
+// open at that index.
+type pinEntry struct {
+	pin    []byte
+	source string
+	refs   int
+	// rejected is set when the device refused the PIN: it is not offered
+	// again, because cards lock a key after a few failed attempts.
+	rejected error
+}
+
+type request struct {
+	index uint32
+	op    func(l library, sess uintptr) error
+	done  chan error
+}
+
+// acquire returns the device for cfg's library, opening it on first use,
+// and registers cfg's PIN for its index.
+func acquire(cfg Config, obs Observer) (*device, error) {
+	key := cfg.Library
+	if abs, err := filepath.EvalSymlinks(cfg.Library); err == nil {
+		key = abs
+	}
+	devices.Lock()
+	defer devices.Unlock()
+	d := devices.m[key]
+	if d == nil {
+		var err error
+		if d, err = openDevice(cfg, obs); err != nil {
+			return nil, err
+		}
+		d.regKey = key
+		devices.m[key] = d
+	} else if err := d.compatible(cfg); err != nil {
+		return nil, err
+	}
+	if err := d.addPIN(cfg); err != nil {
+		if d.refs == 0 {
+			delete(devices.m, key)
+			d.shutdown()
+		}
+		return nil, err
+	}
+	d.refs++
+	return d, nil
+}
+
+// release drops one key's hold on the device and closes the device with
+// the last key.
+func (d *device) release(index uint32) {
+	devices.Lock()
+	defer devices.Unlock()
+	d.dropPIN(index)
+	d.refs--
+	if d.refs == 0 {
+		delete(devices.m, d.regKey)
+		d.shutdown()
+	}
+}
+
+func (d *device) compatible(cfg Config) error {
+	switch {
+	case cfg.Profile != d.profile:
+		return fmt.Errorf("SDF library %s is already open with %v, and this reference asks for %v; give the same profile settings in every reference to one library", cfg.Library, d.profile, cfg.Profile)
+	case cfg.Sessions != d.sessions:
+		return fmt.Errorf("SDF library %s is already open with sessions=%d, and this reference asks for sessions=%d; the keys of one library share its sessions, so give the same sessions= in every reference to it", cfg.Library, d.sessions, cfg.Sessions)
+	case cfg.LockThread != d.lockThread:
+		return fmt.Errorf("SDF library %s is already open with lock-thread=%v; give the same lock-thread= in every reference to it", cfg.Library, d.lockThread)
+	}
+	return nil
+}
+
+func (d *device) addPIN(cfg Config) error {
+	d.keysMu.Lock()
+	defer d.keysMu.Unlock()
+	e := d.pins[cfg.Index]
+	if e == nil {
+		e = &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource}
+		if cfg.PIN == nil {
+			e.pin = nil
+		}
+		d.pins[cfg.Index] = e
+	} else if (e.pin == nil) != (cfg.PIN == nil) || subtle.ConstantTimeCompare(e.pin, cfg.PIN) != 1 {
+		return fmt.Errorf("key index %d of %s is already open with a different PIN (from %s); both keys of an index share one PIN", cfg.Index, cfg.Library, e.source)
+	}
+	e.refs++
+	return nil
+}
+
+func (d *device) dropPIN(index uint32) {
+	d.keysMu.Lock()
+	defer d.keysMu.Unlock()
+	e := d.pins[index]
+	if e == nil {
+		return
+	}
+	if e.refs--; e.refs == 0 {
+		clear(e.pin)
+		delete(d.pins, index)
+	}
+}
+
+// pin returns the PIN for an index (nil when none is needed) or the error
+// with which the device refused it.
+func (d *device) pin(index uint32) ([]byte, error) {
+	d.keysMu.Lock()
+	defer d.keysMu.Unlock()
+	e := d.pins[index]
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("key index %d is not open", index)
+	case e.rejected != nil:
+		return nil, e.rejected
+	}
+	return e.pin, nil
+}
+
+func (d *device) rejectPIN(index uint32, err error) error {
+	d.keysMu.Lock()
+	defer d.keysMu.Unlock()
+	e := d.pins[index]
+	if e == nil {
+		return err
+	}
+	if e.rejected == nil {
+		e.rejected = &accessError{index: index, source: e.source, err: err}
+	}
+	return e.rejected
+}
+
+// accessError is a refused SDF_GetPrivateKeyAccessRight.
+type accessError struct {
+	index  uint32
+	source string
+	err    error
+}
+
+func (e *accessError) Error() string {
+	var se *Error
+	if errors.As(e.err, &se) && se.Code == sdrKeyNotExist {
+		return fmt.Sprintf("there is no key at index %d on the device (%v); check index=", e.index, e.err)
+	}
+	return fmt.Sprintf("the device refused the PIN from %s for key index %d (%v); check the PIN. No further attempts are made with it, because cards lock a key after repeated failures", e.source, e.index, e.err)
+}
+
+func (e *accessError) Unwrap() error { return e.err }
+
+// openDevice loads the library, opens the device and its sessions.
+func openDevice(cfg Config, obs Observer) (*device, error) {
+	lib, err := loadLibrary(cfg.Library)
+	if err != nil {
+		return nil, err
+	}
+	d := &device{
+		lib:        lib,
+		profile:    cfg.Profile,
+		sessions:   cfg.Sessions,
+		lockThread: cfg.LockThread,
+		obs:        obs,
+		pins:       map[uint32]*pinEntry{},
+		reqs:       make(chan *request),
+		quit:       make(chan struct{}),
+	}
+	if d.handle, err = lib.openDevice(); err != nil {
+		return nil, fmt.Errorf("cannot open the device of SDF library %s: %w", cfg.Library, err)
+	}
+	d.isOpen = true
+	ready := make(chan error, d.sessions)
+	d.wg.Add(d.sessions)
+	for range d.sessions {
+		go d.worker(ready)
+	}
+	opened, firstErr := 0, error(nil)
+	for range d.sessions {
+		if err := <-ready; err == nil {
+			opened++
+		} else if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if opened < d.sessions {
+		d.shutdown()
+		return nil, fmt.Errorf("SDF library %s opened only %d of the %d sessions asked for: %w; lower sessions= to what the card's licence allows", cfg.Library, opened, d.sessions, firstErr)
+	}
+	return d, nil
+}
+
+// shutdown stops the workers, which close their sessions, then closes the
+// device. It waits for calls in progress to return.
+func (d *device) shutdown() {
+	close(d.quit)
+	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isOpen {
+		_ = d.lib.closeDevice(d.handle)
+		d.isOpen = false
+		d.gen++
+	}
+	for i, e := range d.pins {
+		clear(e.pin)
+		delete(d.pins, i)
+	}
+}
+
+// reopen closes and reopens the device handle after a device-level
+// failure seen at generation gen.
+func (d *device) reopen(gen uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gen != gen && d.isOpen {
+		return nil // another worker reopened it already
+	}
+	if !d.isOpen && time.Since(d.lastTry) < reopenHoldoff {
+		return fmt.Errorf("the device of %s is unavailable: %w", d.lib.path(), d.lastErr)
+	}
+	d.lastTry = time.Now()
+	if d.isOpen {
+		_ = d.lib.closeDevice(d.handle)
+		d.isOpen = false
+		d.gen++
+	}
+	h, err := d.lib.openDevice()
+	if err != nil {
+		d.lastErr = err
+		return fmt.Errorf("the device of %s is unavailable: reopening it: %w", d.lib.path(), err)
+	}
+	d.handle, d.isOpen = h, true
+	return nil
+}
+
+// deviceDown says that the device handle must be reopened before a
+// session can be had.
+type deviceDown struct {
+	gen uint64
+	err error
+}
+
+func (e *deviceDown) Error() string { return "device unavailable: " + e.err.Error() }
+func (e *deviceDown) Unwrap() error { return e.err }
+
+// do runs op on a session, within ctx: waiting for a free session and the
+// call itself both count.
+func (d *device) do(ctx context.Context, index uint32, op func(l library, sess uintptr) error) error {
+	req := &request{index: index, op: op, done: make(chan error, 1)}
+	start := time.Now()
+	select {
+	case d.reqs <- req:
+		d.obs.PoolWait(backendName, time.Since(start))
+	case <-ctx.Done():
+		waited := time.Since(start)
+		d.obs.PoolWait(backendName, waited)
+		return fmt.Errorf("%w after waiting %v: all %d sessions on %s stayed busy; raise sessions= if the card's licence allows, or timeout=", ErrPoolExhausted, waited.Round(time.Millisecond), d.sessions, d.lib.path())
+	case <-d.quit:
+		return ErrClosed
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: the SDF library %s did not answer within %v; the session stays busy until it does", ErrTimeout, d.lib.path(), time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// worker owns one session and serves requests on it until the device is
+// shut down. The first value sent on ready says whether its session opened.
+func (d *device) worker(ready chan<- error) {
+	defer d.wg.Done()
+	if d.lockThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	w := &worker{d: d}
+	defer w.close()
+	ready <- w.openSession()
+	for {
+		select {
+		case <-d.quit:
+			return
+		case req := <-d.reqs:
+			d.obs.PoolInUse(backendName, 1)
+			req.done <- w.serve(req)
+			d.obs.PoolInUse(backendName, -1)
+		}
+	}
+}
+
+type worker struct {
+	d    *device
+	sess uintptr
+	gen  uint64
+	has  bool
+	// rights holds the indexes the session may use; the value says
+	// whether SDF_ReleasePrivateKeyAccessRight is owed for it.
+	rights map[uint32]bool
+}
+
+func (w *worker) openSession() error {
+	w.d.mu.RLock()
+	defer w.d.mu.RUnlock()
+	return w.ensureSession()
+}
+
+// ensureSession opens the worker's session if it has none or has one from
+// a device handle since closed; with d.mu held for reading.
+func (w *worker) ensureSession() error {
+	d := w.d
+	if !d.isOpen {
+		return &deviceDown{gen: d.gen, err: d.lastErr}
+	}
+	if w.has && w.gen == d.gen {
+		return nil
+	}
+	w.has = false // a session of a closed handle is gone with it
+	s, err := d.lib.openSession(d.handle)
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) && se.deviceFatal() {
+			return &deviceDown{gen: d.gen, err: err}
+		}
+		return err
+	}
+	w.sess, w.gen, w.has = s, d.gen, true
+	w.rights = map[uint32]bool{}
+	return nil
+}
+
+// serve runs a request, reopening what failed: a session that died is
+// replaced once, a device whose handle died is reopened, and an access
+// right the device dropped is acquired again. Errors of the operation
+// itself are returned as they are.
+func (w *worker) serve(req *request) error {
+	for try := 0; ; try++ {
+		err := w.attempt(req)
+		if err == nil || try == 2 {
+			return err
+		}
+		var down *deviceDown
+		var se *Error
+		var ae *accessError
+		switch {
+		case errors.As(err, &down):
+			if rerr := w.d.reopen(down.gen); rerr != nil {
+				return rerr
+			}
+		case errors.As(err, &ae):
+			return err
+		case errors.As(err, &se) && se.sessionFatal():
+			w.drop()
+		case errors.As(err, &se) && se.unauthorised() && w.authorised(req.index):
+			delete(w.rights, req.index)
+		default:
+			return err
+		}
+	}
+}
+
+func (w *worker) attempt(req *request) error {
+	d := w.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if err := w.ensureSession(); err != nil {
+		return err
+	}
+	if !w.authorised(req.index) {
+		pin, err := d.pin(req.index)
+		if err != nil {
+			return err
+		}
+		if pin != nil {
+			if err := d.lib.getAccessRight(w.sess, req.index, pin); err != nil {
+				var se *Error
+				if errors.As(err, &se) && se.sessionFatal() {
+					return err
+				}
+				return d.rejectPIN(req.index, err)
+			}
+		}
+		w.rights[req.index] = pin != nil
+	}
+	return req.op(d.lib, w.sess)
+}
+
+func (w *worker) authorised(index uint32) bool {
+	_, ok := w.rights[index]
+	return ok
+}
+
+// drop closes the worker's session after a failure (best effort: the
+// session may be gone already).
+func (w *worker) drop() {
+	d := w.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if w.has && w.gen == d.gen && d.isOpen {
+		_ = d.lib.closeSession(w.sess)
+	}
+	w.has = false
+}
+
+// close releases the access rights and closes the session, when the device
+// shuts down.
+func (w *worker) close() {
+	d := w.d
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if !w.has || w.gen != d.gen || !d.isOpen {
+		return
+	}
+	for index, owed := range w.rights {
+		if owed {
+			_ = d.lib.releaseAccessRight(w.sess, index)
+		}
+	}
+	_ = d.lib.closeSession(w.sess)
+	w.has = false
+}

@@ -1,0 +1,281 @@
+//go:build cgo
+
+package sdf_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/pkcs8"
+	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/smx509"
+	"go.uber.org/goleak"
+
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+)
+
+// buildDir holds the libraries built once per test binary; each test
+// loads a copy of its own, which is a separate device.
+var (
+	buildDir string
+	buildMu  sync.Mutex
+	builds   = map[string]string{}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "softsdf-build-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left running:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// library returns a private copy of softsdf built with options.
+func library(t testing.TB, options ...string) string {
+	t.Helper()
+	if err := softsdf.Available(); err != nil {
+		t.Skipf("cannot build the software SDF library: %v", err)
+	}
+	key := strings.Join(options, " ")
+	buildMu.Lock()
+	path, ok := builds[key]
+	if !ok {
+		var err error
+		path, err = softsdf.Build(buildDir, fmt.Sprintf("libsoftsdf-%d.so", len(builds)), options...)
+		if err != nil {
+			buildMu.Unlock()
+			t.Fatal(err)
+		}
+		builds[key] = path
+	}
+	buildMu.Unlock()
+	lib, err := softsdf.Copy(path, t.TempDir(), "libsoftsdf.so")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+func osWriteFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+
+// card is the key material of a softsdf device.
+type card struct {
+	dir, pinFile, pin string
+	sign, enc         map[uint32]*sm2.PrivateKey
+}
+
+const testPIN = "11223344"
+
+// newCard writes signing and encryption key pairs for the indexes into a
+// key directory, encrypted with testPIN, and points softsdf at it.
+func newCard(t testing.TB, indexes ...uint32) *card {
+	t.Helper()
+	c := &card{dir: t.TempDir(), pin: testPIN, sign: map[uint32]*sm2.PrivateKey{}, enc: map[uint32]*sm2.PrivateKey{}}
+	c.pinFile = filepath.Join(c.dir, "pin")
+	if err := os.WriteFile(c.pinFile, []byte(testPIN+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range indexes {
+		c.sign[i] = writeKey(t, c.dir, fmt.Sprintf("sign-%d", i))
+		c.enc[i] = writeKey(t, c.dir, fmt.Sprintf("enc-%d", i))
+	}
+	t.Setenv("SOFTSDF_KEYDIR", c.dir)
+	return c
+}
+
+func writeKey(t testing.TB, dir, name string) *sm2.PrivateKey {
+	t.Helper()
+	k, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := pkcs8.MarshalPrivateKey(k, []byte(testPIN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := smx509.MarshalPKIXPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(file, typ string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, file), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(name+".pem", "ENCRYPTED PRIVATE KEY", der)
+	write(name+".pub.pem", "PUBLIC KEY", pub)
+	return k
+}
+
+// ref builds an sdf: reference with the card's PIN file.
+func (c *card) ref(lib string, index uint32, key string, extra string) string {
+	r := fmt.Sprintf("sdf:%s?index=%d&key=%s&pin-file=%s", lib, index, key, c.pinFile)
+	if extra != "" {
+		r += "&" + extra
+	}
+	return r
+}
+
+// cardServer opens the signing and encryption keys of index 1 on a
+// softsdf device.
+func cardServer(t testing.TB, extra string) (lib string, c *card, sign, enc accel.Key) {
+	lib = library(t)
+	c = newCard(t, 1)
+	return lib, c, openKey(t, c.ref(lib, 1, "sign", extra)), openKey(t, c.ref(lib, 1, "enc", extra))
+}
+
+func openKey(t testing.TB, ref string) accel.Key {
+	t.Helper()
+	k, err := accel.Open(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return k
+}
+
+func loadLib(t testing.TB, path string) *softsdf.Lib {
+	t.Helper()
+	l, err := softsdf.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// pki is a test CA that issues TLCP certificates for given keys.
+type pki struct {
+	ca    *smx509.Certificate
+	caKey *sm2.PrivateKey
+	roots *smx509.CertPool
+}
+
+var serial atomic.Int64
+
+func newPKI(t testing.TB) *pki {
+	t.Helper()
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &smx509.Certificate{
+		SerialNumber:          big.NewInt(serial.Add(1)),
+		Subject:               pkix.Name{CommonName: "gmgate accel test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := smx509.NewCertPool()
+	roots.AddCert(ca)
+	return &pki{ca: ca, caKey: key, roots: roots}
+}
+
+// issue returns a DER leaf certificate for pub; enc picks the encryption
+// certificate's key usages.
+func (p *pki) issue(t testing.TB, cn string, pub *ecdsa.PublicKey, enc bool) []byte {
+	t.Helper()
+	ku := smx509.KeyUsageDigitalSignature
+	if enc {
+		ku = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
+	}
+	tmpl := &smx509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)),
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     []string{cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     ku,
+		ExtKeyUsage:  []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth, smx509.ExtKeyUsageClientAuth},
+	}
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, p.ca, pub, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
+}
+
+func parseCert(t testing.TB, der []byte) *smx509.Certificate {
+	t.Helper()
+	c, err := smx509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func pubOf(k any) *ecdsa.PublicKey {
+	switch k := k.(type) {
+	case *sm2.PrivateKey:
+		return &k.PublicKey
+	case crypto.Signer:
+		return k.Public().(*ecdsa.PublicKey)
+	}
+	return nil
+}
+
+// loopback serves one listener for a test; connections are handed to
+// serve, and everything is closed at the end of the test.
+func loopback(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}

@@ -1,0 +1,147 @@
+//go:build cgo
+
+package softsdf
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*control_fn)(const char *, long);
+typedef int (*stats_fn)(unsigned long long *, int);
+typedef int (*bench_fn)(int, const char *, const char *, long);
+typedef int (*open_device_fn)(void **);
+typedef int (*close_fn)(void *);
+typedef int (*open_session_fn)(void *, void **);
+typedef int (*access_fn)(void *, unsigned int, unsigned char *, unsigned int);
+typedef int (*sign_fn)(void *, unsigned int, unsigned char *, unsigned int, void *);
+typedef int (*decrypt_fn)(void *, unsigned int, unsigned int, void *, unsigned char *, unsigned int *);
+
+static void *softsdf_open(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+static const char *softsdf_error(void) { const char *e = dlerror(); return e ? e : "dlopen failed"; }
+
+static int softsdf_control(void *dl, const char *name, long value) {
+	control_fn f = (control_fn)dlsym(dl, "SOFTSDF_Control");
+	return f ? f(name, value) : -2;
+}
+
+static int softsdf_stats(void *dl, unsigned long long *out, int n) {
+	stats_fn f = (stats_fn)dlsym(dl, "SOFTSDF_Stats");
+	return f ? f(out, n) : -2;
+}
+
+static int softsdf_bench_direct(void *dl, int op, const char *key, const char *pin, long n) {
+	bench_fn f = (bench_fn)dlsym(dl, "SOFTSDF_BenchDirect");
+	return f ? f(op, key, pin, n) : -2;
+}
+
+// softsdf_bench_sdf runs n private-key operations through the SDF API
+// from C, on one session: the SDF path without Go. The cipher for op 1 is
+// an ECCCipher the caller laid out (V1 prototype, 2012 algorithm ID).
+static int softsdf_bench_sdf(void *dl, int op, unsigned int idx, unsigned char *pin, unsigned int pinlen,
+		unsigned char *e, void *cipher, long n) {
+	open_device_fn od = (open_device_fn)dlsym(dl, "SDF_OpenDevice");
+	close_fn cd = (close_fn)dlsym(dl, "SDF_CloseDevice");
+	open_session_fn os = (open_session_fn)dlsym(dl, "SDF_OpenSession");
+	close_fn cs = (close_fn)dlsym(dl, "SDF_CloseSession");
+	access_fn ac = (access_fn)dlsym(dl, "SDF_GetPrivateKeyAccessRight");
+	sign_fn sg = (sign_fn)dlsym(dl, "SDF_InternalSign_ECC");
+	decrypt_fn dc = (decrypt_fn)dlsym(dl, "SDF_InternalDecrypt_ECC");
+	if (!od || !cd || !os || !cs || !ac || !sg || !dc)
+		return -2;
+	void *dev = NULL, *sess = NULL;
+	int rv = od(&dev);
+	if (rv != 0)
+		return rv;
+	if ((rv = os(dev, &sess)) == 0 && (rv = ac(sess, idx, pin, pinlen)) == 0) {
+		unsigned char sig[128], pt[256];
+		for (long i = 0; rv == 0 && i < n; i++) {
+			if (op == 0)
+				rv = sg(sess, idx, e, 32, sig);
+			else {
+				unsigned int len = sizeof(pt);
+				rv = dc(sess, idx, 0x00020800, cipher, pt, &len);
+			}
+		}
+	}
+	if (sess)
+		cs(sess);
+	cd(dev);
+	return rv;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Lib is a loaded instance of the library.
+type Lib struct{ dl unsafe.Pointer }
+
+// Load loads the library at path, or finds the instance already loaded
+// from that path (by the backend under test, for example).
+func Load(path string) (*Lib, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	dl := C.softsdf_open(cpath)
+	if dl == nil {
+		return nil, fmt.Errorf("loading %s: %s", path, C.GoString(C.softsdf_error()))
+	}
+	return &Lib{dl: dl}, nil
+}
+
+// Control sets a fault or latency switch (see softsdf.c).
+func (l *Lib) Control(name string, value int64) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if rv := C.softsdf_control(l.dl, cname, C.long(value)); rv != 0 {
+		return fmt.Errorf("SOFTSDF_Control(%s): %d", name, int(rv))
+	}
+	return nil
+}
+
+// Stats reads the counters.
+func (l *Lib) Stats() Stats {
+	var v [16]C.ulonglong
+	C.softsdf_stats(l.dl, &v[0], C.int(len(v)))
+	return Stats{
+		Signs: uint64(v[0]), Decrypts: uint64(v[1]),
+		SessionsOpen: uint64(v[2]), SessionsOpenMax: uint64(v[3]), SessionsOpened: uint64(v[4]),
+		CallsNow: uint64(v[5]), CallsMax: uint64(v[6]), BusyViolations: uint64(v[7]),
+		DeviceOpens: uint64(v[8]), AccessGranted: uint64(v[9]), Faults: uint64(v[10]),
+		AccessDenied: uint64(v[11]),
+	}
+}
+
+// BenchDirect runs n OpenSSL SM2 operations in C (op 0 sign, 1 decrypt)
+// with the private key in keyFile.
+func (l *Lib) BenchDirect(op int, keyFile, pin string, n int) error {
+	ck, cp := C.CString(keyFile), C.CString(pin)
+	defer C.free(unsafe.Pointer(ck))
+	defer C.free(unsafe.Pointer(cp))
+	if rv := C.softsdf_bench_direct(l.dl, C.int(op), ck, cp, C.long(n)); rv != 0 {
+		return fmt.Errorf("SOFTSDF_BenchDirect: %d", int(rv))
+	}
+	return nil
+}
+
+// BenchSDF runs n operations through the SDF API from C on one session of
+// a device it opens itself (so the instance must not be open elsewhere):
+// op 0 signs e, op 1 decrypts cipher (an ECCCipher in the standard
+// layout; the library must use the V1 prototype and 2012 IDs).
+func (l *Lib) BenchSDF(op int, index uint32, pin, e, cipher []byte, n int) error {
+	cpin := C.CBytes(pin)
+	ce := C.CBytes(e)
+	cc := C.CBytes(cipher)
+	defer C.free(cpin)
+	defer C.free(ce)
+	defer C.free(cc)
+	rv := C.softsdf_bench_sdf(l.dl, C.int(op), C.uint(index), (*C.uchar)(cpin), C.uint(len(pin)), (*C.uchar)(ce), cc, C.long(n))
+	if rv != 0 {
+		return fmt.Errorf("SDF call from C returned 0x%08X", uint32(rv))
+	}
+	return nil
+}
