@@ -1,0 +1,100 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/gmgate/gmgate/internal/bench"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	var (
+		opts   bench.HandshakeOptions
+		suites string
+		resume float64
+		out    benchOutput
+	)
+	cmd := &cobra.Command{
+		Use:   "handshake",
+		Short: "Measure TLCP and TLS handshakes per second, latency and handshakes per server CPU-second",
+		Long: `Load a server with new connections, one handshake each, and report
+handshakes/s, latency percentiles, errors by kind and handshakes per server
+CPU-second (what one core of the server does).
+
+Without --target, gmgate starts the server itself in a child process on
+loopback, bound to --server-cores CPUs (GOMAXPROCS to match) with its own CPU
+accounting, and binds the load generator to the other CPUs. With no --suite
+it then compares ` + strings.ReplaceAll(bench.DefaultComparison, ",", ", ") + `
+side by side.
+
+Suites: ` + strings.Join(bench.ScenarioNames(), ", ") + `;
+add +resumed to a suite for a run in which every connection resumes.
+
+Examples:
+  gmgate bench handshake
+  gmgate bench handshake --suite ECC_SM4_GCM_SM3 --concurrency 256 --duration 30s
+  gmgate bench handshake --suite ECC_SM4_GCM_SM3 --resume 0.8 --http / --rate 500
+  gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2'
+  gmgate bench handshake --target gw.example.cn:443 --metrics http://gw.example.cn:9180/metrics --peak 20000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if suites != "" || cmd.Flags().Changed("resume") {
+				list := suites
+				if list == "" {
+					list = "ECC_SM4_GCM_SM3"
+				}
+				sc, err := bench.ParseScenarios(list, resume)
+				if err != nil {
+					return err
+				}
+				opts.Scenarios = sc
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			opts.Progress = out.progress(cmd, "one line per scenario")
+			opts.PinLoadGenerator = true
+			rep, err := bench.RunHandshake(ctx, opts)
+			if err != nil {
+				return err
+			}
+			return out.Write(cmd.OutOrStdout(), rep)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&suites, "suite", "", "comma-separated suites to run (default: the comparison without --target, ECC_SM4_GCM_SM3 with it)")
+	f.Float64Var(&resume, "resume", 0, "share of connections (0 to 1) that resume an earlier session")
+	f.StringVar(&opts.Target, "target", "", "host:port of a server to load instead of starting one")
+	f.StringVar(&opts.MetricsURL, "metrics", "", "the target's Prometheus metrics URL, for its process_cpu_seconds_total")
+	f.StringVar(&opts.ServerName, "server-name", "", "name to verify the server's certificate against (with --ca) and to send as HTTP Host")
+	f.StringVar(&opts.CAFile, "ca", "", "PEM CA certificates to verify the server against (default: not verified)")
+	f.IntVarP(&opts.Concurrency, "concurrency", "c", 64, "connections in flight")
+	f.DurationVarP(&opts.Duration, "duration", "d", 0, "measured time per suite (default 10s)")
+	f.DurationVar(&opts.Warmup, "warmup", defaultWarmup, "load before each measurement that is not counted")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "limit for each connection (default 10s)")
+	f.Float64Var(&opts.Rate, "rate", 0, "at most this many new connections per second (default: as fast as they complete)")
+	f.StringVar(&opts.HTTPPath, "http", "", "send one GET for this path on each connection and read the response (mixed workload)")
+	f.IntVar(&opts.HTTPBody, "http-body", 0, "size of the self-started server's responses in bytes (default 1024)")
+	f.Float64Var(&opts.Peak, "peak", 10000, "peak handshakes/s for the capacity lines")
+	f.IntVar(&opts.ServerCores, "server-cores", 1, "CPUs for the self-started server")
+	f.StringVar(&opts.Identity.SignCert, "sign-cert", "", "self-started server: signing certificate (PEM, leaf first)")
+	f.StringVar(&opts.Identity.SignKey, "sign-key", "", "self-started server: signing key reference (path, file:..., sdf:...)")
+	f.StringVar(&opts.Identity.EncCert, "enc-cert", "", "self-started server: encryption certificate (PEM, leaf first)")
+	f.StringVar(&opts.Identity.EncKey, "enc-key", "", "self-started server: encryption key reference (path, file:..., sdf:...)")
+	out.flags(f)
+	benchCmd.AddCommand(cmd)
+
+	benchCmd.AddCommand(&cobra.Command{
+		Use:    "serve-child CONFIG",
+		Short:  "Run the server of gmgate bench handshake (started by it)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return bench.ServeChild(cmd.Context(), args[0], os.Stdin, os.Stdout)
+		},
+	})
+}
+
+const defaultWarmup = 2 * time.Second

@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+)
+
+func TestRunCrypto(t *testing.T) {
+	// A key through accel's file backend, as --key gives it.
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := pair.Write(t.TempDir(), "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sizes := []int{16, 1024}
+	rep, err := RunCrypto(context.Background(), CryptoOptions{
+		Duration: 3 * time.Millisecond, Warmup: time.Millisecond, Sizes: sizes, CPU: -1,
+		Keys: []string{"file:" + files.EncKey},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ group, alg, op string }
+	seen := map[key]int{}
+	for _, r := range rep.Results {
+		if r.Iterations <= 0 || r.Seconds <= 0 || r.OpsPerSec <= 0 || r.NsPerOp <= 0 {
+			t.Errorf("%+v: figures must be positive", r)
+		}
+		if !near(r.OpsPerSec, float64(r.Iterations)/r.Seconds) || !near(r.NsPerOp*r.OpsPerSec, 1e9) {
+			t.Errorf("%+v: ops/s, ns/op and iterations disagree", r)
+		}
+		if r.Size > 0 && !near(r.MBPerSec, r.OpsPerSec*float64(r.Size)/1e6) || r.Size == 0 && r.MBPerSec != 0 {
+			t.Errorf("%+v: MB/s is not ops/s times size", r)
+		}
+		if r.CPUShare < 0 || (runtime.GOOS == "linux" && r.CPUShare == 0) {
+			t.Errorf("%+v: CPU share", r)
+		}
+		seen[key{r.Group, r.Algorithm, r.Operation}]++
+	}
+	want := map[key]int{
+		{GroupPublicKey, "SM2", "sign"}: 1, {GroupPublicKey, "SM2", "verify"}: 1,
+		{GroupPublicKey, "ECDSA-P256", "sign"}: 1, {GroupPublicKey, "ECDSA-P256", "verify"}: 1,
+		{GroupPublicKey, "RSA-2048", "sign"}: 1, {GroupPublicKey, "RSA-2048", "verify"}: 1,
+		{GroupPublicKey, "X25519", "key agreement"}: 1,
+		{GroupSM2PKE, "SM2", "encrypt"}:             len(sizes), {GroupSM2PKE, "SM2", "decrypt"}: len(sizes),
+		{GroupThroughput, "SM3", "hash"}: len(sizes), {GroupThroughput, "SHA-256", "hash"}: len(sizes),
+		{GroupThroughput, "SM4-ECB", "encrypt"}: len(sizes), {GroupThroughput, "SM4-CBC", "encrypt"}: len(sizes),
+		{GroupThroughput, "SM4-CBC", "decrypt"}: len(sizes), {GroupThroughput, "SM4-GCM", "seal"}: len(sizes),
+		{GroupThroughput, "AES-128-GCM", "seal"}: len(sizes),
+		{GroupBackend, "SM2", "sign (TLCP)"}:     2, {GroupBackend, "SM2", "decrypt (TLCP, 48 B)"}: 2,
+	}
+	for k, n := range want {
+		if seen[k] != n {
+			t.Errorf("%v measured %d times, want %d", k, seen[k], n)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("measured %v", seen)
+	}
+	if len(rep.Implementations) != 5 || rep.Machine.GMSMVersion == "" || rep.Machine.NumCPU <= 0 {
+		t.Errorf("machine %+v, implementations %+v", rep.Machine, rep.Implementations)
+	}
+	if runtime.GOARCH == "amd64" && !strings.Contains(rep.Implementations[0].Code, "amd64 assembly") && !rep.Machine.Purego {
+		t.Errorf("SM2 implementation %q", rep.Implementations[0].Code)
+	}
+
+	doc, _ := decodeReport(t, rep, CryptoSchema, "machine", "gm_implementations", "pinned_cpu", "duration_seconds", "results", "load_average")
+	m := doc["machine"].(map[string]any)
+	if fs, ok := m["cpu_features"].([]any); runtime.GOARCH == "amd64" && (!ok || len(fs) == 0) {
+		t.Errorf("no CPU features in %v", m)
+	}
+	for _, r := range doc["results"].([]any) {
+		res := r.(map[string]any)
+		for _, k := range []string{"iterations", "seconds", "ns_per_op", "ops_per_sec", "mb_per_sec", "size", "cpu_share"} {
+			if _, ok := res[k].(float64); !ok {
+				t.Errorf("result %v: %q is not a number", res, k)
+			}
+		}
+	}
+
+	var table bytes.Buffer
+	if err := (Output{}).Write(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CPU features present", "GM implementations", "SM4-GCM", "Public-key operations", "SM2 encryption by message size", "1 KiB", "Server private-key operations through accel", "software file:"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	checkCharts(t, rep)
+}
+
+func TestRunCryptoOptions(t *testing.T) {
+	rep, err := RunCrypto(context.Background(), CryptoOptions{Duration: 2 * time.Millisecond, Warmup: time.Millisecond, Sizes: []int{32}, CPU: -1, Only: []string{"sm3", "SHA"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Results {
+		if r.Algorithm != "SM3" && r.Algorithm != "SHA-256" {
+			t.Errorf("--only kept %s", r.Algorithm)
+		}
+	}
+	if len(rep.Results) != 2 {
+		t.Errorf("%d results", len(rep.Results))
+	}
+
+	bad := []struct {
+		opts CryptoOptions
+		want string
+	}{
+		{CryptoOptions{Sizes: []int{15}, CPU: -1}, "multiples of 16"},
+		{CryptoOptions{CPU: 1 << 20}, "not among the CPUs"},
+		{CryptoOptions{CPU: -1, Only: []string{"md5"}}, "no figure"},
+		{CryptoOptions{CPU: -1, Keys: []string{"nosuch:thing"}}, "unknown scheme"},
+		{CryptoOptions{CPU: -1, Keys: []string{filepath.Join(t.TempDir(), "missing.key")}}, "missing.key"},
+	}
+	for _, b := range bad {
+		b.opts.Duration = time.Millisecond
+		if _, err := RunCrypto(context.Background(), b.opts); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%+v: error %v, want %q", b.opts, err, b.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := RunCrypto(ctx, CryptoOptions{CPU: -1, Duration: time.Millisecond}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled run: %v", err)
+	}
+}
+
+func TestMeasure(t *testing.T) {
+	var total int64
+	s, err := measure(func(n int64) error {
+		total += n
+		deadline := time.Now().Add(time.Duration(n) * 20 * time.Microsecond)
+		for time.Now().Before(deadline) {
+		}
+		return nil
+	}, 20*time.Millisecond, 5*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Iterations <= 0 || s.Iterations >= total || s.Elapsed < 18*time.Millisecond {
+		t.Errorf("sample %+v after %d iterations in all", s, total)
+	}
+	if got := s.NsPerOp(); got < 20e3 {
+		t.Errorf("%g ns/op for a 20µs operation", got)
+	}
+	boom := errors.New("boom")
+	calls := 0
+	if _, err := measure(func(n int64) error {
+		calls++
+		if calls == 3 {
+			return boom
+		}
+		return nil
+	}, time.Second, time.Second); !errors.Is(err, boom) {
+		t.Errorf("error %v", err)
+	}
+	if _, err := measure(func(int64) error { return nil }, 0, 0); err == nil {
+		t.Error("a zero duration was accepted")
+	}
+	if (Sample{}).OpsPerSec() != 0 || (Sample{}).NsPerOp() != 0 || (Sample{}).CPUShare() != 0 {
+		t.Error("an empty sample has figures")
+	}
+}
+
+func TestGMImplementations(t *testing.T) {
+	env := func(string) string { return "" }
+	for _, im := range gmImplementations("amd64", true, env) {
+		if !strings.Contains(im.Code, "purego") {
+			t.Errorf("purego: %+v", im)
+		}
+	}
+	riscv := gmImplementations("riscv64", false, env)
+	if !strings.Contains(riscv[0].Code, "riscv64 assembly") || !strings.Contains(riscv[2].Code, "portable Go") {
+		t.Errorf("riscv64: %+v", riscv)
+	}
+	if runtime.GOARCH == "amd64" {
+		gfniOff := func(k string) string {
+			if k == "DISABLE_GFNI" {
+				return "1"
+			}
+			return ""
+		}
+		for _, im := range gmImplementations("amd64", false, gfniOff) {
+			if strings.Contains(im.Code, "GFNI") {
+				t.Errorf("DISABLE_GFNI=1 still reports GFNI: %+v", im)
+			}
+		}
+	}
+}
+
+func TestErrorKind(t *testing.T) {
+	if k := errorKind("connect", errors.New("dial tcp 10.1.2.3:443: something odd")); k != "connect: other: dial tcp N: something odd" {
+		t.Errorf("kind %q", k)
+	}
+	if k := errorKind("handshake", context.DeadlineExceeded); k != "handshake: timeout" {
+		t.Errorf("kind %q", k)
+	}
+}

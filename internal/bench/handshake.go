@@ -1,0 +1,445 @@
+package bench
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// HandshakeSchema names the layout of HandshakeReport in JSON.
+const HandshakeSchema = "gmgate.bench.handshake/v1"
+
+// HandshakeOptions says what RunHandshake does.
+type HandshakeOptions struct {
+	// Scenarios to run one after the other; see ParseScenarios.
+	Scenarios []Scenario
+	// Target is host:port of a server to load; empty starts one in a
+	// child process on loopback.
+	Target string
+	// MetricsURL is the target's Prometheus endpoint, read for
+	// process_cpu_seconds_total before and after each measurement.
+	MetricsURL string
+	// ServerName is checked against the server's certificate (with CAFile)
+	// and sent as the HTTP Host.
+	ServerName string
+	// CAFile, when set, is a PEM file of CA certificates the server's
+	// certificates must verify against; without it they are not verified,
+	// so that the load generator spends its CPU on load.
+	CAFile string
+	// Concurrency is the number of connections in flight (default 64).
+	Concurrency int
+	// Duration of each measurement (default 10s), after Warmup (default
+	// 2s) whose handshakes are not counted.
+	Duration, Warmup time.Duration
+	// Timeout bounds each connection (default 10s).
+	Timeout time.Duration
+	// Rate, when positive, caps new connections per second.
+	Rate float64
+	// HTTPPath, when set, makes each connection send one GET request for
+	// it and read the response (the mixed workload).
+	HTTPPath string
+	// HTTPBody is the size of the self-started server's HTTP responses
+	// (default 1024).
+	HTTPBody int
+	// Peak is the handshake rate the capacity lines plan for.
+	Peak float64
+
+	// ServerCores is how many CPUs the self-started server gets (default
+	// 1); it is bound to the last ones this process may use, with
+	// GOMAXPROCS set to match.
+	ServerCores int
+	// PinLoadGenerator binds this process to the CPUs the server does not
+	// get, for the run.
+	PinLoadGenerator bool
+	// Identity is the self-started server's TLCP identity; generated
+	// software keys when empty.
+	Identity ServerIdentity
+	// Launcher starts the server child (default SelfLauncher("bench",
+	// "serve-child")).
+	Launcher Launcher
+	// Progress, when set, receives a line per scenario as it ends.
+	Progress io.Writer
+}
+
+// HandshakeReport is the outcome of RunHandshake.
+type HandshakeReport struct {
+	Schema  string           `json:"schema"`
+	Started time.Time        `json:"started"`
+	Machine Machine          `json:"machine"`
+	Server  ServerInfo       `json:"server"`
+	Load    LoadInfo         `json:"load"`
+	Results []ScenarioResult `json:"results"`
+	// Comparison is the ratio of full TLCP handshakes per server
+	// CPU-second to TLS 1.2's, when both ran.
+	Comparison *Comparison `json:"comparison,omitempty"`
+	Capacity   []Capacity  `json:"capacity,omitempty"`
+	// LoadAverage is the 1-minute load average before and after the run.
+	LoadAverage [2]float64 `json:"load_average"`
+}
+
+// ServerInfo describes the server that was loaded.
+type ServerInfo struct {
+	// Mode is "child" (started here) or "remote".
+	Mode    string `json:"mode"`
+	Address string `json:"address,omitempty"`
+	// CPUs and GOMAXPROCS of the child.
+	CPUs       []int `json:"cpus,omitempty"`
+	GOMAXPROCS int   `json:"gomaxprocs,omitempty"`
+	// KeyBackend holds the TLCP keys (sign/enc).
+	KeyBackend string `json:"key_backend,omitempty"`
+	// CPUSource says where the server's CPU time comes from: "getrusage"
+	// (child), the metrics URL (remote), or "" when unknown.
+	CPUSource string `json:"cpu_source,omitempty"`
+}
+
+// LoadInfo describes the load.
+type LoadInfo struct {
+	Concurrency     int     `json:"concurrency"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	WarmupSeconds   float64 `json:"warmup_seconds"`
+	TimeoutSeconds  float64 `json:"timeout_seconds"`
+	Rate            float64 `json:"rate,omitempty"`
+	HTTPPath        string  `json:"http_path,omitempty"`
+	// CPUs the load generator was bound to; empty when not bound.
+	CPUs []int `json:"cpus,omitempty"`
+	// VerifiesCertificates is true when server certificates were verified.
+	VerifiesCertificates bool `json:"verifies_certificates"`
+}
+
+// ScenarioResult holds one scenario's figures for the measured window.
+type ScenarioResult struct {
+	Scenario
+	// WindowSeconds is the measured window's length.
+	WindowSeconds float64 `json:"window_seconds"`
+	// Handshakes completed in the window: FullHandshakes + Resumed.
+	Handshakes       int64   `json:"handshakes"`
+	FullHandshakes   int64   `json:"full_handshakes"`
+	Resumed          int64   `json:"resumed"`
+	HandshakesPerSec float64 `json:"handshakes_per_sec"`
+	// Latency from the start of the TCP connect to the end of the
+	// handshake, one sample per handshake counted.
+	Latency LatencyStats `json:"latency"`
+	// Requests answered in the window and their latency (connect to the
+	// end of the response), with HTTPPath.
+	Requests       int64         `json:"requests"`
+	RequestLatency *LatencyStats `json:"request_latency,omitempty"`
+	// Errors by kind in the window; ErrorCount is their sum.
+	Errors     map[string]int64 `json:"errors"`
+	ErrorCount int64            `json:"error_count"`
+	// ServerCPUSeconds is the server's CPU time in the window, 0 when
+	// unknown; ServerBusy is that over the window and the server's cores.
+	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
+	ServerBusy       float64 `json:"server_busy"`
+	// HandshakesPerServerCPUSecond is Handshakes / ServerCPUSeconds: what
+	// one core of the server does.
+	HandshakesPerServerCPUSecond float64 `json:"handshakes_per_server_cpu_second"`
+	// ServerHandshakes is what the self-started server counted in its
+	// window (which differs from the client's by the handshakes in flight
+	// at either edge); -1 when unknown.
+	ServerHandshakes int64 `json:"server_handshakes"`
+	// LoadCPUSeconds is the load generator's CPU time in the window, and
+	// LoadBusy that over the window and its CPUs.
+	LoadCPUSeconds float64 `json:"load_cpu_seconds"`
+	LoadBusy       float64 `json:"load_busy"`
+}
+
+// Comparison relates two scenarios' handshakes per server CPU-second.
+type Comparison struct {
+	Numerator   string  `json:"numerator"`
+	Denominator string  `json:"denominator"`
+	Ratio       float64 `json:"ratio"`
+}
+
+// Capacity is the number of server cores a scenario needs for the peak.
+type Capacity struct {
+	Scenario string  `json:"scenario"`
+	Peak     float64 `json:"peak_handshakes_per_sec"`
+	Cores    float64 `json:"cores"`
+}
+
+// cpuReader returns the server's CPU time so far and, where known, the
+// handshakes it has completed (else -1).
+type cpuReader func(ctx context.Context) (time.Duration, int64, error)
+
+func (o *HandshakeOptions) defaults() error {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 64
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup < 0 {
+		return errors.New("warm-up cannot be negative")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return fmt.Errorf("rate %g: give a positive number of handshakes per second (or 0 for no limit)", o.Rate)
+	}
+	if o.HTTPBody == 0 {
+		o.HTTPBody = 1024
+	}
+	if o.HTTPBody < 0 || o.HTTPBody > 64<<20 {
+		return fmt.Errorf("HTTP body of %d bytes: give 1 byte to 64 MiB", o.HTTPBody)
+	}
+	if o.ServerCores <= 0 {
+		o.ServerCores = 1
+	}
+	if o.Launcher == nil {
+		o.Launcher = SelfLauncher("bench", "serve-child")
+	}
+	if o.Peak < 0 {
+		return errors.New("peak cannot be negative")
+	}
+	if o.HTTPPath != "" && o.HTTPPath[0] != '/' {
+		return fmt.Errorf("HTTP path %q must start with /", o.HTTPPath)
+	}
+	if o.Target != "" {
+		if _, _, err := net.SplitHostPort(o.Target); err != nil {
+			return fmt.Errorf("target %q: give host:port (%v)", o.Target, err)
+		}
+		if !o.Identity.empty() {
+			return errors.New("server certificates and keys are for the self-started server; a target has its own")
+		}
+	} else if o.MetricsURL != "" {
+		return errors.New("a metrics URL is for a remote target; the self-started server's CPU is read with getrusage")
+	}
+	if len(o.Scenarios) == 0 {
+		list := DefaultComparison
+		if o.Target != "" {
+			list = "ECC_SM4_GCM_SM3"
+		}
+		s, err := ParseScenarios(list, 0)
+		if err != nil {
+			return err
+		}
+		o.Scenarios = s
+	}
+	return o.Identity.check()
+}
+
+// RunHandshake loads a TLCP or TLS server with new connections, one full
+// or resumed handshake each, and reports rates, latencies, errors and the
+// server's CPU cost per handshake.
+func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &HandshakeReport{
+		Schema:  HandshakeSchema,
+		Started: time.Now().UTC().Truncate(time.Second),
+		Machine: DetectMachine(),
+		Load: LoadInfo{
+			Concurrency: opts.Concurrency, DurationSeconds: opts.Duration.Seconds(), WarmupSeconds: opts.Warmup.Seconds(),
+			TimeoutSeconds: opts.Timeout.Seconds(), Rate: opts.Rate, HTTPPath: opts.HTTPPath,
+			VerifiesCertificates: opts.CAFile != "",
+		},
+	}
+	rep.LoadAverage[0] = loadAverage()
+
+	roots, err := loadRoots(opts.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	run := &handshakeRun{opts: opts, roots: roots, rep: rep}
+	if opts.Target == "" {
+		err = run.selfStarted(ctx)
+	} else {
+		err = run.remote(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.LoadAverage[1] = loadAverage()
+	rep.Comparison = compare(rep.Results)
+	if opts.Peak > 0 {
+		for _, r := range rep.Results {
+			if r.HandshakesPerServerCPUSecond > 0 {
+				rep.Capacity = append(rep.Capacity, Capacity{Scenario: r.Name, Peak: opts.Peak, Cores: opts.Peak / r.HandshakesPerServerCPUSecond})
+			}
+		}
+	}
+	return rep, nil
+}
+
+// handshakeRun carries one RunHandshake.
+type handshakeRun struct {
+	opts       HandshakeOptions
+	roots      *certRoots
+	rep        *HandshakeReport
+	clientCert *tlcp.Certificate
+	loadCPUs   int
+}
+
+func (r *handshakeRun) needsClientCert() bool {
+	return slices.ContainsFunc(r.opts.Scenarios, Scenario.needsClientCert)
+}
+
+func (r *handshakeRun) selfStarted(ctx context.Context) error {
+	opts := r.opts
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
+	if opts.ServerCores > len(allowed) {
+		return fmt.Errorf("the server cannot have %d cores: this process may use %d (%v)", opts.ServerCores, len(allowed), allowed)
+	}
+	serverCPUs := allowed[len(allowed)-opts.ServerCores:]
+	loadCPUs := allowed[:len(allowed)-opts.ServerCores]
+	r.loadCPUs = len(allowed)
+	if opts.PinLoadGenerator && len(loadCPUs) > 0 {
+		if err := pinProcess(loadCPUs); err != nil {
+			return err
+		}
+		defer func() { _ = pinProcess(allowed) }()
+		r.rep.Load.CPUs = loadCPUs
+		r.loadCPUs = len(loadCPUs)
+	}
+
+	dir, err := os.MkdirTemp("", "gmgate-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ids, err := makeIdentities(dir, opts.Identity)
+	if err != nil {
+		return err
+	}
+	r.clientCert = ids.client
+	r.rep.Server = ServerInfo{Mode: "child", CPUs: serverCPUs, CPUSource: "getrusage"}
+
+	for _, sc := range opts.Scenarios {
+		cfg := childConfig{
+			Protocol: "tls", CPUs: serverCPUs, GOMAXPROCS: len(serverCPUs),
+			TLSCert: ids.tlsCert, TLSKey: ids.tlsKey, HTTPBody: opts.HTTPBody, HandshakeTimeout: opts.Timeout,
+		}
+		if sc.Protocol == ProtoTLCP {
+			cfg.Protocol = "tlcp"
+			cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey = ids.tlcp.SignCert, ids.tlcp.SignKey, ids.tlcp.EncCert, ids.tlcp.EncKey
+		}
+		child, err := startChild(ctx, opts.Launcher, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		r.rep.Server.GOMAXPROCS = child.ready.GOMAXPROCS
+		if sc.Protocol == ProtoTLCP {
+			r.rep.Server.KeyBackend = child.ready.KeyBackend
+		}
+		read := func(ctx context.Context) (time.Duration, int64, error) {
+			st, err := child.stats(ctx)
+			return st.cpu(), st.Handshakes, err
+		}
+		res, err := r.scenario(ctx, sc, child.ready.Addr, read, len(serverCPUs))
+		child.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		r.rep.Results = append(r.rep.Results, res)
+	}
+	return nil
+}
+
+func (r *handshakeRun) remote(ctx context.Context) error {
+	opts := r.opts
+	r.rep.Server = ServerInfo{Mode: "remote", Address: opts.Target}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
+	r.loadCPUs = len(allowed)
+	if r.needsClientCert() {
+		if r.clientCert, err = clientIdentity(); err != nil {
+			return err
+		}
+	}
+	var read cpuReader
+	if opts.MetricsURL != "" {
+		r.rep.Server.CPUSource = opts.MetricsURL
+		client := &http.Client{Timeout: 10 * time.Second}
+		defer client.CloseIdleConnections()
+		read = func(ctx context.Context) (time.Duration, int64, error) {
+			d, err := scrapeCPU(ctx, client, opts.MetricsURL)
+			return d, -1, err
+		}
+		// Fail early on a wrong URL rather than after the warm-up.
+		if _, _, err := read(ctx); err != nil {
+			return err
+		}
+	}
+	for _, sc := range opts.Scenarios {
+		res, err := r.scenario(ctx, sc, opts.Target, read, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		r.rep.Results = append(r.rep.Results, res)
+	}
+	return nil
+}
+
+// certRoots are the CA certificates to verify the server against, for
+// both stacks.
+type certRoots struct {
+	sm  *smx509.CertPool
+	std *x509.CertPool
+}
+
+func loadRoots(file string) (*certRoots, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA certificates: %w", err)
+	}
+	r := &certRoots{sm: smx509.NewCertPool(), std: x509.NewCertPool()}
+	okSM := r.sm.AppendCertsFromPEM(pem)
+	okStd := r.std.AppendCertsFromPEM(pem)
+	if !okSM && !okStd {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return r, nil
+}
+
+// compare finds the first full-handshake TLCP ECC scenario and the first
+// full-handshake TLS 1.2 scenario with CPU figures.
+func compare(rs []ScenarioResult) *Comparison {
+	var num, den *ScenarioResult
+	for i := range rs {
+		r := &rs[i]
+		if r.ResumeRatio != 0 || r.HandshakesPerServerCPUSecond <= 0 {
+			continue
+		}
+		if num == nil && r.Protocol == ProtoTLCP && r.Suite == "ECC_SM4_GCM_SM3" {
+			num = r
+		}
+		if den == nil && r.Protocol == ProtoTLS12 {
+			den = r
+		}
+	}
+	if num == nil || den == nil {
+		return nil
+	}
+	return &Comparison{Numerator: num.Name, Denominator: den.Name, Ratio: num.HandshakesPerServerCPUSecond / den.HandshakesPerServerCPUSecond}
+}
+
+// tlsVersion returns the TLS version a TLS scenario pins.
+func tlsVersion(p string) uint16 {
+	if p == ProtoTLS13 {
+		return tls.VersionTLS13
+	}
+	return tls.VersionTLS12
+}

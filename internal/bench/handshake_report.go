@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// WriteHandshakeTable writes the report as aligned text.
+func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
+	m := r.Machine
+	fmt.Fprintf(w, "gmgate bench handshake: %s, %d CPUs, %s/%s, %s, gmsm %s\n", m.CPUModel, m.NumCPU, m.GOOS, m.GOARCH, m.GoVersion, m.GMSMVersion)
+	s := r.Server
+	switch s.Mode {
+	case "child":
+		fmt.Fprintf(w, "server: child process on loopback, CPUs %s (GOMAXPROCS %d), TLCP keys %s; its CPU time from getrusage\n", cpuList(s.CPUs), s.GOMAXPROCS, orDash(s.KeyBackend))
+	default:
+		src := "unknown (give --metrics to read process_cpu_seconds_total)"
+		if s.CPUSource != "" {
+			src = "process_cpu_seconds_total from " + s.CPUSource
+		}
+		fmt.Fprintf(w, "server: %s; its CPU time: %s\n", s.Address, src)
+	}
+	l := r.Load
+	var load []string
+	load = append(load, fmt.Sprintf("%d connections in flight", l.Concurrency))
+	if l.Rate > 0 {
+		load = append(load, fmt.Sprintf("at most %s new connections/s", num(l.Rate)))
+	}
+	load = append(load, "one new TCP connection per handshake")
+	if l.HTTPPath != "" {
+		load = append(load, "one GET "+l.HTTPPath+" per connection")
+	}
+	load = append(load, fmt.Sprintf("%s measured after %s warm-up", seconds(l.DurationSeconds), seconds(l.WarmupSeconds)))
+	if len(l.CPUs) > 0 {
+		load = append(load, "load generator on CPUs "+cpuList(l.CPUs))
+	}
+	if !l.VerifiesCertificates {
+		load = append(load, "server certificates not verified")
+	}
+	fmt.Fprintf(w, "load: %s\n", strings.Join(load, "; "))
+	fmt.Fprintf(w, "load average %s before, %s after\n\n", num(r.LoadAverage[0]), num(r.LoadAverage[1]))
+
+	t := newTable("scenario", "handshakes/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per server CPU-s", "server busy", "load busy", "resumed", "errors").leftAlign(1)
+	for _, res := range r.Results {
+		perCPU, busy := "-", "-"
+		if res.HandshakesPerServerCPUSecond > 0 {
+			perCPU = num(res.HandshakesPerServerCPUSecond)
+		}
+		if res.ServerBusy > 0 {
+			busy = percent(res.ServerBusy)
+		}
+		resumed := "-"
+		if res.Handshakes > 0 {
+			resumed = percent(float64(res.Resumed) / float64(res.Handshakes))
+		}
+		t.add(res.Name, num(res.HandshakesPerSec), num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms), num(res.Latency.MaxMs),
+			perCPU, busy, percent(res.LoadBusy), resumed, fmt.Sprint(res.ErrorCount))
+	}
+	t.write(w, "")
+
+	if l.HTTPPath != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Requests (connect, handshake, GET and the whole response):")
+		t := newTable("scenario", "requests/s", "p50 ms", "p95 ms", "p99 ms", "max ms").leftAlign(1)
+		for _, res := range r.Results {
+			if res.RequestLatency == nil {
+				continue
+			}
+			q := res.RequestLatency
+			t.add(res.Name, num(float64(res.Requests)/res.WindowSeconds), num(q.P50Ms), num(q.P95Ms), num(q.P99Ms), num(q.MaxMs))
+		}
+		t.write(w, "  ")
+	}
+
+	if c := r.Comparison; c != nil {
+		fmt.Fprintf(w, "\n%s / %s, full handshakes per server CPU-second: %.2f×\n", c.Numerator, c.Denominator, c.Ratio)
+	}
+
+	var errLines []string
+	for _, res := range r.Results {
+		kinds := make([]string, 0, len(res.Errors))
+		for k := range res.Errors {
+			kinds = append(kinds, k)
+		}
+		slices.SortFunc(kinds, func(a, b string) int { return int(res.Errors[b] - res.Errors[a]) })
+		for _, k := range kinds {
+			errLines = append(errLines, fmt.Sprintf("  %s: %s ×%d", res.Name, k, res.Errors[k]))
+		}
+	}
+	if len(errLines) > 0 {
+		fmt.Fprintln(w, "\nErrors by kind:")
+		for _, e := range errLines {
+			fmt.Fprintln(w, e)
+		}
+	}
+
+	if len(r.Capacity) > 0 {
+		fmt.Fprintf(w, "\nCapacity: server cores for a peak of %s handshakes/s (handshake CPU only, no headroom):\n", num(r.Capacity[0].Peak))
+		t := newTable("scenario", "cores", "whole cores").leftAlign(1)
+		for _, c := range r.Capacity {
+			t.add(c.Scenario, fmt.Sprintf("%.2f", c.Cores), fmt.Sprint(math.Ceil(c.Cores)))
+		}
+		t.write(w, "  ")
+	} else if r.Server.CPUSource == "" {
+		fmt.Fprintln(w, "\nCapacity: unknown without the server's CPU time (give --metrics URL).")
+	}
+}
+
+func percent(v float64) string {
+	if v <= 0 || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", v*100)
+}
+
+func cpuList(cpus []int) string {
+	if len(cpus) == 0 {
+		return "-"
+	}
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = fmt.Sprint(c)
+	}
+	return strings.Join(s, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// handshakeSVG draws a handshake report.
+func handshakeSVG(r *HandshakeReport) string {
+	m := r.Machine
+	footer := fmt.Sprintf("gmgate bench handshake, %s, %d connections, %s measured, server CPUs %s", m.GoVersion, r.Load.Concurrency, seconds(r.Load.DurationSeconds), cpuList(r.Server.CPUs))
+	d := newSVG("Handshakes: "+m.CPUModel, footer)
+	var perCPU, rate, p95 []bar
+	for _, res := range r.Results {
+		c := colourFor(res.Name)
+		if res.HandshakesPerServerCPUSecond > 0 {
+			perCPU = append(perCPU, bar{res.Name, res.HandshakesPerServerCPUSecond, c, num(res.HandshakesPerServerCPUSecond)})
+		}
+		rate = append(rate, bar{res.Name, res.HandshakesPerSec, c, num(res.HandshakesPerSec)})
+		p95 = append(p95, bar{res.Name, res.Latency.P95Ms, c, fmt.Sprintf("p50 %s / p95 %s / p99 %s ms", num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms))})
+	}
+	d.bars("Handshakes per server CPU-second (one core)", perCPU)
+	d.bars("Handshakes per second", rate)
+	d.bars("Handshake latency, p95 (ms)", p95)
+	return d.String()
+}

@@ -1,0 +1,594 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// quickOptions keeps test runs short; figures are checked for shape and
+// consistency, never for speed.
+func quickOptions(t *testing.T, suites string) HandshakeOptions {
+	t.Helper()
+	sc, err := ParseScenarios(suites, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return HandshakeOptions{
+		Scenarios:   sc,
+		Concurrency: 4,
+		Duration:    300 * time.Millisecond,
+		Warmup:      100 * time.Millisecond,
+		Timeout:     5 * time.Second,
+		Peak:        1000,
+		Launcher:    testLauncher,
+	}
+}
+
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+// checkConsistent checks what every scenario result must satisfy.
+func checkConsistent(t *testing.T, res ScenarioResult, concurrency int) {
+	t.Helper()
+	if res.Handshakes <= 0 {
+		t.Fatalf("%s: no handshakes counted (errors %v)", res.Name, res.Errors)
+	}
+	if res.FullHandshakes+res.Resumed != res.Handshakes {
+		t.Errorf("%s: full %d + resumed %d != handshakes %d", res.Name, res.FullHandshakes, res.Resumed, res.Handshakes)
+	}
+	if res.Latency.Count != res.Handshakes {
+		t.Errorf("%s: %d latency samples for %d handshakes", res.Name, res.Latency.Count, res.Handshakes)
+	}
+	if res.WindowSeconds <= 0 || !near(res.HandshakesPerSec, float64(res.Handshakes)/res.WindowSeconds) {
+		t.Errorf("%s: %g handshakes/s is not %d handshakes over %gs", res.Name, res.HandshakesPerSec, res.Handshakes, res.WindowSeconds)
+	}
+	l := res.Latency
+	if !(l.P50Ms > 0 && l.P50Ms <= l.P95Ms && l.P95Ms <= l.P99Ms && l.P99Ms <= l.MaxMs && l.MeanMs <= l.MaxMs) {
+		t.Errorf("%s: latency percentiles out of order: %+v", res.Name, l)
+	}
+	var sum int64
+	for _, n := range res.Errors {
+		sum += n
+	}
+	if sum != res.ErrorCount {
+		t.Errorf("%s: errors by kind add up to %d, error count is %d", res.Name, sum, res.ErrorCount)
+	}
+	if res.ServerCPUSeconds > 0 && !near(res.HandshakesPerServerCPUSecond, float64(res.Handshakes)/res.ServerCPUSeconds) {
+		t.Errorf("%s: %g per server CPU-second is not %d handshakes over %gs of CPU", res.Name, res.HandshakesPerServerCPUSecond, res.Handshakes, res.ServerCPUSeconds)
+	}
+	if res.ServerHandshakes >= 0 {
+		// The server's window and the client's differ by the handshakes
+		// in flight at either edge.
+		if d := res.ServerHandshakes - res.Handshakes; d > int64(2*concurrency) || d < -int64(2*concurrency) {
+			t.Errorf("%s: server counted %d handshakes, client %d", res.Name, res.ServerHandshakes, res.Handshakes)
+		}
+	}
+}
+
+func TestHandshakeSelfStarted(t *testing.T) {
+	opts := quickOptions(t, "ECC_SM4_GCM_SM3,ECDHE_SM4_CBC_SM3,ECC_SM4_GCM_SM3+resumed,TLS1.3,TLS1.2")
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(opts.Scenarios) {
+		t.Fatalf("%d results for %d scenarios", len(rep.Results), len(opts.Scenarios))
+	}
+	for _, res := range rep.Results {
+		checkConsistent(t, res, opts.Concurrency)
+		if res.ErrorCount != 0 {
+			t.Errorf("%s: errors against a healthy server: %v", res.Name, res.Errors)
+		}
+		if res.ServerCPUSeconds <= 0 || res.HandshakesPerServerCPUSecond <= 0 {
+			t.Errorf("%s: no server CPU figure: %+v", res.Name, res)
+		}
+		switch {
+		case res.ResumeRatio == 1 && res.Resumed == 0:
+			t.Errorf("%s: nothing resumed", res.Name)
+		case res.ResumeRatio == 0 && res.Resumed != 0:
+			t.Errorf("%s: %d resumed without asking", res.Name, res.Resumed)
+		}
+	}
+	if rep.Server.Mode != "child" || len(rep.Server.CPUs) != 1 || rep.Server.GOMAXPROCS != 1 || rep.Server.KeyBackend != "software/software" {
+		t.Errorf("server info: %+v", rep.Server)
+	}
+	c := rep.Comparison
+	if c == nil || c.Numerator != "ECC_SM4_GCM_SM3" || !strings.HasPrefix(c.Denominator, "TLS1.2") ||
+		!near(c.Ratio, rep.Results[0].HandshakesPerServerCPUSecond/rep.Results[4].HandshakesPerServerCPUSecond) {
+		t.Errorf("comparison: %+v", c)
+	}
+	if len(rep.Capacity) != len(rep.Results) {
+		t.Fatalf("%d capacity lines", len(rep.Capacity))
+	}
+	for i, cp := range rep.Capacity {
+		if cp.Scenario != rep.Results[i].Name || !near(cp.Cores, 1000/rep.Results[i].HandshakesPerServerCPUSecond) {
+			t.Errorf("capacity %+v for %+v", cp, rep.Results[i])
+		}
+	}
+
+	checkHandshakeJSON(t, rep)
+
+	var table bytes.Buffer
+	WriteHandshakeTable(&table, rep)
+	for _, want := range []string{"ECC_SM4_GCM_SM3 resumed", "TLS1.2 ECDHE-ECDSA-P256", "per server CPU-s", "full handshakes per server CPU-second", "Capacity"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	checkCharts(t, rep)
+}
+
+// checkHandshakeJSON checks the JSON layout a machine reading --json
+// relies on.
+func checkHandshakeJSON(t *testing.T, rep *HandshakeReport) {
+	t.Helper()
+	doc, raw := decodeReport(t, rep, HandshakeSchema, "started", "machine", "server", "load", "results", "capacity", "load_average")
+	results, _ := doc["results"].([]any)
+	if len(results) == 0 {
+		t.Fatal("no results in JSON")
+	}
+	numbers := []string{"resume_ratio", "window_seconds", "handshakes", "full_handshakes", "resumed", "handshakes_per_sec",
+		"requests", "error_count", "server_cpu_seconds", "server_busy", "handshakes_per_server_cpu_second", "server_handshakes",
+		"load_cpu_seconds", "load_busy"}
+	for _, r := range results {
+		m := r.(map[string]any)
+		for _, k := range []string{"name", "protocol", "suite"} {
+			if s, ok := m[k].(string); !ok || s == "" {
+				t.Errorf("result %v: %q is not a non-empty string", m["name"], k)
+			}
+		}
+		for _, k := range numbers {
+			if _, ok := m[k].(float64); !ok {
+				t.Errorf("result %v: %q is not a number", m["name"], k)
+			}
+		}
+		lat, ok := m["latency"].(map[string]any)
+		if !ok {
+			t.Fatalf("result %v: no latency object", m["name"])
+		}
+		for _, k := range []string{"count", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms"} {
+			if v, ok := lat[k].(float64); !ok || v <= 0 {
+				t.Errorf("result %v: latency %q = %v", m["name"], k, lat[k])
+			}
+		}
+		if _, ok := m["errors"].(map[string]any); !ok {
+			t.Errorf("result %v: errors is not an object", m["name"])
+		}
+	}
+	// The JSON reads back into the same report.
+	var back HandshakeReport
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Results[0].Handshakes != rep.Results[0].Handshakes || back.Results[0].Latency != rep.Results[0].Latency {
+		t.Errorf("JSON round trip changed the figures")
+	}
+}
+
+// decodeReport writes a report as --json does, checks its schema name and
+// top-level keys, and returns it decoded and raw.
+func decodeReport(t *testing.T, report any, schema string, keys ...string) (map[string]any, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := (Output{JSON: true}).Write(&buf, report); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["schema"] != schema {
+		t.Errorf("schema %v, want %s", doc["schema"], schema)
+	}
+	for _, k := range keys {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	return doc, buf.Bytes()
+}
+
+func checkCharts(t *testing.T, report any) {
+	t.Helper()
+	dir := t.TempDir()
+	svgFile, htmlFile := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.html")
+	for _, f := range []string{svgFile, htmlFile} {
+		if err := WriteChartFile(f, report); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svg, err := os.ReadFile(svgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		_, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("chart is not well-formed XML: %v", err)
+		}
+	}
+	if !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<rect")) {
+		t.Errorf("chart has no drawing")
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("<!DOCTYPE html>")) || !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("<pre>")) {
+		t.Errorf("HTML chart lacks the drawing or the table")
+	}
+	if bytes.Contains(page, []byte("http://")) && !bytes.Contains(page, []byte("http://www.w3.org/2000/svg")) {
+		t.Errorf("HTML chart refers to outside resources")
+	}
+}
+
+func TestHandshakeHTTPWorkload(t *testing.T) {
+	opts := quickOptions(t, "ECC_SM4_GCM_SM3")
+	opts.HTTPPath = "/bench"
+	opts.HTTPBody = 20000
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	checkConsistent(t, res, opts.Concurrency)
+	if res.ErrorCount != 0 {
+		t.Fatalf("errors: %v", res.Errors)
+	}
+	if res.RequestLatency == nil || res.Requests != res.Handshakes || res.RequestLatency.Count != res.Requests {
+		t.Fatalf("requests %d, handshakes %d, request latency %+v", res.Requests, res.Handshakes, res.RequestLatency)
+	}
+	// Each request's time includes its handshake, so every order
+	// statistic is at least the handshake's.
+	if q := res.RequestLatency; q.P50Ms < res.Latency.P50Ms || q.P99Ms < res.Latency.P99Ms || q.MaxMs < res.Latency.MaxMs {
+		t.Errorf("request latency %+v below handshake latency %+v", *q, res.Latency)
+	}
+	var table bytes.Buffer
+	WriteHandshakeTable(&table, rep)
+	if !strings.Contains(table.String(), "requests/s") {
+		t.Errorf("table lacks the request figures:\n%s", table.String())
+	}
+}
+
+func TestHandshakeRateLimit(t *testing.T) {
+	opts := quickOptions(t, "ECC_SM4_GCM_SM3+resumed")
+	opts.Rate = 40
+	opts.Duration = 500 * time.Millisecond
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	checkConsistent(t, res, opts.Concurrency)
+	// Starts are spaced 25ms apart; the window can hold at most
+	// window/25ms + 1 of them, plus those started before it.
+	if limit := int64(res.WindowSeconds*opts.Rate) + 1 + int64(opts.Concurrency); res.Handshakes > limit {
+		t.Errorf("%d handshakes in %.3fs at a rate of %g/s", res.Handshakes, res.WindowSeconds, opts.Rate)
+	}
+}
+
+// startTestServer runs the benchmark server in this process, as a remote
+// target.
+func startTestServer(t *testing.T, protocol string) *childServer {
+	t.Helper()
+	ids, err := makeIdentities(t.TempDir(), ServerIdentity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _, err := startChildServer(context.Background(), childConfig{
+		Protocol: protocol, SignCert: ids.tlcp.SignCert, SignKey: ids.tlcp.SignKey, EncCert: ids.tlcp.EncCert, EncKey: ids.tlcp.EncKey,
+		TLSCert: ids.tlsCert, TLSKey: ids.tlsKey, HTTPBody: 10, HandshakeTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.shutdown)
+	return srv
+}
+
+func TestHandshakeRemoteWithMetrics(t *testing.T) {
+	srv := startTestServer(t, "tlcp")
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := srv.stats()
+		fmt.Fprintf(w, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", st.cpu().Seconds())
+	}))
+	defer metrics.Close()
+
+	opts := quickOptions(t, "ECC_SM4_GCM_SM3,ECDHE_SM4_GCM_SM3")
+	opts.Launcher = nil
+	opts.Target = srv.ln.Addr().String()
+	opts.MetricsURL = metrics.URL + "/metrics"
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Server.Mode != "remote" || rep.Server.CPUSource != opts.MetricsURL {
+		t.Errorf("server info %+v", rep.Server)
+	}
+	for _, res := range rep.Results {
+		checkConsistent(t, res, opts.Concurrency)
+		if res.ServerCPUSeconds <= 0 || res.ServerHandshakes != -1 || res.ErrorCount != 0 {
+			t.Errorf("%s: %+v", res.Name, res)
+		}
+	}
+}
+
+func TestHandshakeRemoteWithoutMetrics(t *testing.T) {
+	srv := startTestServer(t, "tls")
+	opts := quickOptions(t, "TLS1.3")
+	opts.Target = srv.ln.Addr().String()
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	checkConsistent(t, res, opts.Concurrency)
+	if res.ServerCPUSeconds != 0 || res.HandshakesPerServerCPUSecond != 0 || len(rep.Capacity) != 0 {
+		t.Errorf("CPU figures without a CPU source: %+v", res)
+	}
+	var table bytes.Buffer
+	WriteHandshakeTable(&table, rep)
+	if !strings.Contains(table.String(), "unknown without the server's CPU time") {
+		t.Errorf("table does not say why there is no capacity line:\n%s", table.String())
+	}
+}
+
+// misbehavingServer accepts connections and treats each with bad.
+func misbehavingServer(t *testing.T, bad func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				bad(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+func TestHandshakeBadTargets(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()
+
+	cases := []struct {
+		name   string
+		target string
+		kinds  []string
+	}{
+		// Linux now and then drops a SYN to a closed port rather than
+		// answering with a reset.
+		{"refused", refused, []string{"connect: connection refused", "connect: timeout"}},
+		{"closes at once", misbehavingServer(t, func(net.Conn) {}), []string{"handshake: closed by server", "handshake: connection reset"}},
+		{"resets", misbehavingServer(t, func(c net.Conn) {
+			_ = c.(*net.TCPConn).SetLinger(0)
+		}), []string{"handshake: connection reset", "handshake: closed by server", "connect: connection reset"}},
+		{"speaks nonsense", misbehavingServer(t, func(c net.Conn) {
+			_, _ = c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
+			_, _ = io.Copy(io.Discard, c)
+		}), nil},
+		{"never answers", misbehavingServer(t, func(c net.Conn) {
+			_, _ = io.Copy(io.Discard, c)
+		}), []string{"handshake: timeout"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := quickOptions(t, "ECC_SM4_GCM_SM3")
+			opts.Target = tc.target
+			opts.Timeout = 150 * time.Millisecond
+			rep, err := RunHandshake(context.Background(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := rep.Results[0]
+			if res.Handshakes != 0 || res.ErrorCount == 0 || res.Latency.Count != 0 {
+				t.Fatalf("handshakes %d, errors %v", res.Handshakes, res.Errors)
+			}
+			for kind := range res.Errors {
+				if tc.kinds != nil && !contains(tc.kinds, kind) {
+					t.Errorf("error kind %q, want one of %q", kind, tc.kinds)
+				}
+			}
+			var table bytes.Buffer
+			WriteHandshakeTable(&table, rep)
+			if !strings.Contains(table.String(), "Errors by kind") {
+				t.Errorf("table does not list the errors:\n%s", table.String())
+			}
+		})
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestHandshakeCancel(t *testing.T) {
+	addr := misbehavingServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	opts := quickOptions(t, "TLS1.2")
+	opts.Target = addr
+	opts.Duration = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := RunHandshake(ctx, opts); err == nil {
+		t.Fatal("a cancelled run reported success")
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("cancelling took %s", time.Since(start))
+	}
+}
+
+func TestHandshakeOptionErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*HandshakeOptions)
+		want string
+	}{
+		{"bad target", func(o *HandshakeOptions) { o.Target = "nohostport" }, "host:port"},
+		{"metrics without target", func(o *HandshakeOptions) { o.MetricsURL = "http://127.0.0.1:1/metrics" }, "remote target"},
+		{"partial identity", func(o *HandshakeOptions) { o.Identity.SignKey = "/k.pem" }, "all four"},
+		{"identity with target", func(o *HandshakeOptions) {
+			o.Target = "127.0.0.1:1"
+			o.Identity = ServerIdentity{"a", "b", "c", "d"}
+		}, "self-started"},
+		{"negative rate", func(o *HandshakeOptions) { o.Rate = -1 }, "rate"},
+		{"relative path", func(o *HandshakeOptions) { o.HTTPPath = "x" }, "must start with /"},
+		{"too many cores", func(o *HandshakeOptions) { o.ServerCores = 4096 }, "cannot have"},
+		{"missing CA file", func(o *HandshakeOptions) { o.CAFile = filepath.Join(t.TempDir(), "none.pem") }, "CA certificates"},
+		{"metrics unreachable", func(o *HandshakeOptions) {
+			o.Target = "127.0.0.1:1"
+			o.MetricsURL = "http://127.0.0.1:1/metrics"
+		}, "metrics"},
+		{"server cannot start", func(o *HandshakeOptions) {
+			o.Identity = ServerIdentity{"/nonexistent.crt", "/nonexistent.key", "/nonexistent.crt", "/nonexistent.key"}
+		}, "server process"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := quickOptions(t, "ECC_SM4_GCM_SM3")
+			tc.edit(&opts)
+			_, err := RunHandshake(context.Background(), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseScenarios(t *testing.T) {
+	s, err := ParseScenarios(DefaultComparison, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name, proto string
+		ratio       float64
+	}{
+		{"ECC_SM4_GCM_SM3", ProtoTLCP, 0},
+		{"ECDHE_SM4_GCM_SM3", ProtoTLCP, 0},
+		{"ECC_SM4_GCM_SM3 resumed", ProtoTLCP, 1},
+		{"TLS1.3 X25519 ECDSA-P256", ProtoTLS13, 0},
+		{"TLS1.2 ECDHE-ECDSA-P256", ProtoTLS12, 0},
+	}
+	if len(s) != len(want) {
+		t.Fatalf("%d scenarios", len(s))
+	}
+	for i, w := range want {
+		if s[i].Name != w.name || s[i].Protocol != w.proto || s[i].ResumeRatio != w.ratio {
+			t.Errorf("scenario %d: %+v, want %+v", i, s[i], w)
+		}
+	}
+	if !s[1].needsClientCert() || s[0].needsClientCert() || s[4].needsClientCert() {
+		t.Error("only the ECDHE suites need the client certificate")
+	}
+	s, err = ParseScenarios("ecc-sm2-sm4-gcm-sm3, tls13-mlkem", 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s[0].Suite != "ECC_SM4_GCM_SM3" || s[0].ResumeRatio != 0.5 || s[0].Name != "ECC_SM4_GCM_SM3 50% resumed" || s[1].Protocol != ProtoTLS13 {
+		t.Errorf("parsed %+v", s)
+	}
+	for _, bad := range []string{"", "RSA_WITH_RC4", "ECC_SM4_GCM_SM3+twice"} {
+		if _, err := ParseScenarios(bad, 0); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ParseScenarios("TLS1.2", 1.5); err == nil {
+		t.Error("a ratio above 1 parsed")
+	}
+}
+
+func TestResumeTurn(t *testing.T) {
+	for _, ratio := range []float64{0, 0.1, 0.25, 0.5, 0.8, 1} {
+		n := 0
+		for i := range int64(1000) {
+			if resumeTurn(i, ratio) {
+				n++
+			}
+		}
+		if want := int(ratio * 1000); n != want {
+			t.Errorf("ratio %g: %d of 1000 resume, want %d", ratio, n, want)
+		}
+	}
+}
+
+func TestParseCPUMetric(t *testing.T) {
+	cases := []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n", 12.5, true},
+		{"process_cpu_seconds_totalx 3\nprocess_cpu_seconds_total{job=\"gw\"} 7e-1 1700000000\n", 0.7, true},
+		{"go_goroutines 10\n", 0, false},
+		{"process_cpu_seconds_total abc\n", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := parseCPUMetric(strings.NewReader(tc.in))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	s := summarize(ds)
+	if s.Count != 100 || s.P50Ms != 50 || s.P95Ms != 95 || s.P99Ms != 99 || s.MaxMs != 100 || s.MeanMs != 50.5 {
+		t.Errorf("%+v", s)
+	}
+	if one := summarize([]time.Duration{3 * time.Millisecond}); one.P50Ms != 3 || one.P99Ms != 3 || one.MaxMs != 3 {
+		t.Errorf("%+v", one)
+	}
+	if empty := summarize(nil); empty != (LatencyStats{}) {
+		t.Errorf("%+v", empty)
+	}
+}

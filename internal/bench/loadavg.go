@@ -1,0 +1,24 @@
+package bench
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// loadAverage is the 1-minute load average, or -1 where it cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}

@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// record is what one connection did; times are offsets from the start of
+// the scenario.
+type record struct {
+	end       time.Duration
+	handshake time.Duration // connect + handshake, when hsOK
+	total     time.Duration // connect to end of response, when reqOK
+	hsOK      bool
+	reqOK     bool
+	resumed   bool
+	errKind   string
+}
+
+// loadGen makes connections for one scenario.
+type loadGen struct {
+	sc      Scenario
+	addr    string
+	host    string
+	timeout time.Duration
+	dialer  net.Dialer
+	request []byte
+	start   time.Time
+	pace    *pacer
+	seq     atomic.Int64
+	// client wraps a TCP connection; resume says whether it may offer a
+	// cached session.
+	client func(raw net.Conn, resume bool) handshaker
+}
+
+// scenario runs one scenario against addr and measures its window.
+func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, readCPU cpuReader, serverCores int) (ScenarioResult, error) {
+	opts := r.opts
+	host, _, _ := net.SplitHostPort(addr)
+	if opts.ServerName != "" {
+		host = opts.ServerName
+	}
+	g := &loadGen{sc: sc, addr: addr, host: host, timeout: opts.Timeout, dialer: net.Dialer{Timeout: opts.Timeout, KeepAlive: -1}}
+	if err := g.setClient(r.roots, r.clientCert, opts.ServerName); err != nil {
+		return ScenarioResult{}, err
+	}
+	if opts.HTTPPath != "" {
+		g.request = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gmgate-bench\r\nConnection: close\r\n\r\n", opts.HTTPPath, host)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.start = time.Now()
+	if opts.Rate > 0 {
+		g.pace = &pacer{start: g.start, interval: time.Duration(float64(time.Second) / opts.Rate)}
+	}
+	perWorker := make([][]record, opts.Concurrency)
+	var wg sync.WaitGroup
+	for i := range opts.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			perWorker[i] = g.work(runCtx)
+		}()
+	}
+	stopWorkers := func() {
+		cancel()
+		wg.Wait()
+	}
+
+	// The window opens after the warm-up and is bounded by the two CPU
+	// readings; each reading's time is the middle of its round trip.
+	if !sleepCtx(ctx, opts.Warmup) {
+		stopWorkers()
+		return ScenarioResult{}, ctx.Err()
+	}
+	cpu0, srv0, w0, err := readAt(ctx, readCPU, g.start)
+	if err != nil {
+		stopWorkers()
+		return ScenarioResult{}, err
+	}
+	load0 := loadCPU()
+	if !sleepCtx(ctx, opts.Duration) {
+		stopWorkers()
+		return ScenarioResult{}, ctx.Err()
+	}
+	cpu1, srv1, w1, err := readAt(ctx, readCPU, g.start)
+	load1 := loadCPU()
+	stopWorkers()
+	if err != nil {
+		return ScenarioResult{}, err
+	}
+
+	res := ScenarioResult{Scenario: sc, Errors: map[string]int64{}, ServerHandshakes: -1}
+	res.WindowSeconds = (w1 - w0).Seconds()
+	var hs, req []time.Duration
+	for _, recs := range perWorker {
+		for _, rec := range recs {
+			if rec.end < w0 || rec.end >= w1 {
+				continue
+			}
+			if rec.hsOK {
+				hs = append(hs, rec.handshake)
+				if rec.resumed {
+					res.Resumed++
+				}
+			}
+			if rec.reqOK {
+				req = append(req, rec.total)
+			}
+			if rec.errKind != "" {
+				res.Errors[rec.errKind]++
+				res.ErrorCount++
+			}
+		}
+	}
+	res.Handshakes = int64(len(hs))
+	res.FullHandshakes = res.Handshakes - res.Resumed
+	res.HandshakesPerSec = float64(res.Handshakes) / res.WindowSeconds
+	res.Latency = summarize(hs)
+	if g.request != nil {
+		res.Requests = int64(len(req))
+		st := summarize(req)
+		res.RequestLatency = &st
+	}
+	if readCPU != nil {
+		res.ServerCPUSeconds = (cpu1 - cpu0).Seconds()
+		if serverCores > 0 {
+			res.ServerBusy = res.ServerCPUSeconds / res.WindowSeconds / float64(serverCores)
+		}
+		if res.ServerCPUSeconds > 0 {
+			res.HandshakesPerServerCPUSecond = float64(res.Handshakes) / res.ServerCPUSeconds
+		}
+		if srv0 >= 0 && srv1 >= 0 {
+			res.ServerHandshakes = srv1 - srv0
+		}
+	}
+	res.LoadCPUSeconds = (load1 - load0).Seconds()
+	res.LoadBusy = res.LoadCPUSeconds / res.WindowSeconds / float64(max(r.loadCPUs, 1))
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "  %-36s %8.0f handshakes/s  p95 %7.2f ms  %8s per server CPU-second  %d errors\n",
+			sc.Name, res.HandshakesPerSec, res.Latency.P95Ms, num(res.HandshakesPerServerCPUSecond), res.ErrorCount)
+	}
+	return res, nil
+}
+
+// readAt reads the server's CPU (when it can be read) and returns the
+// reading with its time as an offset from start.
+func readAt(ctx context.Context, read cpuReader, start time.Time) (time.Duration, int64, time.Duration, error) {
+	if read == nil {
+		return 0, -1, time.Since(start), nil
+	}
+	before := time.Since(start)
+	cpu, n, err := read(ctx)
+	after := time.Since(start)
+	return cpu, n, (before + after) / 2, err
+}
+
+// loadCPU is this process's CPU time so far, zero when unknown.
+func loadCPU() time.Duration {
+	u, s, err := processCPUTime()
+	if err != nil {
+		return 0
+	}
+	return u + s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pacer hands out connection start times at a fixed rate; a worker that
+// falls behind starts at once.
+type pacer struct {
+	start    time.Time
+	interval time.Duration
+	next     atomic.Int64
+}
+
+func (p *pacer) wait(ctx context.Context) bool {
+	i := p.next.Add(1) - 1
+	return sleepCtx(ctx, time.Until(p.start.Add(time.Duration(i)*p.interval)))
+}
+
+// work makes connections one after the other until ctx is done.
+func (g *loadGen) work(ctx context.Context) []record {
+	var recs []record
+	for ctx.Err() == nil {
+		if g.pace != nil && !g.pace.wait(ctx) {
+			break
+		}
+		i := g.seq.Add(1) - 1
+		rec := g.one(ctx, resumeTurn(i, g.sc.ResumeRatio))
+		if ctx.Err() != nil {
+			// Cut short by the end of the run: neither a result nor an
+			// error of the server's.
+			break
+		}
+		recs = append(recs, rec)
+	}
+	return recs
+}
+
+// resumeTurn spreads resumption attempts evenly: connection i offers a
+// cached session when the running count of ratio*i steps up.
+func resumeTurn(i int64, ratio float64) bool {
+	switch {
+	case ratio <= 0:
+		return false
+	case ratio >= 1:
+		return true
+	}
+	return int64(float64(i+1)*ratio) > int64(float64(i)*ratio)
+}
+
+// one makes one connection: connect, handshake, optionally one HTTP
+// request, then an orderly close that waits for the server's, so that the
+// server has finished its side of the handshake before the next
+// connection is counted.
+func (g *loadGen) one(ctx context.Context, resume bool) (rec record) {
+	defer func() { rec.end = time.Since(g.start) }()
+	t0 := time.Now()
+	raw, err := g.dialer.DialContext(ctx, "tcp", g.addr)
+	if err != nil {
+		rec.errKind = errorKind("connect", err)
+		return rec
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(t0.Add(g.timeout))
+	c := g.client(raw, resume)
+	if err := c.HandshakeContext(ctx); err != nil {
+		rec.errKind = errorKind("handshake", err)
+		return rec
+	}
+	rec.handshake = time.Since(t0)
+	rec.hsOK = true
+	rec.resumed = didResume(c)
+	if g.request != nil {
+		if err := g.get(c); err != nil {
+			rec.errKind = errorKind("request", err)
+			return rec
+		}
+		rec.total = time.Since(t0)
+		rec.reqOK = true
+	}
+	if err := c.CloseWrite(); err == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
+	}
+	return rec
+}
+
+// get sends the HTTP request and reads the whole response.
+func (g *loadGen) get(c net.Conn) error {
+	if _, err := c.Write(g.request); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// setClient prepares the client side of the scenario: one configuration
+// that never resumes and one with a session cache shared by all workers.
+func (g *loadGen) setClient(roots *certRoots, clientCert *tlcp.Certificate, serverName string) error {
+	sc := g.sc
+	if sc.Protocol == ProtoTLCP {
+		full := &tlcp.Config{CipherSuites: []uint16{sc.tlcpSuite}, ServerName: serverName, InsecureSkipVerify: roots == nil}
+		if roots != nil {
+			full.RootCAs = roots.sm
+			if serverName == "" {
+				full.ServerName = g.host
+			}
+		}
+		if sc.needsClientCert() {
+			if clientCert == nil {
+				return fmt.Errorf("%s needs a client encryption certificate", sc.Suite)
+			}
+			full.Certificates = []tlcp.Certificate{*clientCert}
+		}
+		resumed := full.Clone()
+		resumed.ClientSessionCache = tlcp.NewLRUClientSessionCache(16, 0)
+		g.client = func(raw net.Conn, resume bool) handshaker {
+			if resume {
+				return tlcp.Client(raw, resumed)
+			}
+			return tlcp.Client(raw, full)
+		}
+		return nil
+	}
+	v := tlsVersion(sc.Protocol)
+	full := &tls.Config{
+		MinVersion: v, MaxVersion: v, CipherSuites: sc.tlsSuites, CurvePreferences: sc.curves,
+		ServerName: serverName, InsecureSkipVerify: roots == nil,
+	}
+	if roots != nil {
+		full.RootCAs = roots.std
+		if serverName == "" {
+			full.ServerName = g.host
+		}
+	}
+	resumed := full.Clone()
+	resumed.ClientSessionCache = tls.NewLRUClientSessionCache(16)
+	g.client = func(raw net.Conn, resume bool) handshaker {
+		if resume {
+			return tls.Client(raw, resumed)
+		}
+		return tls.Client(raw, full)
+	}
+	return nil
+}

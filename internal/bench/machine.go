@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/klauspost/cpuid/v2"
+	"golang.org/x/sys/cpu"
+)
+
+// Machine describes where figures were taken.
+type Machine struct {
+	CPUModel  string `json:"cpu_model"`
+	NumCPU    int    `json:"num_cpu"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	GoVersion string `json:"go_version"`
+	// GMSMVersion is the version of github.com/emmansun/gmsm built in.
+	GMSMVersion string `json:"gmsm_version"`
+	// Purego is true when built with the purego tag (no assembly).
+	Purego   bool      `json:"purego"`
+	Features []Feature `json:"cpu_features"`
+}
+
+// Feature is one instruction-set extension and whether the CPU (and OS)
+// offer it.
+type Feature struct {
+	Name    string `json:"name"`
+	Present bool   `json:"present"`
+}
+
+// DetectMachine describes this machine.
+func DetectMachine() Machine {
+	m := Machine{
+		CPUModel:    cpuModel(),
+		NumCPU:      runtime.NumCPU(),
+		GOOS:        runtime.GOOS,
+		GOARCH:      runtime.GOARCH,
+		GoVersion:   runtime.Version(),
+		GMSMVersion: moduleVersion("github.com/emmansun/gmsm"),
+		Purego:      puregoBuild,
+		Features:    cpuFeatures(),
+	}
+	return m
+}
+
+// cpuFeatures lists the extensions that Go's crypto and gmsm choose their
+// code by, for the architecture this runs on.
+func cpuFeatures() []Feature {
+	switch runtime.GOARCH {
+	case "amd64", "386":
+		return []Feature{
+			{"AES-NI", cpu.X86.HasAES},
+			{"PCLMULQDQ", cpu.X86.HasPCLMULQDQ},
+			{"SSSE3", cpu.X86.HasSSSE3},
+			{"AVX", cpu.X86.HasAVX},
+			{"AVX2", cpu.X86.HasAVX2},
+			{"AVX-512F", cpu.X86.HasAVX512F},
+			{"BMI2", cpu.X86.HasBMI2},
+			{"ADX", cpu.X86.HasADX},
+			// x/sys/cpu reports neither SHA-NI nor GFNI outside AVX-512;
+			// gmsm reads the GFNI bit itself, as cpuid does here.
+			{"SHA-NI", cpuid.CPU.Supports(cpuid.SHA)},
+			{"GFNI", cpuid.CPU.Supports(cpuid.GFNI)},
+			{"VAES", cpuid.CPU.Supports(cpuid.VAES)},
+			{"VPCLMULQDQ", cpuid.CPU.Supports(cpuid.VPCLMULQDQ)},
+		}
+	case "arm64":
+		return []Feature{
+			{"ASIMD", cpu.ARM64.HasASIMD},
+			{"AES", cpu.ARM64.HasAES},
+			{"PMULL", cpu.ARM64.HasPMULL},
+			{"SHA2", cpu.ARM64.HasSHA2},
+			{"SM3", cpu.ARM64.HasSM3},
+			{"SM4", cpu.ARM64.HasSM4},
+		}
+	}
+	return nil
+}
+
+func hasFeature(fs []Feature, name string) bool {
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Present
+		}
+	}
+	return false
+}
+
+// cpuModel reads the processor's name.
+func cpuModel() string {
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	if s := strings.TrimSpace(cpuid.CPU.BrandName); s != "" {
+		return s
+	}
+	return "unknown " + runtime.GOARCH
+}
+
+// moduleVersion is the version of a module built into this binary, or
+// "unknown".
+func moduleVersion(path string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	for _, d := range bi.Deps {
+		if d.Path == path {
+			if d.Replace != nil {
+				return d.Replace.Version + " (replaced)"
+			}
+			return d.Version
+		}
+	}
+	return "unknown"
+}

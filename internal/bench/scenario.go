@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// Protocols a scenario speaks.
+const (
+	ProtoTLCP  = "tlcp"
+	ProtoTLS12 = "tls1.2"
+	ProtoTLS13 = "tls1.3"
+)
+
+// Scenario is one line of a handshake run: a protocol and suite, and how
+// many of its connections resume a session.
+type Scenario struct {
+	// Name labels the scenario in reports.
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	// Suite is the TLCP suite, or the TLS suite and key exchange.
+	Suite string `json:"suite"`
+	// ResumeRatio is the share of connections that offer to resume the
+	// session of an earlier one (0 to 1).
+	ResumeRatio float64 `json:"resume_ratio"`
+
+	tlcpSuite uint16
+	tlsSuites []uint16
+	curves    []tls.CurveID
+}
+
+// needsClientCert reports whether the scenario needs the client's dual
+// certificate (the TLCP ECDHE suites).
+func (s Scenario) needsClientCert() bool {
+	return s.Protocol == ProtoTLCP && strings.HasPrefix(s.Suite, "ECDHE_")
+}
+
+// DefaultComparison is what a run without --suite measures against a
+// server it starts itself.
+const DefaultComparison = "ECC_SM4_GCM_SM3,ECDHE_SM4_GCM_SM3,ECC_SM4_GCM_SM3+resumed,TLS1.3,TLS1.2"
+
+// ScenarioNames lists the names ParseScenarios accepts.
+func ScenarioNames() []string {
+	names := []string{}
+	for _, s := range tlcp.CipherSuites() {
+		names = append(names, s.Name)
+	}
+	return append(names, "TLS1.2", "TLS1.3", "TLS1.3-MLKEM")
+}
+
+// ParseScenarios reads a comma-separated list of suite names, each
+// optionally followed by "+resumed" (every connection after the first
+// resumes). Scenarios without "+resumed" get resume as their ratio.
+func ParseScenarios(list string, resume float64) ([]Scenario, error) {
+	if resume < 0 || resume > 1 {
+		return nil, fmt.Errorf("resumption ratio %g: give a number from 0 to 1", resume)
+	}
+	var out []Scenario
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, suffix, _ := strings.Cut(item, "+")
+		ratio := resume
+		switch strings.ToLower(suffix) {
+		case "":
+		case "resumed", "resume":
+			ratio = 1
+		default:
+			return nil, fmt.Errorf("suite %q: unknown suffix %q (only +resumed is known)", item, suffix)
+		}
+		s, err := scenarioFor(name)
+		if err != nil {
+			return nil, err
+		}
+		s.ResumeRatio = ratio
+		if ratio == 1 {
+			s.Name += " resumed"
+		} else if ratio > 0 {
+			s.Name += fmt.Sprintf(" %g%% resumed", ratio*100)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no suite given (known: %s)", strings.Join(ScenarioNames(), ", "))
+	}
+	return out, nil
+}
+
+func scenarioFor(name string) (Scenario, error) {
+	upper := strings.ToUpper(name)
+	if id, ok := tlcp.CipherSuiteByName(upper); ok {
+		canonical := tlcp.CipherSuiteName(id)
+		return Scenario{Name: canonical, Protocol: ProtoTLCP, Suite: canonical, tlcpSuite: id}, nil
+	}
+	switch strings.ReplaceAll(upper, "_", "") {
+	case "TLS1.2", "TLS12", "TLSECDHEECDSAWITHAES128GCMSHA256":
+		return Scenario{
+			Name: "TLS1.2 ECDHE-ECDSA-P256", Protocol: ProtoTLS12,
+			Suite:     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 P-256",
+			tlsSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+			curves:    []tls.CurveID{tls.CurveP256},
+		}, nil
+	case "TLS1.3", "TLS13":
+		return Scenario{
+			Name: "TLS1.3 X25519 ECDSA-P256", Protocol: ProtoTLS13,
+			Suite:  "TLS_AES_128_GCM_SHA256 X25519",
+			curves: []tls.CurveID{tls.X25519},
+		}, nil
+	case "TLS1.3-MLKEM", "TLS13-MLKEM":
+		return Scenario{
+			Name: "TLS1.3 X25519MLKEM768 ECDSA-P256", Protocol: ProtoTLS13,
+			Suite:  "TLS_AES_128_GCM_SHA256 X25519MLKEM768",
+			curves: []tls.CurveID{tls.X25519MLKEM768},
+		}, nil
+	}
+	known := ScenarioNames()
+	slices.Sort(known)
+	return Scenario{}, fmt.Errorf("unknown suite %q (known: %s)", name, strings.Join(known, ", "))
+}
