@@ -57,6 +57,8 @@ type Conn struct {
 	// write.
 	buffering bool
 	sendBuf   []byte
+	// scratch is reused for small unbuffered writes.
+	scratch []byte
 
 	closeNotifySent bool
 	closeNotifyErr  error
@@ -377,11 +379,18 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	}
 	var outBuf []byte
 	pooled := false
-	if c.buffering {
+	switch {
+	case c.buffering:
 		outBuf = c.sendBuf
-	} else if len(data) > 2048 {
+		if outBuf == nil {
+			outBuf = make([]byte, 0, 4096)
+		}
+	case len(data) > 2048:
 		outBuf = (*writeBufs.Get().(*[]byte))[:0]
 		pooled = true
+	default:
+		// Small records reuse one scratch buffer.
+		outBuf = c.scratch[:0]
 	}
 	written := 0
 	for len(data) > 0 || written == 0 {
@@ -417,6 +426,8 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	if pooled {
 		outBuf = outBuf[:0]
 		writeBufs.Put(&outBuf)
+	} else if cap(outBuf) <= 4096 {
+		c.scratch = outBuf[:0]
 	}
 	return written, err
 }

@@ -2,6 +2,7 @@ package tlcp
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"golang.org/x/crypto/cryptobyte"
@@ -15,12 +16,58 @@ type handshakeMessage interface {
 	unmarshal([]byte) bool
 }
 
-// marshalMessage frames a body built by f as a handshake message.
-func marshalMessage(typ uint8, f func(b *cryptobyte.Builder)) ([]byte, error) {
-	var b cryptobyte.Builder
-	b.AddUint8(typ)
-	b.AddUint24LengthPrefixed(f)
-	return b.Bytes()
+// builder writes a handshake message with appends and back-patched
+// length prefixes: marshaling allocates only the message itself. The first
+// length that does not fit is kept as the error.
+type builder struct {
+	b   []byte
+	err error
+}
+
+// newMessage starts a handshake message of type typ; sizeHint is the
+// expected body size.
+func newMessage(typ uint8, sizeHint int) *builder {
+	b := make([]byte, 4, 4+sizeHint)
+	b[0] = typ
+	return &builder{b: b}
+}
+
+func (w *builder) u8(v uint8)   { w.b = append(w.b, v) }
+func (w *builder) u16(v uint16) { w.b = append(w.b, byte(v>>8), byte(v)) }
+func (w *builder) raw(v []byte) { w.b = append(w.b, v...) }
+
+// open reserves an n-byte length prefix and returns where it starts.
+func (w *builder) open(n int) int {
+	pos := len(w.b)
+	w.b = append(w.b, make([]byte, n)...)
+	return pos
+}
+
+// close fills in the n-byte length prefix at pos.
+func (w *builder) close(pos, n int) {
+	l := len(w.b) - pos - n
+	if l >= 1<<(8*n) {
+		if w.err == nil {
+			w.err = fmt.Errorf("tlcp: field of %d bytes exceeds its %d-byte length prefix", l, n)
+		}
+		return
+	}
+	for i := n - 1; i >= 0; i-- {
+		w.b[pos+i] = byte(l)
+		l >>= 8
+	}
+}
+
+func (w *builder) vec(n int, v []byte) {
+	pos := w.open(n)
+	w.raw(v)
+	w.close(pos, n)
+}
+
+// finish fills in the message length and returns the message.
+func (w *builder) finish() ([]byte, error) {
+	w.close(1, 3)
+	return w.b, w.err
 }
 
 // readBody checks the message header and returns the body.
@@ -53,45 +100,46 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeClientHello, func(b *cryptobyte.Builder) {
-		b.AddUint16(m.vers)
-		b.AddBytes(m.random)
-		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.sessionID) })
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			for _, s := range m.cipherSuites {
-				b.AddUint16(s)
-			}
-		})
-		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.compressionMethods) })
-		if m.serverName == "" && len(m.alpnProtocols) == 0 && !m.hasExtensions {
-			return
+	w := newMessage(typeClientHello, 80+2*len(m.cipherSuites)+len(m.serverName))
+	w.u16(m.vers)
+	w.raw(m.random)
+	w.vec(1, m.sessionID)
+	suites := w.open(2)
+	for _, s := range m.cipherSuites {
+		w.u16(s)
+	}
+	w.close(suites, 2)
+	w.vec(1, m.compressionMethods)
+	if m.serverName != "" || len(m.alpnProtocols) > 0 || m.hasExtensions {
+		exts := w.open(2)
+		if m.serverName != "" {
+			w.u16(extensionServerName)
+			ext := w.open(2)
+			list := w.open(2)
+			w.u8(0) // host_name
+			w.vec(2, []byte(m.serverName))
+			w.close(list, 2)
+			w.close(ext, 2)
 		}
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			if m.serverName != "" {
-				b.AddUint16(extensionServerName)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-						b.AddUint8(0) // host_name
-						b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(m.serverName)) })
-					})
-				})
-			}
-			if len(m.alpnProtocols) > 0 {
-				b.AddUint16(extensionALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addALPNList(b, m.alpnProtocols) })
-			}
-		})
-	})
+		if len(m.alpnProtocols) > 0 {
+			w.u16(extensionALPN)
+			ext := w.open(2)
+			addALPNList(w, m.alpnProtocols)
+			w.close(ext, 2)
+		}
+		w.close(exts, 2)
+	}
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
 
-func addALPNList(b *cryptobyte.Builder, protos []string) {
-	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-		for _, p := range protos {
-			b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(p)) })
-		}
-	})
+func addALPNList(w *builder, protos []string) {
+	list := w.open(2)
+	for _, p := range protos {
+		w.vec(1, []byte(p))
+	}
+	w.close(list, 2)
 }
 
 func (m *clientHelloMsg) unmarshal(data []byte) bool {
@@ -218,26 +266,27 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeServerHello, func(b *cryptobyte.Builder) {
-		b.AddUint16(m.vers)
-		b.AddBytes(m.random)
-		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.sessionID) })
-		b.AddUint16(m.cipherSuite)
-		b.AddUint8(m.compressionMethod)
-		if !m.serverNameAck && m.alpnProtocol == "" {
-			return
+	w := newMessage(typeServerHello, 80)
+	w.u16(m.vers)
+	w.raw(m.random)
+	w.vec(1, m.sessionID)
+	w.u16(m.cipherSuite)
+	w.u8(m.compressionMethod)
+	if m.serverNameAck || m.alpnProtocol != "" {
+		exts := w.open(2)
+		if m.serverNameAck {
+			w.u16(extensionServerName)
+			w.u16(0)
 		}
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			if m.serverNameAck {
-				b.AddUint16(extensionServerName)
-				b.AddUint16(0)
-			}
-			if m.alpnProtocol != "" {
-				b.AddUint16(extensionALPN)
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { addALPNList(b, []string{m.alpnProtocol}) })
-			}
-		})
-	})
+		if m.alpnProtocol != "" {
+			w.u16(extensionALPN)
+			ext := w.open(2)
+			addALPNList(w, []string{m.alpnProtocol})
+			w.close(ext, 2)
+		}
+		w.close(exts, 2)
+	}
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -298,13 +347,17 @@ func (m *certificateMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeCertificate, func(b *cryptobyte.Builder) {
-		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
-			for _, c := range m.certificates {
-				b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(c) })
-			}
-		})
-	})
+	size := 3
+	for _, c := range m.certificates {
+		size += 3 + len(c)
+	}
+	w := newMessage(typeCertificate, size)
+	list := w.open(3)
+	for _, c := range m.certificates {
+		w.vec(3, c)
+	}
+	w.close(list, 3)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -340,7 +393,9 @@ func (m *serverKeyExchangeMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeServerKeyExchange, func(b *cryptobyte.Builder) { b.AddBytes(m.key) })
+	w := newMessage(typeServerKeyExchange, len(m.key))
+	w.raw(m.key)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -365,14 +420,18 @@ func (m *certificateRequestMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeCertificateRequest, func(b *cryptobyte.Builder) {
-		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.certificateTypes) })
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
-			for _, ca := range m.certificateAuthorities {
-				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(ca) })
-			}
-		})
-	})
+	size := 3 + len(m.certificateTypes)
+	for _, ca := range m.certificateAuthorities {
+		size += 2 + len(ca)
+	}
+	w := newMessage(typeCertificateRequest, size)
+	w.vec(1, m.certificateTypes)
+	cas := w.open(2)
+	for _, ca := range m.certificateAuthorities {
+		w.vec(2, ca)
+	}
+	w.close(cas, 2)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -429,7 +488,9 @@ func (m *clientKeyExchangeMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeClientKeyExchange, func(b *cryptobyte.Builder) { b.AddBytes(m.key) })
+	w := newMessage(typeClientKeyExchange, len(m.key))
+	w.raw(m.key)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -453,9 +514,9 @@ func (m *certificateVerifyMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeCertificateVerify, func(b *cryptobyte.Builder) {
-		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(m.signature) })
-	})
+	w := newMessage(typeCertificateVerify, 2+len(m.signature))
+	w.vec(2, m.signature)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }
@@ -478,7 +539,9 @@ func (m *finishedMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	raw, err := marshalMessage(typeFinished, func(b *cryptobyte.Builder) { b.AddBytes(m.verifyData) })
+	w := newMessage(typeFinished, len(m.verifyData))
+	w.raw(m.verifyData)
+	raw, err := w.finish()
 	m.raw = raw
 	return raw, err
 }

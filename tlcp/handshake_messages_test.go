@@ -364,3 +364,15 @@ func writeSeed(t *testing.T, target string, i int, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+func TestMarshalRejectsOversizedFields(t *testing.T) {
+	for _, m := range []handshakeMessage{
+		&clientHelloMsg{vers: VersionTLCP, random: make([]byte, 32), sessionID: make([]byte, 256), cipherSuites: []uint16{1}, compressionMethods: []byte{0}},
+		&certificateVerifyMsg{signature: make([]byte, 1<<16)},
+		&certificateRequestMsg{certificateTypes: make([]byte, 300)},
+	} {
+		if _, err := m.marshal(); err == nil {
+			t.Errorf("%T with an oversized field marshaled", m)
+		}
+	}
+}

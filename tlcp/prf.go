@@ -27,6 +27,9 @@ type prfHash struct {
 	inner, outer           hash.Hash
 	innerState, outerState []byte
 	sum                    [sm3Size]byte
+	// a and block are P_hash's scratch, kept here so that they do not
+	// escape to the heap on every call.
+	a, block [sm3Size]byte
 	// fallback is used if the SM3 implementation cannot save its state.
 	fallback hash.Hash
 }
@@ -108,7 +111,7 @@ func (h *prfHash) BlockSize() int { return 64 }
 // prf fills out with PRF(secret, label, seed1 || seed2), the TLS 1.2
 // P_hash construction over HMAC-SM3, with mac keyed with the secret.
 func prf(out []byte, mac *prfHash, label, seed1, seed2 []byte) {
-	var a, block [sm3Size]byte
+	a, block := &mac.a, &mac.block
 	// A(1) = HMAC(secret, label || seed)
 	mac.Reset()
 	mac.Write(label)
