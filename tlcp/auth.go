@@ -54,17 +54,6 @@ func parseCertificates(list [][]byte) ([]*smx509.Certificate, error) {
 	return certs, nil
 }
 
-// certRole names a certificate's position for error messages.
-func certRole(i int) string {
-	switch i {
-	case 0:
-		return "signing certificate"
-	case 1:
-		return "encryption certificate"
-	}
-	return fmt.Sprintf("chain certificate %d", i-1)
-}
-
 const encKeyUsages = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
 
 // checkKeyUsages checks the roles of a peer's signing and encryption

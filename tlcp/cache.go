@@ -178,12 +178,6 @@ func (c *lru[V]) remove(key string) {
 	}
 }
 
-func (c *lru[V]) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ll.Len()
-}
-
 type lruSessionCache struct{ c *lru[*SessionState] }
 
 // NewLRUSessionCache returns a server SessionCache holding at most capacity

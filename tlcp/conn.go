@@ -63,7 +63,6 @@ type Conn struct {
 	closeNotifySent bool
 	closeNotifyErr  error
 	activeCall      atomic.Int32
-	closed          atomic.Bool
 }
 
 // halfConn is the record state of one direction.
@@ -215,7 +214,7 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		return c.in.err
 	}
 	handshakeComplete := c.isHandshakeComplete.Load()
-	if c.input != nil && len(c.input) > 0 {
+	if len(c.input) > 0 {
 		return errors.New("tlcp: internal error: reading a record with unread data")
 	}
 	c.input = nil
@@ -717,8 +716,9 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 		}
 		stop := context.AfterFunc(ctx, func() { c.conn.Close() })
 		defer func() {
-			if !stop() && err != nil {
-				// The context fired and closed the connection: report why.
+			if !stop() {
+				// The context fired and closed the connection (perhaps
+				// just after the handshake finished): report why.
 				err = ctx.Err()
 			}
 		}()
