@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+)
+
+// Wire protocols a client can speak on an auto listener.
+type wireProtocol int
+
+const (
+	wireTLCP wireProtocol = iota + 1
+	wireTLS
+)
+
+func (p wireProtocol) String() string {
+	switch p {
+	case wireTLCP:
+		return "tlcp"
+	case wireTLS:
+		return "tls"
+	}
+	return "unknown"
+}
+
+// recordHeaderLen is the length of a TLS/TLCP record header: type (1),
+// version (2), length (2).
+const recordHeaderLen = 5
+
+var errNotHandshake = errors.New("the first bytes are not a TLCP or TLS handshake record")
+
+// detectProtocol tells TLCP from TLS by the header of the first record: a
+// handshake record (type 22) with version 1.1 (01 01) is TLCP, one with
+// major version 3 is TLS. Everything else, including SSLv2-style hellos
+// (which no current client sends), is refused.
+func detectProtocol(hdr []byte) (wireProtocol, error) {
+	if len(hdr) < recordHeaderLen {
+		return 0, errNotHandshake
+	}
+	if hdr[0] != 22 {
+		return 0, fmt.Errorf("%w (record type %d)", errNotHandshake, hdr[0])
+	}
+	length := int(hdr[3])<<8 | int(hdr[4])
+	if length == 0 || length > 1<<14+2048 {
+		return 0, fmt.Errorf("%w (record length %d)", errNotHandshake, length)
+	}
+	switch {
+	case hdr[1] == 1 && hdr[2] == 1:
+		return wireTLCP, nil
+	case hdr[1] == 3 && hdr[2] <= 4:
+		return wireTLS, nil
+	}
+	return 0, fmt.Errorf("%w (version %02x %02x)", errNotHandshake, hdr[1], hdr[2])
+}
+
+// peekProtocol reads the first record header from c and returns the
+// protocol with a connection that replays it.
+func peekProtocol(c net.Conn) (wireProtocol, net.Conn, error) {
+	var hdr [recordHeaderLen]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return 0, c, err
+	}
+	p, err := detectProtocol(hdr[:])
+	if err != nil {
+		return 0, c, err
+	}
+	return p, &replayConn{Conn: c, prefix: hdr[:]}, nil
+}
+
+// replayConn returns prefix before reading from the connection again.
+type replayConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *replayConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// CloseWrite half-closes when the connection underneath can.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testPKI is an SM2 CA with a dual certificate for localhost and an ECDSA
+// CA with a TLS certificate for localhost, written to a directory.
+type testPKI struct {
+	dir      string
+	ca       *certs.CA
+	dual     certs.DualFiles
+	roots    *smx509.CertPool
+	tlsCert  string
+	tlsKey   string
+	tlsRoots *x509.CertPool
+}
+
+var (
+	pkiOnce   sync.Once
+	sharedPKI *testPKI
+	pkiErr    error
+)
+
+// getPKI makes the certificates once per test binary (SM2 key generation
+// is not free) in a directory that outlives the tests that share it.
+func getPKI(t testing.TB) *testPKI {
+	t.Helper()
+	pkiOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gmgate-proxy-test")
+		if err != nil {
+			pkiErr = err
+			return
+		}
+		sharedPKI, pkiErr = newTestPKI(dir)
+	})
+	if pkiErr != nil {
+		t.Fatal(pkiErr)
+	}
+	return sharedPKI
+}
+
+func newTestPKI(dir string) (*testPKI, error) {
+	p := &testPKI{dir: dir}
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p.ca = ca
+	p.roots = ca.Pool()
+	if err := p.issue(dir); err != nil {
+		return nil, err
+	}
+	tlsCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := tlsCA.IssueTLS(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return nil, err
+	}
+	p.tlsCert, p.tlsKey, err = leaf.Write(dir, "tls", nil)
+	if err != nil {
+		return nil, err
+	}
+	p.tlsRoots = x509.NewCertPool()
+	root, err := x509.ParseCertificate(leaf.Root.Raw)
+	if err != nil {
+		return nil, err
+	}
+	p.tlsRoots.AddCert(root)
+	return p, nil
+}
+
+// issue writes a fresh dual certificate for localhost into dir.
+func (p *testPKI) issue(dir string) error {
+	pair, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return err
+	}
+	files, err := pair.Write(dir, "localhost", nil)
+	if err != nil {
+		return err
+	}
+	p.dual = files
+	return nil
+}
+
+// copyTo copies the dual certificate files into dir and returns their
+// paths there, for tests that replace them.
+func (p *testPKI) copyTo(t testing.TB, dir string) certs.DualFiles {
+	t.Helper()
+	out := certs.DualFileNames(dir, "localhost")
+	for _, pair := range [][2]string{{p.dual.SignCert, out.SignCert}, {p.dual.SignKey, out.SignKey}, {p.dual.EncCert, out.EncCert}, {p.dual.EncKey, out.EncKey}} {
+		data, err := os.ReadFile(pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(pair[1], data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// testConfig is an auto listener on a free loopback port routing
+// everything to upstream "app" with the given targets.
+func testConfig(p *testPKI, targets ...string) *config.Config {
+	cfg := &config.Config{
+		Admin: config.Admin{Listen: "127.0.0.1:0"},
+		Log:   config.Log{Access: "off"},
+		Listeners: []config.Listener{{
+			Name:     "edge",
+			Listen:   "127.0.0.1:0",
+			Protocol: config.ProtocolAuto,
+			TLCP: &config.TLCP{
+				SignCert: p.dual.SignCert, SignKey: p.dual.SignKey,
+				EncCert: p.dual.EncCert, EncKey: p.dual.EncKey,
+			},
+			TLS:    &config.TLS{Cert: p.tlsCert, Key: p.tlsKey},
+			Routes: []config.Route{{Upstream: "app"}},
+			SessionHeaders: config.SessionHeaders{
+				Protocol: "X-TLCP-Protocol", Suite: "X-TLCP-Suite", Resumed: "X-TLCP-Resumed",
+				ClientSubject: "X-Client-Subject",
+			},
+		}},
+		Upstreams: map[string]*config.Upstream{
+			"app": {Targets: targets},
+		},
+	}
+	config.Defaults(cfg)
+	return cfg
+}
+
+// startServer starts a gateway and shuts it down when the test ends.
+func startServer(t testing.TB, cfg *config.Config, access *slog.Logger) *Server {
+	t.Helper()
+	s, err := New(cfg, Options{Logger: testLogger(t), AccessLog: access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// tlcpClient is an HTTP client that speaks TLCP to the gateway.
+func tlcpClient(t testing.TB, p *testPKI, tc *tlcp.Config) *http.Client {
+	t.Helper()
+	if tc == nil {
+		tc = &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}
+	}
+	d := &tlcp.Dialer{Config: tc}
+	tr := &http.Transport{DialTLSContext: d.DialContext, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// tlsClient is an HTTP client that speaks TLS 1.3 to the gateway.
+func tlsClient(t testing.TB, p *testPKI) *http.Client {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", MinVersion: tls.VersionTLS13}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func gatewayURL(s *Server, path string) string {
+	return "https://" + s.Addr("edge").String() + path
+}
+
+func readAll(t testing.TB, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// scrape reads the admin /metrics endpoint.
+func scrape(t testing.TB, s *Server) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + s.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mf, err := parser.TextToMetricFamilies(bufio.NewReader(resp.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mf
+}
+
+// metricValue returns the value of the series of family name with the
+// given labels (a counter or gauge, or a histogram's sample count).
+func metricValue(mf map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	f, ok := mf[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, m := range f.Metric {
+		for k, v := range labels {
+			found := false
+			for _, lp := range m.Label {
+				if lp.GetName() == k && lp.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// bound; it asserts an outcome, not a speed.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func tempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "gmgate-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return filepath.Clean(d)
+}

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/config"
+)
+
+// connInfo describes an established client connection: what the
+// handshake negotiated. It travels in each request's context, since
+// http.Request.TLS knows only crypto/tls.
+type connInfo struct {
+	listener    string
+	client      net.Addr // after the PROXY header, when one was used
+	protocol    string   // tlcp, tls1.2, tls1.3
+	suite       string
+	sni         string
+	resumed     bool
+	handshake   time.Duration
+	peerCert    *smx509.Certificate // the client's signing certificate
+	peerCertDER []byte
+}
+
+type connInfoKey struct{}
+
+func infoFrom(ctx context.Context) *connInfo {
+	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
+	if ci == nil {
+		return &connInfo{protocol: "unknown"}
+	}
+	return ci
+}
+
+// route is a compiled config.Route.
+type route struct {
+	host     string // lower case; "" any; "*.x" wildcard
+	path     string
+	upstream *pool
+}
+
+// router picks the route for a host and path: an exact host before a
+// wildcard before any host, then the longest path prefix.
+type router struct {
+	routes []route
+}
+
+func hostRank(pattern, host string) int {
+	switch {
+	case pattern == "":
+		return 1
+	case strings.HasPrefix(pattern, "*."):
+		if strings.HasSuffix(host, pattern[1:]) && len(host) > len(pattern)-1 {
+			return 2
+		}
+		return 0
+	case pattern == host:
+		return 3
+	}
+	return 0
+}
+
+func (r *router) match(host, path string, tcp bool) *route {
+	host = strings.ToLower(strings.TrimSuffix(stripPort(host), "."))
+	var best *route
+	bestRank := 0
+	for i := range r.routes {
+		rt := &r.routes[i]
+		if (rt.upstream.scheme == "tcp") != tcp {
+			continue
+		}
+		rank := hostRank(rt.host, host)
+		if rank == 0 || !strings.HasPrefix(path, rt.path) {
+			continue
+		}
+		if best == nil || rank > bestRank || rank == bestRank && len(rt.path) > len(best.path) {
+			best, bestRank = rt, rank
+		}
+	}
+	return best
+}
+
+func stripPort(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return h
+	}
+	return strings.Trim(host, "[]")
+}
+
+// httpHandler serves the requests of one listener.
+type httpHandler struct {
+	srv      *Server
+	listener *runningListener
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.srv.inflight.Add(1)
+	defer h.srv.inflight.Done()
+	start := time.Now()
+	st := h.listener.state.Load()
+	ci := infoFrom(r.Context())
+	rec := &recorder{ResponseWriter: w}
+	rt := st.router.match(r.Host, r.URL.Path, false)
+	upstreamName := ""
+	if rt == nil {
+		plainError(rec, http.StatusNotFound, "no route for this host and path")
+	} else {
+		upstreamName = rt.upstream.name
+		rp := h.srv.reverseProxy(rt.upstream, st.headers)
+		rp.ServeHTTP(rec, r)
+	}
+	d := time.Since(start)
+	h.srv.metrics.requestDuration.WithLabelValues(st.name).Observe(d.Seconds())
+	h.srv.accessLog(r.Context(), "request",
+		slog.String("listener", st.name),
+		slog.String("client", addrString(ci.client)),
+		slog.String("sni", ci.sni),
+		slog.String("protocol", ci.protocol),
+		slog.String("suite", ci.suite),
+		slog.Bool("resumed", ci.resumed),
+		slog.Float64("handshake_ms", ms(ci.handshake)),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", rec.status()),
+		slog.Int64("bytes", rec.bytes),
+		slog.String("upstream", upstreamName),
+		slog.Float64("duration_ms", ms(d)),
+	)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// reverseProxy builds the forwarding handler of a pool for a listener's
+// session headers. It is cheap: the pool holds the transport.
+func (s *Server) reverseProxy(p *pool, headers config.SessionHeaders) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			rewrite(pr, headers)
+		},
+		Transport:     p,
+		FlushInterval: -1,
+		ErrorLog:      s.stdErrorLog,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.upstreamFailed(w, r, p.name, err)
+		},
+	}
+}
+
+// rewrite is the one place an inbound request becomes the outbound one.
+// ReverseProxy has already removed hop-by-hop headers and any
+// X-Forwarded-* and Forwarded headers the client sent.
+func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
+	ci := infoFrom(pr.In.Context())
+	pr.Out.URL.Scheme = "http"
+	pr.Out.Host = pr.In.Host
+	pr.SetXForwarded()
+	// SetXForwarded takes the protocol from r.TLS, which TLCP
+	// connections do not set.
+	pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	clientIP := stripPort(pr.In.RemoteAddr)
+	forwardedFor := clientIP
+	if strings.Contains(clientIP, ":") {
+		forwardedFor = `"[` + clientIP + `]"`
+	}
+	pr.Out.Header.Set("Forwarded", fmt.Sprintf("for=%s;host=%s;proto=https", forwardedFor, quoteIfNeeded(pr.In.Host)))
+
+	// The operator's session headers: whatever the client sent under
+	// these names is dropped first, so they cannot be forged.
+	set := func(name, value string) {
+		if name == "" {
+			return
+		}
+		pr.Out.Header.Del(name)
+		if value != "" {
+			pr.Out.Header.Set(name, value)
+		}
+	}
+	set(h.Protocol, ci.protocol)
+	set(h.Suite, ci.suite)
+	if ci.protocol != "unknown" {
+		set(h.Resumed, strconv.FormatBool(ci.resumed))
+	} else {
+		set(h.Resumed, "")
+	}
+	subject, serial, fingerprint := "", "", ""
+	if ci.peerCert != nil {
+		subject = ci.peerCert.Subject.String()
+		serial = strings.ToUpper(ci.peerCert.SerialNumber.Text(16))
+		sum := sha256.Sum256(ci.peerCertDER)
+		fingerprint = hex.EncodeToString(sum[:])
+	}
+	set(h.ClientSubject, subject)
+	set(h.ClientSerial, serial)
+	set(h.ClientFingerprint, fingerprint)
+}
+
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, ":;,= \"[]") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// upstreamFailed answers a request whose upstream failed: 503 when no
+// target is in service, 504 when the upstream timed out, 502 otherwise,
+// with a short plain body, and logs which upstream failed and why.
+func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, upstream string, err error) {
+	if r.Context().Err() != nil {
+		// The client went away; there is nobody to answer.
+		s.log.Debug("client gone before the upstream answered", "upstream", upstream, "path", r.URL.Path)
+		w.WriteHeader(499)
+		return
+	}
+	status, what := classifyUpstreamError(err)
+	target := ""
+	var ue *upstreamError
+	if errors.As(err, &ue) {
+		target = ue.target
+		err = ue.err
+	}
+	s.log.Warn("upstream failed", "upstream", upstream, "target", target, "status", status, "cause", err.Error(),
+		"method", r.Method, "host", r.Host, "path", r.URL.Path)
+	plainError(w, status, what)
+}
+
+func classifyUpstreamError(err error) (int, string) {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errNoTarget):
+		return http.StatusServiceUnavailable, "no upstream server is available"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return http.StatusGatewayTimeout, "the upstream server did not answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return http.StatusBadGateway, "the upstream server refused the connection"
+	}
+	return http.StatusBadGateway, "the upstream server failed"
+}
+
+func plainError(w http.ResponseWriter, status int, msg string) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "%d %s: %s\n", status, http.StatusText(status), msg)
+}
+
+// recorder notes the status and body size of a response. It unwraps for
+// http.ResponseController (flushing, hijacking for Upgrade).
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	bytes int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 && code >= 200 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) status() int {
+	if r.code == 0 {
+		// A hijacked connection (Upgrade) answered 101 itself.
+		return http.StatusSwitchingProtocols
+	}
+	return r.code
+}

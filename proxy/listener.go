@@ -1,0 +1,498 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+	proxyproto "github.com/pires/go-proxyproto"
+)
+
+// listenerState is what a listener serves with; a reload swaps it, and
+// connections keep the state they were accepted with until their
+// handshake is done.
+type listenerState struct {
+	name          string
+	protocol      string
+	tlcp          *tlcp.Config
+	tls           *tls.Config
+	router        *router
+	headers       config.SessionHeaders
+	proxyProtocol *config.ProxyProtocol
+	maxConns      int64
+	handshake     time.Duration
+	idle          time.Duration
+	upstreamDial  time.Duration
+	handshakes    *handshakeLimiter
+}
+
+// runningListener is a bound socket with the HTTP server that serves its
+// established connections.
+type runningListener struct {
+	name      string
+	listen    string
+	ln        net.Listener
+	state     atomic.Pointer[listenerState]
+	active    atomic.Int64
+	httpSrv   *http.Server
+	httpConns *connListener
+}
+
+func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, error) {
+	ln, err := net.Listen("tcp", lc.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+	}
+	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln}
+	rl.state.Store(gen.states[lc.Name])
+	rl.httpConns = newConnListener(ln.Addr())
+	rl.httpSrv = &http.Server{
+		Handler:           &httpHandler{srv: s, listener: rl},
+		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
+		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
+		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
+		ErrorLog:          s.stdErrorLog,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if hc, ok := c.(*httpConn); ok {
+				return context.WithValue(ctx, connInfoKey{}, hc.info)
+			}
+			return ctx
+		},
+	}
+	return rl, nil
+}
+
+func (s *Server) serve(rl *runningListener) {
+	go func() { _ = rl.httpSrv.Serve(rl.httpConns) }()
+	s.acceptWG.Add(1)
+	go s.acceptLoop(rl)
+}
+
+func (s *Server) stopListener(rl *runningListener) {
+	rl.ln.Close()
+	go func() {
+		// Its connections finish on their own time, bounded by the idle
+		// timeout; no new one is accepted.
+		rl.httpConns.close()
+		ctx, cancel := context.WithTimeout(context.Background(), s.gen.cfg.Timeouts.Shutdown.D())
+		defer cancel()
+		_ = rl.httpSrv.Shutdown(ctx)
+	}()
+}
+
+func (s *Server) acceptLoop(rl *runningListener) {
+	defer s.acceptWG.Done()
+	var delay time.Duration
+	for {
+		c, err := rl.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, as
+			// net/http does, rather than spin.
+			if delay == 0 {
+				delay = 5 * time.Millisecond
+			} else if delay *= 2; delay > time.Second {
+				delay = time.Second
+			}
+			s.log.Warn("accept failed", "listener", rl.name, "cause", err.Error(), "retry_in", delay.String())
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		st := rl.state.Load()
+		if rl.active.Add(1) > st.maxConns {
+			rl.active.Add(-1)
+			s.metrics.connsRefused.WithLabelValues(rl.name, "max_connections").Inc()
+			c.Close()
+			continue
+		}
+		tc := s.track(c, rl)
+		s.connWG.Add(1)
+		go func() {
+			defer s.connWG.Done()
+			s.handleConn(rl, st, tc)
+		}()
+	}
+}
+
+// trackedConn counts a client connection as active until it is closed,
+// and lets Shutdown close it.
+type trackedConn struct {
+	net.Conn
+	srv      *Server
+	listener *runningListener
+	once     sync.Once
+}
+
+func (s *Server) track(c net.Conn, rl *runningListener) *trackedConn {
+	tc := &trackedConn{Conn: c, srv: s, listener: rl}
+	s.connsMu.Lock()
+	s.conns[tc] = struct{}{}
+	s.connsMu.Unlock()
+	s.metrics.connsActive.WithLabelValues(rl.name).Inc()
+	return tc
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.srv.connsMu.Lock()
+		delete(c.srv.conns, c)
+		c.srv.connsMu.Unlock()
+		c.listener.active.Add(-1)
+		c.srv.metrics.connsActive.WithLabelValues(c.listener.name).Dec()
+	})
+	return err
+}
+
+// CloseWrite half-closes when the connection underneath can.
+func (c *trackedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// handshakeLimiter bounds the handshakes in progress. A connection waits
+// up to wait for a slot and is refused after that, so a flood of new
+// connections costs a bounded number of goroutines, not memory without
+// end.
+type handshakeLimiter struct {
+	slots chan struct{}
+	wait  time.Duration
+}
+
+func newHandshakeLimiter(n int, wait time.Duration) *handshakeLimiter {
+	return &handshakeLimiter{slots: make(chan struct{}, n), wait: wait}
+}
+
+func (l *handshakeLimiter) acquire(ctx context.Context) bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(l.wait)
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *handshakeLimiter) release() { <-l.slots }
+
+// handleConn runs one client connection from accept to hand-off: PROXY
+// header, handshake slot, protocol detection, handshake, then HTTP or TCP.
+func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedConn) {
+	var conn net.Conn = tc
+	client := tc.RemoteAddr()
+	deadline := time.Now().Add(st.handshake)
+	if pp := st.proxyProtocol; pp != nil {
+		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(proxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.handshake))
+		_ = pc.SetDeadline(deadline)
+		if pc.ProxyHeader() == nil {
+			if _, err := pc.Read(nil); err != nil {
+				s.metrics.connsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
+				s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
+				tc.Close()
+				return
+			}
+		}
+		client = pc.RemoteAddr()
+		conn = pc
+	} else {
+		_ = tc.SetDeadline(deadline)
+	}
+
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if !st.handshakes.acquire(ctx) {
+		s.metrics.connsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
+		s.metrics.handshake("unknown", "none", "refused", 0)
+		tc.Close()
+		return
+	}
+	start := time.Now()
+	info, established, err := s.handshake(ctx, st, conn)
+	st.handshakes.release()
+	d := time.Since(start)
+	if err != nil {
+		result := handshakeResult(err)
+		s.metrics.handshake(info.protocol, "none", result, d)
+		s.log.Debug("handshake failed", "listener", rl.name, "client", client.String(), "protocol", info.protocol, "result", result, "cause", err.Error())
+		tc.Close()
+		return
+	}
+	info.listener = rl.name
+	info.client = client
+	info.handshake = d
+	s.metrics.handshake(info.protocol, info.suite, "ok", d)
+	_ = established.SetDeadline(time.Time{})
+
+	if rt := st.router.match(info.sni, "", true); rt != nil {
+		s.forwardTCP(st, rt.upstream, established, info)
+		return
+	}
+	hc := &httpConn{Conn: established, info: info}
+	if !rl.httpConns.push(hc) {
+		hc.Close()
+	}
+}
+
+// httpConn is an established connection handed to the HTTP server, with
+// what its handshake negotiated for ConnContext.
+type httpConn struct {
+	net.Conn
+	info *connInfo
+}
+
+// proxyPolicy decides per peer: trusted peers may (or must) send a PROXY
+// header; a header from anyone else is refused.
+func proxyPolicy(pp *config.ProxyProtocol, peer net.Addr) proxyproto.Policy {
+	ap, err := netip.ParseAddrPort(peer.String())
+	if err == nil {
+		ip := ap.Addr().Unmap()
+		for _, t := range pp.Trusted {
+			if pfx, err := netip.ParsePrefix(t); err == nil && pfx.Contains(ip) {
+				return trustedPolicy(pp)
+			}
+			if a, err := netip.ParseAddr(t); err == nil && a.Unmap() == ip {
+				return trustedPolicy(pp)
+			}
+		}
+	}
+	return proxyproto.REJECT
+}
+
+func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
+	if pp.Required {
+		return proxyproto.REQUIRE
+	}
+	return proxyproto.USE
+}
+
+// handshake detects the protocol (on auto listeners) and runs the
+// handshake. info.protocol is set as far as it is known, even on failure.
+func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (*connInfo, net.Conn, error) {
+	info := &connInfo{protocol: "unknown"}
+	proto := wireTLCP
+	switch st.protocol {
+	case config.ProtocolTLS:
+		proto = wireTLS
+	case config.ProtocolAuto:
+		p, replay, err := peekProtocol(c)
+		if err != nil {
+			return info, nil, err
+		}
+		proto, c = p, replay
+	}
+	if proto == wireTLS {
+		info.protocol = "tls"
+		tc := tls.Server(c, st.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return info, nil, err
+		}
+		cs := tc.ConnectionState()
+		info.protocol = tlsVersionName(cs.Version)
+		info.suite = tls.CipherSuiteName(cs.CipherSuite)
+		info.sni = cs.ServerName
+		info.resumed = cs.DidResume
+		if len(cs.PeerCertificates) > 0 {
+			info.peerCertDER = cs.PeerCertificates[0].Raw
+			info.peerCert, _ = smx509.ParseCertificate(info.peerCertDER)
+		}
+		return info, tc, nil
+	}
+	info.protocol = "tlcp"
+	tc := tlcp.Server(c, st.tlcp)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return info, nil, err
+	}
+	cs := tc.ConnectionState()
+	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
+	info.sni = cs.ServerName
+	info.resumed = cs.DidResume
+	if len(cs.PeerCertificates) > 0 {
+		info.peerCert = cs.PeerCertificates[0]
+		info.peerCertDER = cs.PeerCertificates[0].Raw
+	}
+	return info, tc, nil
+}
+
+func tlsVersionName(v uint16) string {
+	switch v {
+	case tls.VersionTLS13:
+		return "tls1.3"
+	case tls.VersionTLS12:
+		return "tls1.2"
+	}
+	return "tls"
+}
+
+// handshakeResult labels a failed handshake for the metrics: the alert
+// when there is one, else what kind of failure it was.
+func handshakeResult(err error) string {
+	var ae *tlcp.AlertError
+	if errors.As(err, &ae) {
+		prefix := "alert_sent_"
+		if ae.Remote {
+			prefix = "alert_received_"
+		}
+		return prefix + strings.ReplaceAll(ae.Alert.String(), " ", "_")
+	}
+	var te tls.AlertError
+	if errors.As(err, &te) {
+		return "alert_received_" + strings.ReplaceAll(strings.TrimPrefix(te.Error(), "tls: "), " ", "_")
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, errNotHandshake):
+		return "not_tlcp_or_tls"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
+		return "client_closed"
+	}
+	return "error"
+}
+
+// connListener is a net.Listener fed with established connections, for
+// an http.Server.
+type connListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// push hands c to the HTTP server; false when the listener is closed.
+func (l *connListener) push(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *connListener) close() { l.once.Do(func() { close(l.done) }) }
+
+func (l *connListener) Close() error { l.close(); return nil }
+
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// forwardTCP copies the decrypted stream to a target of a tcp pool and
+// back, passing half-closes through, until both directions end or the
+// connection stays idle too long.
+func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *connInfo) {
+	defer client.Close()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
+	upstream, t, err := p.dialTCP(ctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("upstream failed", "upstream", p.name, "cause", err.Error(), "client", addrString(info.client))
+		s.logTCP(info, p.name, "", 0, 0, time.Since(start), err)
+		return
+	}
+	defer upstream.Close()
+	t.inflight.Add(1)
+	defer t.inflight.Add(-1)
+	s.metrics.upstreamRequests.WithLabelValues(p.name, "connected").Inc()
+
+	var in, out atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n, _ := io.Copy(upstream, idleReader{client, st.idle})
+		in.Store(n)
+		closeWrite(upstream)
+	}()
+	go func() {
+		defer wg.Done()
+		n, _ := io.Copy(client, idleReader{upstream, st.idle})
+		out.Store(n)
+		closeWrite(client)
+	}()
+	wg.Wait()
+	s.logTCP(info, p.name, t.addr, in.Load(), out.Load(), time.Since(start), nil)
+}
+
+func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, d time.Duration, err error) {
+	attrs := []slog.Attr{
+		slog.String("listener", info.listener),
+		slog.String("client", addrString(info.client)),
+		slog.String("sni", info.sni),
+		slog.String("protocol", info.protocol),
+		slog.String("suite", info.suite),
+		slog.Bool("resumed", info.resumed),
+		slog.Float64("handshake_ms", ms(info.handshake)),
+		slog.String("upstream", upstream),
+		slog.String("target", target),
+		slog.Int64("bytes_in", in),
+		slog.Int64("bytes", out),
+		slog.Float64("duration_ms", ms(d)),
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	s.accessLog(context.Background(), "tcp", attrs...)
+}
+
+// idleReader fails a read that waits longer than idle.
+type idleReader struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (r idleReader) Read(b []byte) (int, error) {
+	if r.idle > 0 {
+		_ = r.c.SetReadDeadline(time.Now().Add(r.idle))
+	}
+	return r.c.Read(b)
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() == nil {
+			return
+		}
+	}
+	c.Close()
+}

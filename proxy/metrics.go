@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmgate/gmgate/accel"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the gateway's Prometheus metrics, on a registry of their own
+// so that several servers (tests) do not collide.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	handshakes        *prometheus.CounterVec
+	handshakeDuration *prometheus.HistogramVec
+	connsActive       *prometheus.GaugeVec
+	connsRefused      *prometheus.CounterVec
+	upstreamRequests  *prometheus.CounterVec
+	upstreamDuration  *prometheus.HistogramVec
+	upstreamHealthy   *prometheus.GaugeVec
+	requestDuration   *prometheus.HistogramVec
+	reloads           *prometheus.CounterVec
+
+	accelOps      *prometheus.CounterVec
+	accelDuration *prometheus.HistogramVec
+	accelWait     *prometheus.HistogramVec
+	accelInUse    *prometheus.GaugeVec
+
+	// certs is the collector of the certificate store in service.
+	certs atomic.Pointer[prometheus.Collector]
+}
+
+// latencyBuckets run from 100µs to 10s: SM2 handshakes take about a
+// millisecond in software and tens of milliseconds on a busy card.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+func newMetrics() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_handshakes_total",
+		Help: "Client handshakes by protocol (tlcp, tls1.2, tls1.3), cipher suite and result (ok, or why it failed).",
+	}, []string{"protocol", "suite", "result"})
+	m.handshakeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gmgate_handshake_duration_seconds",
+		Help:    "Time from the first byte of a client handshake to its end, by protocol and result.",
+		Buckets: latencyBuckets,
+	}, []string{"protocol", "result"})
+	m.connsActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_connections_active",
+		Help: "Client connections open, by listener.",
+	}, []string{"listener"})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_connections_refused_total",
+		Help: "Client connections closed unserved because a limit was reached (max_connections, max_handshakes) or the PROXY header was refused.",
+	}, []string{"listener", "reason"})
+	m.upstreamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_upstream_requests_total",
+		Help: "Requests (or TCP connections) sent to upstreams, by upstream and response code (error when none came back).",
+	}, []string{"upstream", "code"})
+	m.upstreamDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gmgate_upstream_response_duration_seconds",
+		Help:    "Time from sending a request to an upstream to its response header.",
+		Buckets: latencyBuckets,
+	}, []string{"upstream"})
+	m.upstreamHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_upstream_targets_healthy",
+		Help: "Targets of an upstream that are in service (not failed by health checks nor ejected).",
+	}, []string{"upstream"})
+	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gmgate_request_duration_seconds",
+		Help:    "Time to serve an HTTP request, from its header to the end of the response, by listener.",
+		Buckets: latencyBuckets,
+	}, []string{"listener"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_config_reloads_total",
+		Help: "Configuration reloads by result (success, failure).",
+	}, []string{"result"})
+	m.accelOps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_accel_ops_total",
+		Help: "Private-key operations by key backend, operation (sign, decrypt) and result (ok, error).",
+	}, []string{"backend", "op", "result"})
+	m.accelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gmgate_accel_op_duration_seconds",
+		Help:    "Duration of private-key operations by backend and operation.",
+		Buckets: latencyBuckets,
+	}, []string{"backend", "op"})
+	m.accelWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gmgate_accel_pool_wait_seconds",
+		Help:    "Time a key operation waited for a backend session.",
+		Buckets: latencyBuckets,
+	}, []string{"backend"})
+	m.accelInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_accel_pool_in_use",
+		Help: "Backend sessions in use.",
+	}, []string{"backend"})
+	m.Registry.MustRegister(
+		m.handshakes, m.handshakeDuration, m.connsActive, m.connsRefused,
+		m.upstreamRequests, m.upstreamDuration, m.upstreamHealthy, m.requestDuration, m.reloads,
+		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		certsCollector{m},
+	)
+	return m
+}
+
+// certsCollector forwards to the certificate store in service, which
+// changes when a reload replaces it. It is an unchecked collector: the
+// store describes its own metrics.
+type certsCollector struct{ m *Metrics }
+
+func (certsCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c certsCollector) Collect(ch chan<- prometheus.Metric) {
+	if p := c.m.certs.Load(); p != nil {
+		(*p).Collect(ch)
+	}
+}
+
+func (m *Metrics) setCerts(c prometheus.Collector) { m.certs.Store(&c) }
+
+func (m *Metrics) handshake(protocol, suite, result string, d time.Duration) {
+	m.handshakes.WithLabelValues(protocol, suite, result).Inc()
+	m.handshakeDuration.WithLabelValues(protocol, result).Observe(d.Seconds())
+}
+
+func (m *Metrics) upstreamResult(upstream string, code int, err error) {
+	label := "error"
+	if err == nil {
+		label = strconv.Itoa(code)
+	}
+	m.upstreamRequests.WithLabelValues(upstream, label).Inc()
+}
+
+// accelObserver feeds accel's key operations into the metrics.
+type accelObserver struct{ m *Metrics }
+
+var _ accel.Observer = accelObserver{}
+
+func (o accelObserver) Op(backend, op string, err error, d time.Duration) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	o.m.accelOps.WithLabelValues(backend, op, result).Inc()
+	o.m.accelDuration.WithLabelValues(backend, op).Observe(d.Seconds())
+}
+
+func (o accelObserver) PoolWait(backend string, d time.Duration) {
+	o.m.accelWait.WithLabelValues(backend).Observe(d.Seconds())
+}
+
+func (o accelObserver) PoolInUse(backend string, delta int) {
+	o.m.accelInUse.WithLabelValues(backend).Add(float64(delta))
+}

@@ -1,0 +1,632 @@
+// Package proxy is gmgate's runtime: it accepts client connections
+// (PROXY protocol header first, where trusted), tells TLCP from TLS on
+// auto listeners, drives the handshakes with their limits and timeouts,
+// routes by host and path to upstream pools (with health checks and
+// passive ejection), forwards HTTP through httputil.ReverseProxy or whole
+// TCP streams, and writes the metrics and the access log. It also runs
+// the admin listener and carries out reloads and graceful shutdown.
+//
+// Protocol work belongs to package tlcp and crypto/tls, certificates to
+// package certs, key operations to package accel; proxy does not parse
+// certificates or keys itself.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// Options are what a Server takes besides its configuration.
+type Options struct {
+	// Logger is the process log; JSON on stderr at the configured level
+	// when nil.
+	Logger *slog.Logger
+	// AccessLog, when set, receives the access log instead of the
+	// destination named in the configuration.
+	AccessLog *slog.Logger
+}
+
+// Server is a running gateway.
+type Server struct {
+	opts        Options
+	log         *slog.Logger
+	access      *slog.Logger
+	accessClose io.Closer
+	stdErrorLog *log.Logger
+	metrics     *Metrics
+
+	mu        sync.Mutex // serializes Start, Reload and Shutdown
+	gen       *generation
+	listeners map[string]*runningListener
+	admin     *http.Server
+	adminLn   net.Listener
+	started   bool
+	draining  atomic.Bool
+	closed    bool
+
+	// sessionCaches keep TLCP sessions across reloads, by listener.
+	sessionCaches map[string]tlcp.SessionCache
+
+	acceptWG sync.WaitGroup // accept loops
+	connWG   sync.WaitGroup // connection goroutines (handshakes, TCP forwarding)
+	inflight sync.WaitGroup // HTTP handlers, including upgraded connections
+	connsMu  sync.Mutex
+	conns    map[*trackedConn]struct{}
+}
+
+// generation is everything built from one configuration.
+type generation struct {
+	cfg         *config.Config
+	store       *certs.Store
+	storeCancel context.CancelFunc
+	pools       map[string]*pool
+	handshakes  *handshakeLimiter
+	states      map[string]*listenerState
+}
+
+// New loads the certificates and keys of cfg, binds its listeners and the
+// admin listener, and returns a server ready to Start. It fails, holding
+// nothing, when any part cannot be set up: the process never half-starts.
+func New(cfg *config.Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:          opts,
+		metrics:       newMetrics(),
+		listeners:     map[string]*runningListener{},
+		sessionCaches: map[string]tlcp.SessionCache{},
+		conns:         map[*trackedConn]struct{}{},
+	}
+	s.log = opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.Log.Level)}))
+	}
+	s.stdErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	access, closer, err := openAccessLog(cfg.Log.Access, opts.AccessLog)
+	if err != nil {
+		return nil, err
+	}
+	s.access, s.accessClose = access, closer
+
+	gen, err := s.build(cfg, nil)
+	if err != nil {
+		s.closeAccessLog()
+		return nil, err
+	}
+	// Bind everything before serving anything.
+	for _, lc := range cfg.Listeners {
+		rl, err := s.bind(lc, gen)
+		if err != nil {
+			s.unbindAll()
+			gen.close()
+			s.closeAccessLog()
+			return nil, err
+		}
+		s.listeners[lc.Name] = rl
+	}
+	if cfg.Admin.Listen != "off" {
+		ln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			s.unbindAll()
+			gen.close()
+			s.closeAccessLog()
+			return nil, fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
+		}
+		s.adminLn = ln
+	}
+	s.gen = gen
+	accel.SetObserver(accelObserver{s.metrics})
+	s.metrics.setCerts(gen.store)
+	return s, nil
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func openAccessLog(dest string, override *slog.Logger) (*slog.Logger, io.Closer, error) {
+	if override != nil {
+		return override, nil, nil
+	}
+	var w io.Writer
+	var closer io.Closer
+	switch dest {
+	case "off":
+		return nil, nil, nil
+	case "stdout", "":
+		w = os.Stdout
+	case "stderr":
+		w = os.Stderr
+	default:
+		f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		if err != nil {
+			return nil, nil, fmt.Errorf("log.access: %w", err)
+		}
+		w, closer = f, f
+	}
+	return slog.New(slog.NewJSONHandler(w, nil)), closer, nil
+}
+
+func (s *Server) closeAccessLog() {
+	if s.accessClose != nil {
+		s.accessClose.Close()
+	}
+}
+
+func (s *Server) accessLog(ctx context.Context, msg string, attrs ...slog.Attr) {
+	if s.access != nil {
+		s.access.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
+	}
+}
+
+// build makes a generation from cfg, reusing the pools of prev whose
+// configuration did not change.
+func (s *Server) build(cfg *config.Config, prev *generation) (*generation, error) {
+	var sources []certs.Source
+	for _, l := range cfg.Listeners {
+		src := certs.Source{Name: l.Name}
+		if l.TLCP != nil && l.Protocol != config.ProtocolTLS {
+			src.TLCP = &certs.TLCPFiles{SignCert: l.TLCP.SignCert, SignKey: l.TLCP.SignKey, EncCert: l.TLCP.EncCert, EncKey: l.TLCP.EncKey}
+		}
+		if l.TLS != nil && l.Protocol != config.ProtocolTLCP {
+			src.TLS = &certs.TLSFiles{Cert: l.TLS.Cert, Key: l.TLS.Key}
+		}
+		sources = append(sources, src)
+	}
+	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log}, sources...)
+	if err != nil {
+		return nil, err
+	}
+	gen := &generation{
+		cfg:        cfg,
+		store:      store,
+		pools:      map[string]*pool{},
+		states:     map[string]*listenerState{},
+		handshakes: newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D()),
+	}
+	for name, uc := range cfg.Upstreams {
+		if prev != nil {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts {
+				gen.pools[name] = old
+				continue
+			}
+		}
+		p, err := newPool(name, uc, cfg.Timeouts, s.log, s.metrics)
+		if err != nil {
+			gen.closeNew(prev)
+			return nil, err
+		}
+		gen.pools[name] = p
+	}
+	for _, lc := range cfg.Listeners {
+		st, err := s.listenerState(lc, gen)
+		if err != nil {
+			gen.closeNew(prev)
+			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		gen.states[lc.Name] = st
+	}
+	return gen, nil
+}
+
+// closeNew closes the pools of g that prev does not share.
+func (g *generation) closeNew(prev *generation) {
+	for name, p := range g.pools {
+		if prev == nil || prev.pools[name] != p {
+			p.close()
+		}
+	}
+}
+
+// start begins health checks and certificate watching.
+func (g *generation) start(prev *generation, log *slog.Logger) {
+	for name, p := range g.pools {
+		if prev == nil || prev.pools[name] != p {
+			p.start()
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.storeCancel = cancel
+	go func() {
+		if err := g.store.Watch(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("certificate files are not watched; reload with SIGHUP after changing them", "cause", err.Error())
+		}
+	}()
+}
+
+// close stops what g started, except the pools that next still uses.
+func (g *generation) closeExcept(next *generation) {
+	if g.storeCancel != nil {
+		g.storeCancel()
+	}
+	for name, p := range g.pools {
+		if next == nil || next.pools[name] != p {
+			p.close()
+		}
+	}
+}
+
+func (g *generation) close() { g.closeExcept(nil) }
+
+func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerState, error) {
+	st := &listenerState{
+		name:          lc.Name,
+		protocol:      lc.Protocol,
+		headers:       lc.SessionHeaders,
+		maxConns:      int64(gen.cfg.Limits.MaxConnections),
+		handshake:     gen.cfg.Timeouts.Handshake.D(),
+		idle:          gen.cfg.Timeouts.Idle.D(),
+		upstreamDial:  gen.cfg.Timeouts.UpstreamConnect.D(),
+		handshakes:    gen.handshakes,
+		router:        &router{},
+		proxyProtocol: lc.ProxyProtocol,
+	}
+	for _, rc := range lc.Routes {
+		p := gen.pools[rc.Upstream]
+		path := rc.Path
+		if p.scheme == "tcp" {
+			path = ""
+		}
+		st.router.routes = append(st.router.routes, route{host: lowerASCII(rc.Host), path: path, upstream: p})
+	}
+	name := lc.Name
+	store := gen.store
+	if lc.TLCP != nil && lc.Protocol != config.ProtocolTLS {
+		tc := &tlcp.Config{
+			GetCertificate: func(*tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
+				if c := store.TLCPCertificate(name); c != nil {
+					return c, nil
+				}
+				return nil, errors.New("no TLCP certificate for listener " + name)
+			},
+			ClientAuth:   tlcpClientAuth(lc.TLCP.ClientAuth),
+			SessionCache: s.sessionCache(name),
+		}
+		for _, n := range lc.TLCP.Suites {
+			id, _ := tlcp.CipherSuiteByName(n)
+			tc.CipherSuites = append(tc.CipherSuites, id)
+		}
+		if lc.TLCP.ClientCA != "" {
+			pool, err := loadSMPool(lc.TLCP.ClientCA)
+			if err != nil {
+				return nil, fmt.Errorf("tlcp.client_ca: %w", err)
+			}
+			tc.ClientCAs = pool
+		}
+		st.tlcp = tc
+	}
+	if lc.TLS != nil && lc.Protocol != config.ProtocolTLCP {
+		tc := &tls.Config{
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				if c := store.TLSCertificate(name); c != nil {
+					return c, nil
+				}
+				return nil, errors.New("no TLS certificate for listener " + name)
+			},
+			MinVersion: tls.VersionTLS12,
+			NextProtos: []string{"http/1.1"},
+			ClientAuth: tlsClientAuth(lc.TLS.ClientAuth),
+		}
+		if lc.TLS.MinVersion == "1.3" {
+			tc.MinVersion = tls.VersionTLS13
+		}
+		if lc.TLS.ClientCA != "" {
+			pem, err := os.ReadFile(lc.TLS.ClientCA)
+			if err != nil {
+				return nil, fmt.Errorf("tls.client_ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.client_ca %s holds no PEM certificate", lc.TLS.ClientCA)
+			}
+			tc.ClientCAs = pool
+		}
+		st.tls = tc
+	}
+	return st, nil
+}
+
+func (s *Server) sessionCache(listener string) tlcp.SessionCache {
+	c, ok := s.sessionCaches[listener]
+	if !ok {
+		c = tlcp.NewLRUSessionCache(tlcp.DefaultSessionCacheSize, tlcp.DefaultSessionLifetime)
+		s.sessionCaches[listener] = c
+	}
+	return c
+}
+
+func loadSMPool(file string) (*smx509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := smx509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+func tlcpClientAuth(s string) tlcp.ClientAuthType {
+	switch s {
+	case "request":
+		return tlcp.RequestClientCert
+	case "require":
+		return tlcp.RequireAnyClientCert
+	case "verify_if_given":
+		return tlcp.VerifyClientCertIfGiven
+	case "require_and_verify":
+		return tlcp.RequireAndVerifyClientCert
+	}
+	return tlcp.NoClientCert
+}
+
+func tlsClientAuth(s string) tls.ClientAuthType {
+	switch s {
+	case "request":
+		return tls.RequestClientCert
+	case "require":
+		return tls.RequireAnyClientCert
+	case "verify_if_given":
+		return tls.VerifyClientCertIfGiven
+	case "require_and_verify":
+		return tls.RequireAndVerifyClientCert
+	}
+	return tls.NoClientCert
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Start serves the bound listeners and the admin listener.
+func (s *Server) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return
+	}
+	s.started = true
+	s.gen.start(nil, s.log)
+	for _, rl := range s.listeners {
+		s.serve(rl)
+	}
+	if s.adminLn != nil {
+		s.admin = &http.Server{
+			Handler:           s.adminHandler(),
+			ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog:          s.stdErrorLog,
+		}
+		go func() { _ = s.admin.Serve(s.adminLn) }()
+	}
+	s.log.Info("gmgate started", "listeners", len(s.listeners), "admin", addrString(s.AdminAddr()))
+}
+
+// Addr returns the address the named listener is bound to (nil when
+// there is no such listener).
+func (s *Server) Addr(listener string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rl, ok := s.listeners[listener]; ok {
+		return rl.ln.Addr()
+	}
+	return nil
+}
+
+// AdminAddr returns the admin listener's address (nil when it is off).
+func (s *Server) AdminAddr() net.Addr {
+	if s.adminLn == nil {
+		return nil
+	}
+	return s.adminLn.Addr()
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Reload replaces the configuration without dropping connections:
+// listeners whose address is unchanged keep their socket and take the new
+// routes, certificates and limits; new listeners are bound; removed ones
+// stop accepting and their connections finish. A configuration that
+// cannot be set up leaves the running one in place.
+func (s *Server) Reload(cfg *config.Config) error {
+	err := s.reload(cfg)
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("failure").Inc()
+		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
+		return err
+	}
+	s.metrics.reloads.WithLabelValues("success").Inc()
+	s.log.Info("configuration reloaded", "listeners", len(cfg.Listeners), "upstreams", len(cfg.Upstreams))
+	return nil
+}
+
+func (s *Server) reload(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server is shut down")
+	}
+	prev := s.gen
+	gen, err := s.build(cfg, prev)
+	if err != nil {
+		return err
+	}
+	if cfg.Admin.Listen != prev.cfg.Admin.Listen {
+		s.log.Warn("admin.listen changes take effect on restart", "running", prev.cfg.Admin.Listen)
+	}
+	// Bind new listeners first, so that a port in use fails the reload
+	// before anything changed.
+	var added []*runningListener
+	for _, lc := range cfg.Listeners {
+		if rl, ok := s.listeners[lc.Name]; ok && rl.listen == lc.Listen {
+			continue
+		}
+		rl, err := s.bind(lc, gen)
+		if err != nil {
+			for _, a := range added {
+				a.ln.Close()
+			}
+			gen.closeNew(prev)
+			return err
+		}
+		added = append(added, rl)
+	}
+	keep := map[string]bool{}
+	for _, lc := range cfg.Listeners {
+		keep[lc.Name] = true
+	}
+	for name, rl := range s.listeners {
+		if nl, ok := gen.states[name]; ok && keep[name] && rl.listen == listenAddr(cfg, name) {
+			rl.state.Store(nl)
+			continue
+		}
+		s.stopListener(rl)
+		delete(s.listeners, name)
+	}
+	for _, rl := range added {
+		s.listeners[rl.name] = rl
+		if s.started {
+			s.serve(rl)
+		}
+	}
+	s.gen = gen
+	s.metrics.setCerts(gen.store)
+	if s.started {
+		gen.start(prev, s.log)
+	}
+	prev.closeExcept(gen)
+	return nil
+}
+
+func listenAddr(cfg *config.Config, name string) string {
+	for _, l := range cfg.Listeners {
+		if l.Name == name {
+			return l.Listen
+		}
+	}
+	return ""
+}
+
+// ReloadCertificates loads the certificate files again (SIGHUP without a
+// configuration file, or for tests).
+func (s *Server) ReloadCertificates() error {
+	s.mu.Lock()
+	store := s.gen.store
+	s.mu.Unlock()
+	return store.Reload()
+}
+
+// Shutdown stops accepting, lets requests and connections in flight
+// finish until ctx is done, then closes what is left. It returns
+// ctx.Err() when it had to cut connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.draining.Store(true)
+	listeners := make([]*runningListener, 0, len(s.listeners))
+	for _, rl := range s.listeners {
+		listeners = append(listeners, rl)
+		rl.ln.Close()
+	}
+	s.mu.Unlock()
+	s.log.Info("shutting down: draining connections")
+	s.acceptWG.Wait()
+
+	var wg sync.WaitGroup
+	for _, rl := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rl.httpConns.close()
+			_ = rl.httpSrv.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		s.inflight.Wait()
+		close(drained)
+	}()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		n := s.closeAllConns()
+		s.log.Warn("shutdown timeout: closed connections still open", "connections", n)
+		for _, rl := range listeners {
+			rl.httpSrv.Close()
+		}
+		<-drained
+	}
+	if s.admin != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.admin.Shutdown(sctx)
+		cancel()
+	} else if s.adminLn != nil {
+		s.adminLn.Close()
+	}
+	s.mu.Lock()
+	s.gen.close()
+	s.mu.Unlock()
+	s.closeAccessLog()
+	s.log.Info("shut down")
+	return err
+}
+
+func (s *Server) closeAllConns() int {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	n := 0
+	for c := range s.conns {
+		c.Conn.Close()
+		n++
+	}
+	return n
+}
+
+func (s *Server) unbindAll() {
+	for name, rl := range s.listeners {
+		rl.ln.Close()
+		delete(s.listeners, name)
+	}
+}
