@@ -37,6 +37,7 @@ Examples:
   gmgate bench handshake
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --concurrency 256 --duration 30s
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --resume 0.8 --http / --rate 500
+  gmgate bench handshake --suite ECC_SM4_GCM_SM3,TLS1.2 --server-profile prof && go tool pprof -top prof/ECC_SM4_GCM_SM3.cpu.pprof
   gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2'
   gmgate bench handshake --target gw.example.cn:443 --metrics http://gw.example.cn:9180/metrics --peak 20000`,
 		Args: cobra.NoArgs,
@@ -79,6 +80,7 @@ Examples:
 	f.IntVar(&opts.HTTPBody, "http-body", 0, "size of the self-started server's responses in bytes (default 1024)")
 	f.Float64Var(&opts.Peak, "peak", 10000, "peak handshakes/s for the capacity lines")
 	f.IntVar(&opts.ServerCores, "server-cores", 1, "CPUs for the self-started server")
+	f.StringVar(&opts.ServerProfileDir, "server-profile", "", "write a CPU profile of the self-started server's measured window per suite to this directory")
 	f.StringVar(&opts.Identity.SignCert, "sign-cert", "", "self-started server: signing certificate (PEM, leaf first)")
 	f.StringVar(&opts.Identity.SignKey, "sign-key", "", "self-started server: signing key reference (path, file:..., sdf:...)")
 	f.StringVar(&opts.Identity.EncCert, "enc-cert", "", "self-started server: encryption certificate (PEM, leaf first)")

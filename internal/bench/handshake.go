@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -67,6 +69,10 @@ type HandshakeOptions struct {
 	// Identity is the self-started server's TLCP identity; generated
 	// software keys when empty.
 	Identity ServerIdentity
+	// ServerProfileDir, when set, receives a CPU profile of the
+	// self-started server's measured window per scenario
+	// (NAME.cpu.pprof), for go tool pprof.
+	ServerProfileDir string
 	// Launcher starts the server child (default SelfLauncher("bench",
 	// "serve-child")).
 	Launcher Launcher
@@ -215,6 +221,9 @@ func (o *HandshakeOptions) defaults() error {
 		if !o.Identity.empty() {
 			return errors.New("server certificates and keys are for the self-started server; a target has its own")
 		}
+		if o.ServerProfileDir != "" {
+			return errors.New("server profiles are taken of the self-started server; profile a target where it runs")
+		}
 	} else if o.MetricsURL != "" {
 		return errors.New("a metrics URL is for a remote target; the self-started server's CPU is read with getrusage")
 	}
@@ -321,6 +330,11 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 	}
 	r.clientCert = ids.client
 	r.rep.Server = ServerInfo{Mode: "child", CPUs: serverCPUs, CPUSource: "getrusage"}
+	if opts.ServerProfileDir != "" {
+		if err := os.MkdirAll(opts.ServerProfileDir, 0o755); err != nil {
+			return fmt.Errorf("server profile directory: %w", err)
+		}
+	}
 
 	for _, sc := range opts.Scenarios {
 		cfg := childConfig{
@@ -331,6 +345,11 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 			cfg.Protocol = "tlcp"
 			cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey = ids.tlcp.SignCert, ids.tlcp.SignKey, ids.tlcp.EncCert, ids.tlcp.EncKey
 		}
+		if opts.ServerProfileDir != "" {
+			if cfg.CPUProfile, err = filepath.Abs(filepath.Join(opts.ServerProfileDir, profileName(sc.Name))); err != nil {
+				return err
+			}
+		}
 		child, err := startChild(ctx, opts.Launcher, cfg)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.Name, err)
@@ -339,11 +358,15 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 		if sc.Protocol == ProtoTLCP {
 			r.rep.Server.KeyBackend = child.ready.KeyBackend
 		}
-		read := func(ctx context.Context) (time.Duration, int64, error) {
+		probe := serverProbe{read: func(ctx context.Context) (time.Duration, int64, error) {
 			st, err := child.stats(ctx)
 			return st.cpu(), st.Handshakes, err
+		}}
+		if cfg.CPUProfile != "" {
+			probe.windowStart = func(ctx context.Context) error { _, err := child.command(ctx, "profile-start"); return err }
+			probe.windowEnd = func(ctx context.Context) error { _, err := child.command(ctx, "profile-stop"); return err }
 		}
-		res, err := r.scenario(ctx, sc, child.ready.Addr, read, len(serverCPUs))
+		res, err := r.scenario(ctx, sc, child.ready.Addr, probe, len(serverCPUs))
 		child.stop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.Name, err)
@@ -381,13 +404,24 @@ func (r *handshakeRun) remote(ctx context.Context) error {
 		}
 	}
 	for _, sc := range opts.Scenarios {
-		res, err := r.scenario(ctx, sc, opts.Target, read, 0)
+		res, err := r.scenario(ctx, sc, opts.Target, serverProbe{read: read}, 0)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.Name, err)
 		}
 		r.rep.Results = append(r.rep.Results, res)
 	}
 	return nil
+}
+
+// profileName turns a scenario name into a file name.
+func profileName(scenario string) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, scenario)
+	return name + ".cpu.pprof"
 }
 
 // certRoots are the CA certificates to verify the server against, for

@@ -245,9 +245,14 @@ func TestHandshakeHTTPWorkload(t *testing.T) {
 	opts := quickOptions(t, "ECC_SM4_GCM_SM3")
 	opts.HTTPPath = "/bench"
 	opts.HTTPBody = 20000
+	opts.ServerProfileDir = filepath.Join(t.TempDir(), "profiles")
 	rep, err := RunHandshake(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	prof, err := os.ReadFile(filepath.Join(opts.ServerProfileDir, "ECC_SM4_GCM_SM3.cpu.pprof"))
+	if err != nil || !bytes.HasPrefix(prof, []byte{0x1f, 0x8b}) {
+		t.Errorf("no gzipped CPU profile of the server (%v)", err)
 	}
 	res := rep.Results[0]
 	checkConsistent(t, res, opts.Concurrency)
@@ -477,6 +482,10 @@ func TestHandshakeOptionErrors(t *testing.T) {
 			o.Identity = ServerIdentity{"a", "b", "c", "d"}
 		}, "self-started"},
 		{"negative rate", func(o *HandshakeOptions) { o.Rate = -1 }, "rate"},
+		{"profile of a target", func(o *HandshakeOptions) {
+			o.Target = "127.0.0.1:1"
+			o.ServerProfileDir = t.TempDir()
+		}, "self-started"},
 		{"relative path", func(o *HandshakeOptions) { o.HTTPPath = "x" }, "must start with /"},
 		{"too many cores", func(o *HandshakeOptions) { o.ServerCores = 4096 }, "cannot have"},
 		{"missing CA file", func(o *HandshakeOptions) { o.CAFile = filepath.Join(t.TempDir(), "none.pem") }, "CA certificates"},

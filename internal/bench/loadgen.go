@@ -44,7 +44,8 @@ type loadGen struct {
 }
 
 // scenario runs one scenario against addr and measures its window.
-func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, readCPU cpuReader, serverCores int) (ScenarioResult, error) {
+func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, probe serverProbe, serverCores int) (ScenarioResult, error) {
+	readCPU := probe.read
 	opts := r.opts
 	host, _, _ := net.SplitHostPort(addr)
 	if opts.ServerName != "" {
@@ -84,6 +85,12 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, r
 		stopWorkers()
 		return ScenarioResult{}, ctx.Err()
 	}
+	if probe.windowStart != nil {
+		if err := probe.windowStart(ctx); err != nil {
+			stopWorkers()
+			return ScenarioResult{}, err
+		}
+	}
 	cpu0, srv0, w0, err := readAt(ctx, readCPU, g.start)
 	if err != nil {
 		stopWorkers()
@@ -96,6 +103,9 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, r
 	}
 	cpu1, srv1, w1, err := readAt(ctx, readCPU, g.start)
 	load1 := loadCPU()
+	if probe.windowEnd != nil && err == nil {
+		err = probe.windowEnd(ctx)
+	}
 	stopWorkers()
 	if err != nil {
 		return ScenarioResult{}, err
@@ -152,6 +162,13 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, r
 			sc.Name, res.HandshakesPerSec, res.Latency.P95Ms, num(res.HandshakesPerServerCPUSecond), res.ErrorCount)
 	}
 	return res, nil
+}
+
+// serverProbe is what the load generator can ask of the server: its CPU
+// time (nil when unknown), and what to do as the window opens and closes.
+type serverProbe struct {
+	read                   cpuReader
+	windowStart, windowEnd func(context.Context) error
 }
 
 // readAt reads the server's CPU (when it can be read) and returns the

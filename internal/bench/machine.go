@@ -90,20 +90,29 @@ func hasFeature(fs []Feature, name string) bool {
 	return false
 }
 
-// cpuModel reads the processor's name.
+// cpuModel names the processor: the CPUID brand string (what go test
+// prints), with the kernel's model name beside it when that differs.
 func cpuModel() string {
+	brand := strings.TrimSpace(cpuid.CPU.BrandName)
+	var kernel string
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			k, v, ok := strings.Cut(sc.Text(), ":")
 			if ok && strings.TrimSpace(k) == "model name" {
-				return strings.TrimSpace(v)
+				kernel = strings.TrimSpace(v)
+				break
 			}
 		}
 	}
-	if s := strings.TrimSpace(cpuid.CPU.BrandName); s != "" {
-		return s
+	switch {
+	case brand != "" && kernel != "" && kernel != brand:
+		return brand + " (" + kernel + ")"
+	case brand != "":
+		return brand
+	case kernel != "":
+		return kernel
 	}
 	return "unknown " + runtime.GOARCH
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,9 @@ type childConfig struct {
 	HTTPBody int `json:"http_body"`
 	// HandshakeTimeout bounds each connection's handshake.
 	HandshakeTimeout time.Duration `json:"handshake_timeout"`
+	// CPUProfile is the file the "profile-start" command writes a CPU
+	// profile to, until "profile-stop".
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 // childReady is the child's first line on stdout.
@@ -72,8 +76,10 @@ func (s childStats) cpu() time.Duration { return time.Duration(s.UserNs + s.SysN
 // ServeChild runs the benchmark server of a child process: it binds itself
 // to the CPUs it was given, listens on a loopback port, says where on out,
 // then answers each "stats" line read from control with its CPU time (from
-// getrusage) and counters, until control reaches EOF. The parent runs it
-// through a hidden subcommand so that the server's CPU time is its own.
+// getrusage) and counters, until control reaches EOF; "profile-start" and
+// "profile-stop" bracket a CPU profile when the configuration names a file.
+// The parent runs it through a hidden subcommand so that the server's CPU
+// time is its own.
 func ServeChild(ctx context.Context, configJSON string, control io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
 	var cfg childConfig
@@ -91,21 +97,64 @@ func ServeChild(ctx context.Context, configJSON string, control io.Reader, out i
 	if err := enc.Encode(ready); err != nil {
 		return err
 	}
+	var prof profile
+	defer prof.stop()
 	sc := bufio.NewScanner(control)
 	for sc.Scan() {
-		switch strings.TrimSpace(sc.Text()) {
+		var reply childStats
+		switch cmd := strings.TrimSpace(sc.Text()); cmd {
 		case "stats":
-			if err := enc.Encode(srv.stats()); err != nil {
-				return err
+			reply = srv.stats()
+		case "profile-start":
+			if err := prof.start(cfg.CPUProfile); err != nil {
+				reply.Error = err.Error()
+			}
+		case "profile-stop":
+			if err := prof.stop(); err != nil {
+				reply.Error = err.Error()
 			}
 		case "":
+			continue
 		default:
-			if err := enc.Encode(childStats{Error: "unknown command " + strconv.Quote(sc.Text())}); err != nil {
-				return err
-			}
+			reply.Error = "unknown command " + strconv.Quote(cmd)
+		}
+		if err := enc.Encode(reply); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// profile is a CPU profile being written.
+type profile struct{ f *os.File }
+
+func (p *profile) start(name string) error {
+	if name == "" {
+		return errors.New("no profile file configured")
+	}
+	if p.f != nil {
+		return errors.New("a profile is already being written")
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	p.f = f
+	return nil
+}
+
+func (p *profile) stop() error {
+	if p.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := p.f.Close()
+	p.f = nil
+	return err
 }
 
 // childServer accepts TLCP or TLS connections, completes each handshake,

@@ -127,9 +127,14 @@ func (p *childProcess) exitError() error {
 
 // stats asks the child for its CPU time and counters.
 func (p *childProcess) stats(ctx context.Context) (childStats, error) {
+	return p.command(ctx, "stats")
+}
+
+// command sends one control command and reads the answer.
+func (p *childProcess) command(ctx context.Context, cmd string) (childStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, err := io.WriteString(p.stdin, "stats\n"); err != nil {
+	if _, err := io.WriteString(p.stdin, cmd+"\n"); err != nil {
 		return childStats{}, fmt.Errorf("server process: %w", err)
 	}
 	line, err := p.next(ctx, 10*time.Second)
@@ -141,7 +146,7 @@ func (p *childProcess) stats(ctx context.Context) (childStats, error) {
 		return childStats{}, fmt.Errorf("server process said %q: %w", line, err)
 	}
 	if st.Error != "" {
-		return st, fmt.Errorf("server process: %s", st.Error)
+		return st, fmt.Errorf("server process: %s: %s", cmd, st.Error)
 	}
 	return st, nil
 }
