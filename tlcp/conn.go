@@ -116,6 +116,9 @@ func (e *permanentError) Temporary() bool { return false }
 var (
 	largeBufs = sync.Pool{New: func() any { b := make([]byte, recordHeaderLen+maxCiphertext+256); return &b }}
 	writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeFlushSize+recordHeaderLen+maxCiphertext); return &b }}
+	// flightBufs collect a handshake flight; a server's first flight with
+	// a certificate chain fits in a few kilobytes.
+	flightBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 )
 
 // writeFlushSize is how much sealed data Write collects before writing.
@@ -357,7 +360,7 @@ func (c *Conn) sendAlertLocked(a Alert, cause error) error {
 	// An alert ends whatever flight was being put together: send it alone
 	// and now.
 	c.buffering = false
-	c.sendBuf = nil
+	c.releaseSendBuf()
 	_, werr := c.writeRecordLocked(recordTypeAlert, []byte{level, byte(a)})
 	if a == AlertCloseNotify {
 		return werr
@@ -382,7 +385,7 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	case c.buffering:
 		outBuf = c.sendBuf
 		if outBuf == nil {
-			outBuf = make([]byte, 0, 4096)
+			outBuf = (*flightBufs.Get().(*[]byte))[:0]
 		}
 	case len(data) > 2048:
 		outBuf = (*writeBufs.Get().(*[]byte))[:0]
@@ -455,6 +458,15 @@ func (c *Conn) writeRaw(b []byte) error {
 	return nil
 }
 
+// releaseSendBuf returns the flight buffer to its pool.
+func (c *Conn) releaseSendBuf() {
+	if c.sendBuf != nil && cap(c.sendBuf) <= 64<<10 {
+		b := c.sendBuf[:0]
+		flightBufs.Put(&b)
+	}
+	c.sendBuf = nil
+}
+
 // flush writes the buffered flight. c.out must not be locked.
 func (c *Conn) flush() error {
 	c.out.Lock()
@@ -463,7 +475,7 @@ func (c *Conn) flush() error {
 		return nil
 	}
 	err := c.writeRaw(c.sendBuf)
-	c.sendBuf = nil
+	c.releaseSendBuf()
 	return err
 }
 
