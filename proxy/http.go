@@ -124,14 +124,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := time.Since(start)
 	h.srv.metrics.requestDuration.WithLabelValues(st.name).Observe(d.Seconds())
-	h.srv.accessLog(r.Context(), "request",
-		slog.String("listener", st.name),
-		slog.String("client", addrString(ci.client)),
-		slog.String("sni", ci.sni),
-		slog.String("protocol", ci.protocol),
-		slog.String("suite", ci.suite),
-		slog.Bool("resumed", ci.resumed),
-		slog.Float64("handshake_ms", ms(ci.handshake)),
+	h.srv.accessLog(r.Context(), "request", append(ci.logAttrs(),
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
 		slog.String("path", r.URL.Path),
@@ -139,7 +132,20 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int64("bytes", rec.bytes),
 		slog.String("upstream", upstreamName),
 		slog.Float64("duration_ms", ms(d)),
-	)
+	)...)
+}
+
+// logAttrs are the access log fields that describe the connection.
+func (ci *connInfo) logAttrs() []slog.Attr {
+	return []slog.Attr{
+		slog.String("listener", ci.listener),
+		slog.String("client", addrString(ci.client)),
+		slog.String("sni", ci.sni),
+		slog.String("protocol", ci.protocol),
+		slog.String("suite", ci.suite),
+		slog.Bool("resumed", ci.resumed),
+		slog.Float64("handshake_ms", ms(ci.handshake)),
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

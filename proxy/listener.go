@@ -455,20 +455,13 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 }
 
 func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, d time.Duration, err error) {
-	attrs := []slog.Attr{
-		slog.String("listener", info.listener),
-		slog.String("client", addrString(info.client)),
-		slog.String("sni", info.sni),
-		slog.String("protocol", info.protocol),
-		slog.String("suite", info.suite),
-		slog.Bool("resumed", info.resumed),
-		slog.Float64("handshake_ms", ms(info.handshake)),
+	attrs := append(info.logAttrs(),
 		slog.String("upstream", upstream),
 		slog.String("target", target),
 		slog.Int64("bytes_in", in),
 		slog.Int64("bytes", out),
 		slog.Float64("duration_ms", ms(d)),
-	}
+	)
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}

@@ -1,0 +1,408 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+	proxyproto "github.com/pires/go-proxyproto"
+)
+
+func TestShutdownDrainsInFlight(t *testing.T) {
+	p := getPKI(t)
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		fmt.Fprint(w, "finished")
+	}))
+	defer up.Close()
+	s, err := New(testConfig(p, up.URL), Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	addr := s.Addr("edge").String()
+	admin := "http://" + s.AdminAddr().String()
+
+	done := make(chan string, 1)
+	go func() {
+		resp, err := tlcpClient(t, p, nil).Get("https://" + addr + "/slow")
+		if err != nil {
+			done <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	<-entered
+
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+
+	// Draining: /readyz says so, and no new connection is accepted.
+	waitFor(t, "readyz to report draining", func() bool {
+		resp, err := http.Get(admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	waitFor(t, "the listener to stop accepting", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a request was in flight", err)
+	default:
+	}
+	close(release)
+	if got := <-done; got != "200 finished" {
+		t.Fatalf("in-flight request: %s", got)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+func TestShutdownTimeoutClosesLeftovers(t *testing.T) {
+	p := getPKI(t)
+	release := make(chan struct{})
+	defer close(release)
+	entered := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	s, err := New(testConfig(p, up.URL), Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/stuck"))
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("the stuck request completed; it should have been cut")
+	}
+}
+
+func TestMetricsShowHandshakesAndLatency(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Listeners[0].TLCP.Suites = []string{"ECC_SM4_GCM_SM3"}
+	s := startServer(t, cfg, nil)
+
+	before := scrape(t, s)
+	hsBefore, _ := metricValue(before, "gmgate_handshake_duration_seconds", map[string]string{"protocol": "tlcp", "result": "ok"})
+
+	for range 3 {
+		resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+	}
+	resp, err := tlsClient(t, p).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	// A TLCP client offering a suite the listener does not enable.
+	cfgOnlyCBC := &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", CipherSuites: []uint16{tlcp.ECC_SM4_CBC_SM3}}
+	if c, err := tlcp.Dial("tcp", s.Addr("edge").String(), cfgOnlyCBC); err == nil {
+		c.Close()
+		t.Fatal("handshake with no common suite succeeded")
+	}
+	// Something that is neither TLCP nor TLS.
+	if c, err := net.Dial("tcp", s.Addr("edge").String()); err == nil {
+		fmt.Fprint(c, "GET / HTTP/1.1\r\n\r\n")
+		_, _ = io.ReadAll(c)
+		c.Close()
+	}
+
+	var mf = scrape(t, s)
+	waitFor(t, "the failed handshakes to be counted", func() bool {
+		mf = scrape(t, s)
+		v, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "unknown", "result": "not_tlcp_or_tls"})
+		return v == 1
+	})
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"gmgate_handshakes_total", map[string]string{"protocol": "tlcp", "suite": "ECC_SM4_GCM_SM3", "result": "ok"}, 3},
+		{"gmgate_handshakes_total", map[string]string{"protocol": "tls1.3", "result": "ok"}, 1},
+		{"gmgate_handshake_duration_seconds", map[string]string{"protocol": "tlcp", "result": "ok"}, hsBefore + 3},
+		{"gmgate_upstream_requests_total", map[string]string{"upstream": "app", "code": "201"}, 4},
+		{"gmgate_request_duration_seconds", map[string]string{"listener": "edge"}, 4},
+		{"gmgate_upstream_response_duration_seconds", map[string]string{"upstream": "app"}, 4},
+	}
+	for _, c := range checks {
+		got, ok := metricValue(mf, c.name, c.labels)
+		if !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	// The failed TLCP handshake is labelled with its alert.
+	found := false
+	for _, m := range mf["gmgate_handshakes_total"].Metric {
+		for _, l := range m.Label {
+			if l.GetName() == "result" && strings.HasPrefix(l.GetValue(), "alert_") {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no handshake labelled with an alert: %v", mf["gmgate_handshakes_total"])
+	}
+	for _, name := range []string{"gmgate_connections_active", "gmgate_certificate_expiry_timestamp_seconds", "gmgate_upstream_targets_healthy"} {
+		if _, ok := mf[name]; !ok {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+}
+
+func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Limits.MaxHandshakes = 1
+	cfg.Limits.HandshakeWait = config.Duration(time.Millisecond)
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+
+	// A client that connects and says nothing holds the only slot.
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	waitFor(t, "the idle client to hold the handshake slot", func() bool {
+		return len(s.gen.handshakes.slots) == 1
+	})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("refused connection read %d bytes", n)
+	}
+	mf := scrape(t, s)
+	if v, _ := metricValue(mf, "gmgate_connections_refused_total", map[string]string{"reason": "max_handshakes"}); v != 1 {
+		t.Errorf("refused max_handshakes = %v, want 1", v)
+	}
+	// Once the slot is free, handshakes go through again.
+	idle.Close()
+	waitFor(t, "the slot to be released", func() bool { return len(s.gen.handshakes.slots) == 0 })
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
+func TestMaxConnections(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Limits.MaxConnections = 1
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+	first, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	waitFor(t, "the first connection to count", func() bool { return s.listeners["edge"].active.Load() == 1 })
+	second, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := second.Read(make([]byte, 1)); err == nil {
+		t.Fatal("second connection was served")
+	}
+	mf := scrape(t, s)
+	if v, _ := metricValue(mf, "gmgate_connections_refused_total", map[string]string{"reason": "max_connections"}); v != 1 {
+		t.Errorf("refused max_connections = %v, want 1", v)
+	}
+}
+
+func TestProxyProtocol(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Listeners[0].ProxyProtocol = &config.ProxyProtocol{Trusted: []string{"127.0.0.0/8"}, Required: true}
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+
+	dial := func(ctx context.Context, network, a string) (net.Conn, error) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		h := proxyproto.HeaderProxyFromAddrs(2, &net.TCPAddr{IP: net.ParseIP("203.0.113.9"), Port: 5555}, c.LocalAddr())
+		if _, err := h.WriteTo(c); err != nil {
+			c.Close()
+			return nil, err
+		}
+		tc := tlcp.Client(c, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	tr := &http.Transport{DialTLSContext: dial}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if !strings.Contains(body, `"X-Forwarded-For":["203.0.113.9"]`) {
+		t.Errorf("upstream did not see the client address from the PROXY header: %s", body)
+	}
+
+	// Without the required header the connection is refused.
+	if c, err := tlcp.Dial("tcp", addr, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}); err == nil {
+		c.Close()
+		t.Fatal("connection without a PROXY header was served")
+	}
+}
+
+func TestProxyHeaderFromUntrustedPeerRefused(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Listeners[0].ProxyProtocol = &config.ProxyProtocol{Trusted: []string{"192.0.2.1"}}
+	s := startServer(t, cfg, nil)
+	c, err := net.Dial("tcp", s.Addr("edge").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h := proxyproto.HeaderProxyFromAddrs(1, &net.TCPAddr{IP: net.ParseIP("203.0.113.9"), Port: 5555}, c.LocalAddr())
+	if _, err := h.WriteTo(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a forged PROXY header was accepted")
+	}
+	// Plain clients from untrusted addresses are still served.
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
+func TestReloadConfigKeepsConnections(t *testing.T) {
+	p := getPKI(t)
+	a := echoUpstream(t, "a")
+	b := echoUpstream(t, "b")
+	cfg := testConfig(p, a.URL)
+	s := startServer(t, cfg, nil)
+	client := tlcpClient(t, p, nil)
+	get := func(path string) string {
+		resp, err := client.Get(gatewayURL(s, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		return resp.Header.Get("X-Upstream")
+	}
+	if u := get("/"); u != "a" {
+		t.Fatalf("before reload: %q", u)
+	}
+	addr := s.Addr("edge").String()
+
+	next := testConfig(p, a.URL)
+	next.Upstreams["new"] = &config.Upstream{Targets: []string{b.URL}}
+	next.Listeners[0].Routes = append(next.Listeners[0].Routes, config.Route{Path: "/b/", Upstream: "new"})
+	config.Defaults(next)
+	if err := s.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr("edge").String() != addr {
+		t.Fatal("the listener was rebound")
+	}
+	// The keep-alive connection from before the reload takes the new route.
+	if u := get("/b/x"); u != "b" {
+		t.Fatalf("after reload /b/x went to %q", u)
+	}
+	if u := get("/"); u != "a" {
+		t.Fatalf("after reload / went to %q", u)
+	}
+
+	// A configuration that cannot be set up leaves the running one.
+	bad := testConfig(p, a.URL)
+	bad.Listeners[0].TLCP.SignCert = "/nonexistent/sign.crt"
+	if err := s.Reload(bad); err == nil {
+		t.Fatal("reload with a missing certificate succeeded")
+	}
+	if u := get("/b/x"); u != "b" {
+		t.Fatalf("after failed reload /b/x went to %q", u)
+	}
+	mf := scrape(t, s)
+	for result, want := range map[string]float64{"success": 1, "failure": 1} {
+		if v, _ := metricValue(mf, "gmgate_config_reloads_total", map[string]string{"result": result}); v != want {
+			t.Errorf("reloads %s = %v, want %v", result, v, want)
+		}
+	}
+}
+
+func TestNewFailsWholeOnPortInUse(t *testing.T) {
+	p := getPKI(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := testConfig(p, "http://127.0.0.1:1")
+	cfg.Listeners = append(cfg.Listeners, cfg.Listeners[0])
+	cfg.Listeners[1].Name = "second"
+	cfg.Listeners[1].Listen = busy.Addr().String()
+	if _, err := New(cfg, Options{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "listener second") {
+		t.Fatalf("New = %v, want an error naming listener second", err)
+	}
+	// The first listener was released: nothing is left half-started (the
+	// leak check at the end of the tests covers goroutines).
+}

@@ -1,0 +1,92 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestRouterPrecedence(t *testing.T) {
+	pools := map[string]*pool{}
+	for _, n := range []string{"any", "api", "apiv2", "wild", "tcpdb", "tcpany"} {
+		scheme := "http"
+		if strings.HasPrefix(n, "tcp") {
+			scheme = "tcp"
+		}
+		pools[n] = &pool{name: n, scheme: scheme}
+	}
+	r := &router{routes: []route{
+		{host: "", path: "/", upstream: pools["any"]},
+		{host: "api.example.cn", path: "/", upstream: pools["api"]},
+		{host: "api.example.cn", path: "/v2/", upstream: pools["apiv2"]},
+		{host: "*.example.cn", path: "/", upstream: pools["wild"]},
+		{host: "db.example.cn", upstream: pools["tcpdb"]},
+		{host: "", upstream: pools["tcpany"]},
+	}}
+	cases := []struct {
+		host, path string
+		tcp        bool
+		want       string
+	}{
+		{"api.example.cn", "/v1/x", false, "api"},
+		{"API.Example.CN:443", "/v2/x", false, "apiv2"},
+		{"www.example.cn", "/", false, "wild"},
+		{"example.cn", "/", false, "any"},
+		{"other.org", "/x", false, "any"},
+		{"db.example.cn", "", true, "tcpdb"},
+		{"", "", true, "tcpany"},
+	}
+	for _, c := range cases {
+		got := r.match(c.host, c.path, c.tcp)
+		if got == nil || got.upstream.name != c.want {
+			t.Errorf("match(%q, %q, tcp=%v) = %v, want %s", c.host, c.path, c.tcp, got, c.want)
+		}
+	}
+	if got := (&router{}).match("x", "/", false); got != nil {
+		t.Errorf("empty router matched %v", got)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	targets := []*target{{addr: "a"}, {addr: "b"}, {addr: "c"}}
+	rr := &roundRobin{}
+	seen := map[string]int{}
+	for range 6 {
+		seen[rr.pick(targets).addr]++
+	}
+	if seen["a"] != 2 || seen["b"] != 2 || seen["c"] != 2 {
+		t.Errorf("round robin: %v", seen)
+	}
+	lc := &leastConn{}
+	targets[0].inflight.Store(3)
+	targets[1].inflight.Store(1)
+	targets[2].inflight.Store(2)
+	for range 5 {
+		if got := lc.pick(targets).addr; got != "b" {
+			t.Fatalf("least_conn picked %s", got)
+		}
+	}
+	if rr.pick(nil) != nil || lc.pick(nil) != nil {
+		t.Error("a policy picked from nothing")
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for method, want := range map[string]bool{"GET": true, "HEAD": true, "PUT": true, "DELETE": true, "OPTIONS": true, "POST": false, "PATCH": false} {
+		r := httptest.NewRequest(method, "/", nil)
+		if got := retryable(r); got != want {
+			t.Errorf("retryable(%s) = %v, want %v", method, got, want)
+		}
+	}
+	r := httptest.NewRequest("PUT", "/", strings.NewReader("body"))
+	r.GetBody = nil
+	if retryable(r) {
+		t.Error("a PUT whose body cannot be replayed is retryable")
+	}
+}
+
+func TestClassifyUpstreamError(t *testing.T) {
+	if s, _ := classifyUpstreamError(&upstreamError{pool: "x", err: errNoTarget}); s != 503 {
+		t.Errorf("no target: %d", s)
+	}
+}
