@@ -1,0 +1,238 @@
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ACMEOptions configure ACME issuance for the TLS side.
+type ACMEOptions struct {
+	// StateDir is gmgate's state directory; certificates, keys and the
+	// ACME account live under StateDir/acme.
+	StateDir string
+	// Domains are the names to obtain certificates for.
+	Domains []string
+	// DirectoryURL is the ACME directory; Let's Encrypt's production
+	// directory when empty.
+	DirectoryURL string
+	// Email is the ACME account contact (optional).
+	Email string
+	// TrustedRoots verify the ACME server's HTTPS certificate (a private
+	// ACME CA); the system roots when nil.
+	TrustedRoots *x509.CertPool
+	// HTTPPort and TLSALPNPort are where the challenge solvers listen
+	// (80 and 443 when zero). When the port is already served by gmgate,
+	// serve HTTPChallengeHandler (HTTP-01) or use TLSConfig (TLS-ALPN-01)
+	// there instead.
+	HTTPPort, TLSALPNPort int
+	// ListenHost is the address the solvers bind to (all when empty).
+	ListenHost string
+	// DisableHTTPChallenge and DisableTLSALPNChallenge turn a challenge
+	// type off.
+	DisableHTTPChallenge, DisableTLSALPNChallenge bool
+	// KeyType of the certificates: "p256" (default), "p384", "rsa2048",
+	// "rsa4096".
+	KeyType string
+	// Logger receives certmagic's messages; slog.Default when nil.
+	Logger *slog.Logger
+}
+
+// ACME obtains and renews TLS certificates with certmagic.
+type ACME struct {
+	cfg     *certmagic.Config
+	issuer  *certmagic.ACMEIssuer
+	cache   *certmagic.Cache
+	domains []string
+
+	mu       sync.Mutex
+	obtained map[string]bool
+	failures map[string]string
+	changed  chan struct{}
+}
+
+var acmeKeyTypes = map[string]certmagic.KeyType{
+	"": certmagic.P256, "p256": certmagic.P256, "p384": certmagic.P384,
+	"rsa2048": certmagic.RSA2048, "rsa4096": certmagic.RSA4096,
+}
+
+// NewACME prepares ACME management; Manage obtains the certificates.
+func NewACME(opts ACMEOptions) (*ACME, error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("acme: no state directory; set the state directory so that certificates and the account survive restarts")
+	}
+	if len(opts.Domains) == 0 {
+		return nil, errors.New("acme: no domains")
+	}
+	keyType, ok := acmeKeyTypes[opts.KeyType]
+	if !ok {
+		return nil, fmt.Errorf("acme: unknown key type %q (p256, p384, rsa2048, rsa4096)", opts.KeyType)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	zl := zap.New(&slogCore{log: log.With("component", "acme")})
+	a := &ACME{domains: append([]string(nil), opts.Domains...), obtained: map[string]bool{}, failures: map[string]string{}, changed: make(chan struct{}, 1)}
+	a.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.cfg, nil },
+		Logger:           zl,
+	})
+	a.cfg = certmagic.New(a.cache, certmagic.Config{
+		Storage:   &certmagic.FileStorage{Path: filepath.Join(opts.StateDir, "acme")},
+		KeySource: certmagic.StandardKeyGenerator{KeyType: keyType},
+		Logger:    zl,
+		OnEvent:   a.onEvent,
+	})
+	ca := opts.DirectoryURL
+	if ca == "" {
+		ca = certmagic.LetsEncryptProductionCA
+	}
+	a.issuer = certmagic.NewACMEIssuer(a.cfg, certmagic.ACMEIssuer{
+		CA:                      ca,
+		Email:                   opts.Email,
+		Agreed:                  true,
+		TrustedRoots:            opts.TrustedRoots,
+		AltHTTPPort:             opts.HTTPPort,
+		AltTLSALPNPort:          opts.TLSALPNPort,
+		ListenHost:              opts.ListenHost,
+		DisableHTTPChallenge:    opts.DisableHTTPChallenge,
+		DisableTLSALPNChallenge: opts.DisableTLSALPNChallenge,
+		Logger:                  zl,
+	})
+	a.cfg.Issuers = []certmagic.Issuer{a.issuer}
+	return a, nil
+}
+
+// onEvent records certmagic's issuance results for Manage.
+func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) error {
+	name, _ := data["identifier"].(string)
+	if name == "" {
+		return nil
+	}
+	a.mu.Lock()
+	switch event {
+	case "cert_obtained":
+		a.obtained[name] = true
+	case "cert_failed":
+		a.failures[name] = fmt.Sprint(data["error"])
+	}
+	a.mu.Unlock()
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Manage loads the domains' certificates from the state directory or
+// obtains them, waiting until every domain has one or ctx is done, and
+// keeps them renewed in the background until Stop. It never prompts (an
+// empty Email registers an account without contact).
+func (a *ACME) Manage(ctx context.Context) error {
+	// ManageAsync does not prompt on the terminal, unlike ManageSync.
+	if err := a.cfg.ManageAsync(ctx, a.domains); err != nil {
+		return fmt.Errorf("acme: %w", err)
+	}
+	for {
+		var pending []string
+		var lastErr string
+		for _, d := range a.domains {
+			if len(a.cache.AllMatchingCertificates(d)) > 0 {
+				continue
+			}
+			a.mu.Lock()
+			obtained, failure := a.obtained[d], a.failures[d]
+			a.mu.Unlock()
+			if obtained {
+				// Saved before the event; cache it now rather than wait
+				// for certmagic to.
+				if _, err := a.cfg.CacheManagedCertificate(ctx, d); err == nil {
+					continue
+				}
+			}
+			pending = append(pending, d)
+			if failure != "" {
+				lastErr = failure
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-a.changed:
+		case <-ctx.Done():
+			if lastErr == "" {
+				lastErr = ctx.Err().Error()
+			}
+			return fmt.Errorf("acme: no certificate yet for %s (certmagic keeps retrying): %s", strings.Join(pending, ", "), lastErr)
+		}
+	}
+}
+
+// GetCertificate serves the managed certificates (and TLS-ALPN-01
+// challenges); for tls.Config.GetCertificate or StoreOptions.TLSFallback.
+func (a *ACME) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return a.cfg.GetCertificate(hello)
+}
+
+// HTTPChallengeHandler answers HTTP-01 challenges and passes everything
+// else to next; mount it on the port-80 listener.
+func (a *ACME) HTTPChallengeHandler(next http.Handler) http.Handler {
+	return a.issuer.HTTPChallengeHandler(next)
+}
+
+// Stop ends background renewal.
+func (a *ACME) Stop() { a.cache.Stop() }
+
+// slogCore forwards certmagic's zap logging to slog.
+type slogCore struct {
+	log    *slog.Logger
+	fields []zapcore.Field
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.InfoLevel }
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return &slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range append(append([]zapcore.Field(nil), c.fields...), fields...) {
+		f.AddTo(enc)
+	}
+	attrs := make([]any, 0, 2*len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, k, v)
+	}
+	level := slog.LevelInfo
+	switch {
+	case e.Level >= zapcore.ErrorLevel:
+		level = slog.LevelError
+	case e.Level == zapcore.WarnLevel:
+		level = slog.LevelWarn
+	}
+	c.log.Log(context.Background(), level, e.Message, attrs...)
+	return nil
+}
+
+func (c *slogCore) Sync() error { return nil }
