@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/gmgate/gmgate/internal/demo"
+	"github.com/gmgate/gmgate/proxy"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	var (
+		configFile string
+		demoMode   bool
+		stateDir   string
+		listen     string
+		admin      string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway from a configuration file, or the demo",
+		Long: `Run the gateway. With -c it serves the configuration file: SIGHUP (or a
+change of the file) reloads it and the certificates without dropping
+connections, SIGTERM drains connections in flight and exits.
+
+With --demo it needs no file: it makes a local SM2 CA and certificates in
+a state directory (reused on the next start), starts a small backend, and
+serves TLCP and TLS on one port in front of it.`,
+		Example: `  gmgate serve --demo
+  gmgate serve --demo --state ./demo-state --listen 127.0.0.1:8443 --admin 127.0.0.1:9180
+  gmgate serve -c /etc/gmgate/gmgate.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if demoMode {
+				if configFile != "" {
+					return fmt.Errorf("--demo and -c cannot be used together")
+				}
+				return demo.Run(ctx, demo.Options{
+					StateDir:     stateDir,
+					Listen:       listen,
+					Admin:        admin,
+					Out:          cmd.OutOrStdout(),
+					ProbeCommand: selfCommand(),
+				})
+			}
+			if configFile == "" {
+				return fmt.Errorf("give a configuration file with -c FILE, or try --demo")
+			}
+			if listen != "" || admin != "" || stateDir != "" {
+				return fmt.Errorf("--listen, --admin and --state go with --demo; set addresses in the configuration file")
+			}
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			reload := make(chan struct{}, 1)
+			go func() {
+				for range hup {
+					select {
+					case reload <- struct{}{}:
+					default:
+					}
+				}
+			}()
+			err := proxy.Run(ctx, configFile, reload, proxy.Options{})
+			if err != nil {
+				return configError(err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&configFile, "config", "c", "", "configuration file")
+	cmd.Flags().BoolVar(&demoMode, "demo", false, "run the demo: generated certificates and a built-in backend")
+	cmd.Flags().StringVar(&stateDir, "state", "", "demo state directory (default: gmgate/demo under the user's configuration directory)")
+	cmd.Flags().StringVar(&listen, "listen", "", "demo gateway address (default: a free loopback port)")
+	cmd.Flags().StringVar(&admin, "admin", "", "demo admin address for /metrics (default: a free loopback port)")
+	rootCmd.AddCommand(cmd)
+}
+
+// selfCommand is how the user can run this program again: "go run
+// ./cmd/gmgate" under go run, else the name it was started as.
+func selfCommand() string {
+	exe := os.Args[0]
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/gmgate"
+	}
+	return exe
+}

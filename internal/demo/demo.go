@@ -1,0 +1,301 @@
+// Package demo is `gmgate serve --demo`: a state directory with a local
+// SM2 CA, a dual certificate and a TLS certificate for the loopback
+// address (made by package certs, reused on the next start), a small
+// built-in backend, and a gateway configuration that puts an auto
+// listener in front of it.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/proxy"
+)
+
+// Names in the state directory.
+const (
+	leafName = "localhost"
+	tlsDir   = "tls"
+)
+
+// renewBefore is how long before expiry the demo issues new certificates.
+const renewBefore = 7 * 24 * time.Hour
+
+// State is the demo's state directory: the SM2 CA and dual certificate,
+// and the ECDSA CA and certificate of the TLS side.
+type State struct {
+	Dir     string
+	Dual    certs.DualFiles
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
+	// Created is true when the certificates were made on this start.
+	Created bool
+}
+
+// DefaultStateDir is under the user's configuration directory.
+func DefaultStateDir() (string, error) {
+	base, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("no user configuration directory (%v); pass --state DIR", err)
+	}
+	return filepath.Join(base, "gmgate", "demo"), nil
+}
+
+// Prepare makes the state directory's certificates, or reuses those
+// already there while they are valid.
+func Prepare(dir string) (*State, error) {
+	if err := os.MkdirAll(filepath.Join(dir, tlsDir), 0o700); err != nil {
+		return nil, err
+	}
+	st := &State{
+		Dir:     dir,
+		Dual:    certs.DualFileNames(dir, leafName),
+		TLSCA:   filepath.Join(dir, tlsDir, certs.CACertFile),
+		TLSCert: filepath.Join(dir, tlsDir, leafName+".crt"),
+		TLSKey:  filepath.Join(dir, tlsDir, leafName+".key"),
+	}
+	if !usableTLCP(st.Dual) {
+		if err := issueTLCP(dir); err != nil {
+			return nil, fmt.Errorf("demo certificates in %s: %w", dir, err)
+		}
+		st.Created = true
+	}
+	if !usableTLS(st.TLSCert, st.TLSKey) {
+		if err := issueTLS(filepath.Join(dir, tlsDir)); err != nil {
+			return nil, fmt.Errorf("demo TLS certificate in %s: %w", dir, err)
+		}
+		st.Created = true
+	}
+	return st, nil
+}
+
+func usableTLCP(f certs.DualFiles) bool {
+	c, err := certs.LoadTLCP(f.SignCert, f.SignKey, f.EncCert, f.EncKey)
+	return err == nil && time.Until(c.SignLeaf.NotAfter) > renewBefore && time.Until(c.EncLeaf.NotAfter) > renewBefore
+}
+
+func usableTLS(cert, key string) bool {
+	c, err := certs.LoadTLS(cert, key)
+	return err == nil && c.Leaf != nil && time.Until(c.Leaf.NotAfter) > renewBefore
+}
+
+var demoNames = certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+
+// loadOrNewCA reuses the CA in dir, or makes one of the given kind.
+func loadOrNewCA(dir string, alg certs.KeyAlgorithm) (*certs.CA, error) {
+	if ca, err := certs.LoadCA(dir); err == nil && ca.KeyAlgorithm() == alg && time.Until(ca.Root.NotAfter) > renewBefore {
+		return ca, nil
+	}
+	ca, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: alg})
+	if err != nil {
+		return nil, err
+	}
+	return ca, ca.Write(dir, nil)
+}
+
+func issueTLCP(dir string) error {
+	ca, err := loadOrNewCA(dir, certs.KeySM2)
+	if err != nil {
+		return err
+	}
+	pair, err := ca.IssueDual(demoNames)
+	if err != nil {
+		return err
+	}
+	_, err = pair.Write(dir, leafName, nil)
+	return err
+}
+
+func issueTLS(dir string) error {
+	ca, err := loadOrNewCA(dir, certs.KeyECDSAP256)
+	if err != nil {
+		return err
+	}
+	leaf, err := ca.IssueTLS(demoNames)
+	if err != nil {
+		return err
+	}
+	_, _, err = leaf.Write(dir, leafName, nil)
+	return err
+}
+
+// Config is the demo gateway: an auto listener on listen in front of the
+// backend at backendURL, with the admin listener on admin.
+func (st *State) Config(listen, admin, backendURL string) *config.Config {
+	cfg := &config.Config{
+		Admin: config.Admin{Listen: admin},
+		Log:   config.Log{Level: "info", Access: "stdout"},
+		Listeners: []config.Listener{{
+			Name:     "demo",
+			Listen:   listen,
+			Protocol: config.ProtocolAuto,
+			TLCP: &config.TLCP{
+				SignCert: st.Dual.SignCert, SignKey: st.Dual.SignKey,
+				EncCert: st.Dual.EncCert, EncKey: st.Dual.EncKey,
+			},
+			TLS: &config.TLS{Cert: st.TLSCert, Key: st.TLSKey},
+			SessionHeaders: config.SessionHeaders{
+				Protocol: "X-TLCP-Protocol", Suite: "X-TLCP-Suite", Resumed: "X-TLCP-Resumed",
+				ClientSubject: "X-TLCP-Client-Subject",
+			},
+			Routes: []config.Route{{Upstream: "backend"}},
+		}},
+		Upstreams: map[string]*config.Upstream{
+			"backend": {Targets: []string{backendURL}, Health: config.Health{Path: "/healthz"}},
+		},
+	}
+	config.Defaults(cfg)
+	cfg.Timeouts.Shutdown = config.Duration(5 * time.Second)
+	return cfg
+}
+
+// Backend is the built-in service behind the demo gateway: it shows how
+// the client reached it.
+func Backend() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "Hello from the gmgate demo backend.\n\n")
+		fmt.Fprintf(w, "You reached it through gmgate with %s", orUnknown(r.Header.Get("X-TLCP-Protocol")))
+		if s := r.Header.Get("X-TLCP-Suite"); s != "" {
+			fmt.Fprintf(w, " (%s)", s)
+		}
+		fmt.Fprintf(w, ".\n\n%s %s\n", r.Method, html.EscapeString(r.URL.RequestURI()))
+		var keys []string
+		for k := range r.Header {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s: %s\n", k, strings.Join(r.Header[k], ", "))
+		}
+	})
+	return mux
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown protocol"
+	}
+	return s
+}
+
+// Options configure Run.
+type Options struct {
+	// StateDir holds the certificates; DefaultStateDir when empty.
+	StateDir string
+	// Listen and Admin are the gateway's and the admin listener's
+	// addresses; free loopback ports when empty.
+	Listen, Admin string
+	// Out receives the instructions; Logger and AccessLog go to
+	// proxy.Options.
+	Out       io.Writer
+	Logger    *slog.Logger
+	AccessLog *slog.Logger
+	// ProbeCommand is how the user runs gmgate ("gmgate", or
+	// "go run ./cmd/gmgate").
+	ProbeCommand string
+	// Started, when set, is called with the running gateway.
+	Started func(*proxy.Server)
+}
+
+// Run starts the backend and the gateway, prints how to reach them, and
+// serves until ctx is done, then drains.
+func Run(ctx context.Context, o Options) error {
+	if o.StateDir == "" {
+		dir, err := DefaultStateDir()
+		if err != nil {
+			return err
+		}
+		o.StateDir = dir
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	if o.Admin == "" {
+		o.Admin = "127.0.0.1:0"
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.ProbeCommand == "" {
+		o.ProbeCommand = "gmgate"
+	}
+	st, err := Prepare(o.StateDir)
+	if err != nil {
+		return err
+	}
+	backendLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	backend := &http.Server{Handler: Backend(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = backend.Serve(backendLn) }()
+	defer backend.Close()
+
+	cfg := st.Config(o.Listen, o.Admin, "http://"+backendLn.Addr().String())
+	srv, err := proxy.New(cfg, proxy.Options{Logger: o.Logger, AccessLog: o.AccessLog})
+	if err != nil {
+		return err
+	}
+	srv.Start()
+	st.printInstructions(o.Out, o.ProbeCommand, srv.Addr("demo"), srv.AdminAddr())
+	if o.Started != nil {
+		o.Started(srv)
+	}
+
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Shutdown.D())
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+func (st *State) printInstructions(w io.Writer, probeCmd string, gw, admin net.Addr) {
+	made := "reused"
+	if st.Created {
+		made = "created"
+	}
+	port := gw.(*net.TCPAddr).Port
+	fmt.Fprintf(w, `
+gmgate demo: TLCP and TLS on %s, in front of a built-in backend.
+Certificates (%s): %s
+
+Reach it with TLCP:
+  %s probe --ca %s https://127.0.0.1:%d/
+
+Reach it with TLS:
+  curl --cacert %s https://127.0.0.1:%d/
+
+Metrics: http://%s/metrics
+
+Stop with Ctrl-C.
+
+`, gw, made, st.Dir, probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, admin)
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>()*?[]#~!{}") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

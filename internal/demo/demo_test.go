@@ -1,0 +1,65 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gmgate/gmgate/proxy"
+	"github.com/gmgate/gmgate/proxy/probe"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// The demo as a user runs it: start, follow the printed probe command,
+// stop; then start again and find the certificates reused.
+func TestDemoRunAndProbe(t *testing.T) {
+	dir := t.TempDir()
+	for round, wantMade := range []string{"created", "reused"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out bytes.Buffer
+		started := make(chan *proxy.Server, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, Options{StateDir: dir, Out: &out, Logger: quiet, AccessLog: quiet, Started: func(s *proxy.Server) { started <- s }, ProbeCommand: "gmgate"})
+		}()
+		select {
+		case <-started:
+		case err := <-done:
+			t.Fatalf("demo did not start: %v", err)
+		}
+		mm := regexp.MustCompile(`gmgate probe --ca (\S+) (https://\S+)`).FindStringSubmatch(out.String())
+		if mm == nil {
+			t.Fatalf("no probe command printed:\n%s", out.String())
+		}
+		args := mm[1:]
+		res, err := probe.Run(context.Background(), probe.Options{CAFile: args[0], URL: args[1], Resume: true}, nil)
+		if err != nil {
+			t.Fatalf("round %d: probe: %v", round, err)
+		}
+		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "through gmgate with tlcp (ECC_SM4_GCM_SM3)") {
+			t.Errorf("round %d: %d %s", round, res.Status, res.Body)
+		}
+		if !res.ResumeTested || !res.Resumed {
+			t.Errorf("round %d: second connection did not resume", round)
+		}
+		if len(res.State.PeerCertificates) < 2 || len(res.State.VerifiedChains) == 0 {
+			t.Errorf("round %d: certificates %d, chains %d", round, len(res.State.PeerCertificates), len(res.State.VerifiedChains))
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "Certificates ("+wantMade+")") || !strings.Contains(out.String(), "/metrics") {
+			t.Errorf("round %d output:\n%s", round, out.String())
+		}
+	}
+}
