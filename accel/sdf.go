@@ -20,6 +20,7 @@ func (sdfBackend) Open(ctx context.Context, ref *Ref) (Key, error) {
 		return nil, fmt.Errorf("key %s: %w", ref, err)
 	}
 	k, err := sdf.Open(ctx, cfg, forwardObserver{})
+	clear(cfg.PIN) // the device keeps its own copy
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", ref, err)
 	}

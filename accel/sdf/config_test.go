@@ -17,13 +17,13 @@ func TestParseConfig(t *testing.T) {
 	t.Setenv("SDF_TEST_PIN", "env-pin-12")
 	t.Setenv("SDF_EMPTY_PIN", "")
 
-	cfg, err := ParseConfig("/opt/vendor/libsdf.so", mustQuery(t, "index=2&key=enc&pin-env=SDF_TEST_PIN&sessions=16&timeout=750ms&profile=legacy&lock-thread=false"))
+	cfg, err := ParseConfig("/opt/vendor/libsdf.so", mustQuery(t, "index=2&key=enc&pin-env=SDF_TEST_PIN&sessions=16&timeout=750ms&profile=legacy&lock-thread=true"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Library != "/opt/vendor/libsdf.so" || cfg.Index != 2 || cfg.Usage != UsageEnc || string(cfg.PIN) != "env-pin-12" ||
 		cfg.PINSource != "environment variable SDF_TEST_PIN" || cfg.Sessions != 16 || cfg.Timeout != 750*time.Millisecond ||
-		cfg.LockThread || cfg.Profile != Profiles["legacy"] {
+		!cfg.LockThread || cfg.Profile != Profiles["legacy"] {
 		t.Errorf("parsed %+v", cfg)
 	}
 
@@ -32,7 +32,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(cfg.PIN) != "card-pin-1" || cfg.Sessions != DefaultSessions || cfg.Timeout != DefaultTimeout ||
-		!cfg.LockThread || cfg.Profile != Profiles[DefaultProfile] {
+		cfg.LockThread || cfg.Profile != Profiles[DefaultProfile] {
 		t.Errorf("defaults: %+v", cfg)
 	}
 

@@ -307,7 +307,12 @@ type deviceDown struct {
 	err error
 }
 
-func (e *deviceDown) Error() string { return "device unavailable: " + e.err.Error() }
+func (e *deviceDown) Error() string {
+	if e.err == nil {
+		return "device unavailable"
+	}
+	return "device unavailable: " + e.err.Error()
+}
 func (e *deviceDown) Unwrap() error { return e.err }
 
 // do runs op on a session, within ctx: waiting for a free session and the
@@ -350,8 +355,9 @@ func (d *device) worker(ready chan<- error) {
 			return
 		case req := <-d.reqs:
 			d.obs.PoolInUse(backendName, 1)
-			req.done <- w.serve(req)
+			err := w.serve(req)
 			d.obs.PoolInUse(backendName, -1)
+			req.done <- err
 		}
 	}
 }
@@ -418,7 +424,8 @@ func (w *worker) serve(req *request) error {
 			return err
 		case errors.As(err, &se) && se.sessionFatal():
 			w.drop()
-		case errors.As(err, &se) && se.unauthorised() && w.authorised(req.index):
+		case errors.As(err, &se) && se.unauthorised() && w.rights[req.index]:
+			// The device dropped the right it granted: acquire it again.
 			delete(w.rights, req.index)
 		default:
 			return err

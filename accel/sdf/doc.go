@@ -16,7 +16,9 @@
 //	profile=NAME   vendor profile: standard, tongsuo, legacy, sansec2008 (default standard)
 //	decrypt=v1|v2|v3|v4|none, alg-ids=2012|legacy, coord=64|32, cipher=std|2008
 //	               override one field of the profile
-//	lock-thread=true|false  run each session on its own OS thread (default true)
+//	lock-thread=true|false  keep each session on one OS thread, for libraries
+//	               that bind sessions to threads (default false: it costs a
+//	               thread wake-up per operation)
 //
 // Without a PIN the backend never calls SDF_GetPrivateKeyAccessRight (for
 // devices that log in by other means). A PIN the device refuses is not

@@ -20,8 +20,10 @@ import (
 // crypto.Signer (signing keys) and crypto.Decrypter (encryption keys);
 // the other operation fails. It does not implement SM2 key agreement.
 type Key struct {
-	d         *device
-	cfg       Config
+	d   *device
+	cfg Config // without the PIN, which only the device keeps
+	// hasPIN says whether a PIN was given.
+	hasPIN    bool
 	pub       *ecdsa.PublicKey
 	closeOnce sync.Once
 }
@@ -54,7 +56,8 @@ func Open(ctx context.Context, cfg Config, obs Observer) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Key{d: d, cfg: cfg}
+	k := &Key{d: d, cfg: cfg, hasPIN: cfg.PIN != nil}
+	k.cfg.PIN = nil
 	if err := k.start(ctx); err != nil {
 		k.Close()
 		return nil, fmt.Errorf("%v: %w", k, err)
@@ -163,7 +166,7 @@ func (k *Key) explain(err error) error {
 		return err
 	case se.Code == sdrKeyNotExist:
 		return fmt.Errorf("%w; there is no %s key at index %d: check index=", err, k.cfg.Usage, k.cfg.Index)
-	case se.unauthorised() && k.cfg.PIN == nil:
+	case se.unauthorised() && !k.hasPIN:
 		return fmt.Errorf("%w; the device wants a PIN for this key: add pin-env=VAR or pin-file=PATH", err)
 	case se.profileMismatch():
 		return fmt.Errorf("%w; this usually means %v does not fit the library: check the vendor's header for the algorithm IDs and the SDF_InternalDecrypt_ECC prototype", err, k.cfg.Profile)

@@ -54,4 +54,6 @@ type library interface {
 	// internalDecrypt decrypts an ECCCipher into out and returns the
 	// plaintext length.
 	internalDecrypt(sess uintptr, v DecryptVariant, alg, index uint32, cipher, out []byte) (int, error)
+	// deviceInfo writes a DEVICEINFO structure into out.
+	deviceInfo(sess uintptr, out []byte) error
 }

@@ -87,6 +87,10 @@ static int gmgate_sign(gmgate_sdf *t, int i, uintptr_t s, unsigned int idx, unsi
 	return ((sdf_sign_fn)t->fn[i])((void *)s, idx, e, n, sig);
 }
 
+static int gmgate_device_info(gmgate_sdf *t, int i, uintptr_t s, void *out) {
+	return ((sdf_device_info_fn)t->fn[i])((void *)s, out);
+}
+
 static int gmgate_decrypt(gmgate_sdf *t, int i, int variant, uintptr_t s, unsigned int alg, unsigned int idx,
 		void *cipher, unsigned char *out, unsigned int *outlen) {
 	switch (variant) {
@@ -221,4 +225,8 @@ func (l *cLibrary) internalDecrypt(sess uintptr, v DecryptVariant, alg, index ui
 		return 0, fmt.Errorf("SDF_InternalDecrypt_ECC reported %d bytes of plaintext, more than the %d-byte buffer", int(n), len(out))
 	}
 	return int(n), nil
+}
+
+func (l *cLibrary) deviceInfo(sess uintptr, out []byte) error {
+	return check(fnGetDeviceInfo, C.gmgate_device_info(l.t, fnGetDeviceInfo, C.uintptr_t(sess), unsafe.Pointer(&out[0])))
 }

@@ -18,6 +18,7 @@
  *   SOFTSDF_COORD=64|32        coordinate field width (default 64)
  *   SOFTSDF_CIPHER=std|2008    ECCCipher layout (default std)
  *   SOFTSDF_ALG_IDS=2012|legacy  SGD_SM2_3 value checked by InternalDecrypt
+ *   SOFTSDF_MAX_SESSIONS=N     sessions the "licence" allows (default no limit)
  * The SDF_InternalDecrypt_ECC prototype is chosen when compiling, because
  * a C symbol has one prototype: -DSOFTSDF_DECRYPT_VARIANT=1..4 (default 1).
  * -DSOFTSDF_OMIT_SIGN leaves SDF_InternalSign_ECC out.
@@ -126,6 +127,7 @@ static struct {
 	int coord;
 	int cipher2008;
 	unsigned int alg_sm2_3;
+	unsigned int max_sessions;
 } dev;
 
 /* The device handle is the address of this byte. */
@@ -159,6 +161,7 @@ static void read_config(void) {
 	dev.cipher2008 = c != NULL && strcmp(c, "2008") == 0;
 	const char *ids = getenv("SOFTSDF_ALG_IDS");
 	dev.alg_sm2_3 = ids != NULL && strcmp(ids, "legacy") == 0 ? SGD_SM2_3_LEGACY : SGD_SM2_3;
+	dev.max_sessions = env_uint("SOFTSDF_MAX_SESSIONS", 0);
 	atomic_store(&latency_us, env_uint("SOFTSDF_LATENCY_US", 0));
 	atomic_store(&fail_every, env_uint("SOFTSDF_FAIL_EVERY", 0));
 	atomic_store(&fail_code, env_uint("SOFTSDF_FAIL_CODE", SDR_COMMFAIL));
@@ -336,6 +339,8 @@ EXPORT int SDF_OpenSession(void *hDeviceHandle, void **phSessionHandle) {
 	pthread_mutex_lock(&mu);
 	if (hDeviceHandle != &device_token || !dev.open)
 		rv = SDR_OPENDEVICE;
+	else if (dev.max_sessions > 0 && atomic_load(&stats[ST_SESSIONS_OPEN]) >= dev.max_sessions)
+		rv = SDR_OPENSESSION; /* the licence's limit */
 	else {
 		s->epoch = dev.epoch;
 		s->next = dev.sessions;
