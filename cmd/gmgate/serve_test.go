@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/proxy/probe"
+)
+
+// TestHelperProcess is gmgate itself when the test binary is started by
+// startGmgate; otherwise it does nothing.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("GMGATE_HELPER_PROCESS") != "1" {
+		return
+	}
+	var args []string
+	for i, a := range os.Args {
+		if a == "--" {
+			args = os.Args[i+1:]
+			break
+		}
+	}
+	rootCmd.SetArgs(args)
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gmgate:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func gmgateCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "GMGATE_HELPER_PROCESS=1")
+	return cmd
+}
+
+func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gmgate.yaml")
+	data, err := os.ReadFile("../../config/testdata/three-mistakes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := gmgateCommand("serve", "-c", cfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{
+		"configuration has 3 problems",
+		cfg + ":10: listeners[0].tlcp.cipher_suites: unknown field",
+		cfg + ":13: listeners[0].routes[0].upstream: no upstream is called \"legacy\"",
+		cfg + ":18: upstreams.legacy-api.health.interval: \"five seconds\" is not a duration",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "gmgate started") || strings.Contains(text, "listening") {
+		t.Errorf("the process started serving:\n%s", text)
+	}
+	// config check says the same and exits 1 too.
+	out, err = gmgateCommand("config", "check", "-c", cfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Count(string(out), cfg+":") != 3 {
+		t.Errorf("config check: %v\n%s", err, out)
+	}
+}
+
+// SIGTERM: the process stops accepting, finishes the request in flight,
+// and exits 0.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := pair.Write(dir, "localhost", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		fmt.Fprint(w, "served by the upstream")
+	}))
+	defer up.Close()
+	cfgFile := filepath.Join(dir, "gmgate.yaml")
+	cfg := fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    tlcp:
+      sign_cert: %s
+      sign_key: %s
+      enc_cert: %s
+      enc_key: %s
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["%s"]}
+`, files.SignCert, files.SignKey, files.EncCert, files.EncKey, up.URL)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := gmgateCommand("serve", "-c", cfgFile)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	logs := bufio.NewScanner(stderr)
+	addr := ""
+	for addr == "" && logs.Scan() {
+		var line struct{ Msg, Addr string }
+		if json.Unmarshal(logs.Bytes(), &line) == nil && line.Msg == "listening" {
+			addr = line.Addr
+		}
+	}
+	if addr == "" {
+		t.Fatal("gmgate did not report its listener")
+	}
+	var rest strings.Builder
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		for logs.Scan() {
+			rest.WriteString(logs.Text() + "\n")
+		}
+	}()
+
+	url := "https://" + addr
+	if res, err := probe.Run(context.Background(), probe.Options{URL: url + "/", CAFile: files.CACert}, nil); err != nil || res.Status != 200 {
+		t.Fatalf("before SIGTERM: %v", err)
+	}
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := probe.Run(context.Background(), probe.Options{URL: url + "/slow", CAFile: files.CACert}, nil)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{status: res.Status, body: string(res.Body)}
+	}()
+	<-entered
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Draining: new connections are refused while the request is in flight.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting after SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	r := <-done
+	if r.err != nil || r.status != 200 || r.body != "served by the upstream" {
+		t.Fatalf("in-flight request: %+v", r)
+	}
+	<-logsDone
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, rest.String())
+	}
+	if !strings.Contains(rest.String(), `"msg":"shut down"`) {
+		t.Errorf("no shutdown log line:\n%s", rest.String())
+	}
+}
