@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkKeepAlive sends keep-alive HTTP requests to a small upstream,
+// straight and through the gateway (TLCP and TLS 1.3 on the client side),
+// and reports requests per second and the latency percentiles; the
+// gateway's added latency is the difference between the runs.
+//
+//	go test -run '^$' -bench KeepAlive -benchtime 5000x ./proxy/
+func BenchmarkKeepAlive(b *testing.B) {
+	p := getPKI(b)
+	body := []byte("hello from the upstream\n")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+	}))
+	defer up.Close()
+	cfg := testConfig(p, up.URL)
+	s := startServer(b, cfg, nil)
+
+	direct := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer direct.CloseIdleConnections()
+	clients := []struct {
+		name   string
+		client *http.Client
+		url    string
+	}{
+		{"direct", &http.Client{Transport: direct}, up.URL + "/"},
+		{"gmgate-tlcp", tlcpClient(b, p, nil), gatewayURL(s, "/")},
+		{"gmgate-tls13", tlsClient(b, p), gatewayURL(s, "/")},
+	}
+	for _, c := range clients {
+		for _, conc := range []int{1, 8} {
+			b.Run(c.name+"/clients="+strconv.Itoa(conc), func(b *testing.B) {
+				get := func() {
+					resp, err := c.client.Get(c.url)
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				get() // connect outside the measurement
+				lat := make([][]time.Duration, conc)
+				var wg sync.WaitGroup
+				b.ResetTimer()
+				start := time.Now()
+				for w := range conc {
+					n := b.N / conc
+					if w < b.N%conc {
+						n++
+					}
+					lat[w] = make([]time.Duration, 0, n)
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range n {
+							t0 := time.Now()
+							get()
+							lat[w] = append(lat[w], time.Since(t0))
+						}
+					}()
+				}
+				wg.Wait()
+				elapsed := time.Since(start)
+				b.StopTimer()
+				all := slices.Concat(lat...)
+				slices.Sort(all)
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+				b.ReportMetric(float64(percentile(all, 50).Microseconds()), "p50-µs")
+				b.ReportMetric(float64(percentile(all, 99).Microseconds()), "p99-µs")
+			})
+		}
+	}
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return sorted[i]
+}
