@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestShutdownDrainsInFlight(t *testing.T) {
@@ -405,4 +408,118 @@ func TestNewFailsWholeOnPortInUse(t *testing.T) {
 	}
 	// The first listener was released: nothing is left half-started (the
 	// leak check at the end of the tests covers goroutines).
+}
+
+// Hostile and broken clients cost nothing once they are gone: no goroutine
+// stays (the leak check at the end of the tests), no connection counted.
+func TestHostileClientsLeaveNothing(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Timeouts.Handshake = config.Duration(200 * time.Millisecond)
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+	inputs := [][]byte{
+		nil,                                 // connect and close
+		{22, 1},                             // a partial record header
+		{22, 1, 1, 0xff, 0xff},              // an oversized TLCP record
+		{22, 1, 1, 0, 40, 1, 0, 0, 36, 1},   // a truncated ClientHello
+		{22, 3, 3, 0, 10, 1, 0, 0, 6, 3, 3}, // a truncated TLS ClientHello
+		[]byte("\x16\x01\x01\x00\x05hello"), // garbage inside a record
+		[]byte("PROXY TCP4 1.2.3.4 5.6.7.8 1 2\r\n"),
+	}
+	for _, stall := range []bool{false, true} {
+		for _, in := range inputs {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = c.Write(in)
+			if stall {
+				// Say no more: the handshake timeout must end it.
+				_, _ = io.ReadAll(c)
+			}
+			c.Close()
+		}
+	}
+	waitFor(t, "every connection to be closed", func() bool {
+		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
+		return v == 0 && len(s.gen.handshakes.slots) == 0
+	})
+	// The gateway still serves.
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
+func TestRunReloadsOnFileChange(t *testing.T) {
+	p := getPKI(t)
+	a := echoUpstream(t, "a")
+	b := echoUpstream(t, "b")
+	dir := tempDir(t)
+	file := dir + "/gmgate.yaml"
+	write := func(target string) {
+		t.Helper()
+		doc := fmt.Sprintf(`admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    tlcp: {sign_cert: %s, sign_key: %s, enc_cert: %s, enc_key: %s}
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["%s"]}
+`, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, target)
+		if err := os.WriteFile(file+".tmp", []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan *Server, 1)
+	done := make(chan error, 1)
+	reload := make(chan struct{})
+	go func() {
+		done <- Run(ctx, file, reload, Options{Logger: testLogger(t), Started: func(s *Server) { started <- s }})
+	}()
+	s := <-started
+	client := tlcpClient(t, p, nil)
+	get := func() string {
+		resp, err := client.Get(gatewayURL(s, "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		return resp.Header.Get("X-Upstream")
+	}
+	if u := get(); u != "a" {
+		t.Fatalf("before: %q", u)
+	}
+	write(b.URL)
+	waitFor(t, "the file change to be applied", func() bool { return get() == "b" })
+
+	// A broken file is refused and the running configuration stays.
+	if err := os.WriteFile(file, []byte("listeners: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload <- struct{}{} // SIGHUP
+	waitFor(t, "the failed reload to be counted", func() bool {
+		ch := make(chan prometheus.Metric, 4)
+		s.metrics.reloads.WithLabelValues("failure").Collect(ch)
+		var m dto.Metric
+		_ = (<-ch).Write(&m)
+		return m.Counter.GetValue() >= 1
+	})
+	if u := get(); u != "b" {
+		t.Fatalf("after a broken file: %q", u)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

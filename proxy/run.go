@@ -30,6 +30,9 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	for name, rl := range s.listeners {
 		s.log.Info("listening", "listener", name, "addr", rl.ln.Addr().String(), "protocol", rl.state.Load().protocol)
 	}
+	if opts.Started != nil {
+		opts.Started(s)
+	}
 
 	changed := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)

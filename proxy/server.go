@@ -43,6 +43,8 @@ type Options struct {
 	// AccessLog, when set, receives the access log instead of the
 	// destination named in the configuration.
 	AccessLog *slog.Logger
+	// Started, when set, is called by Run once the server serves.
+	Started func(*Server)
 }
 
 // Server is a running gateway.
