@@ -541,3 +541,55 @@ func TestObserver(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftSDFIsStrict checks the test device itself: it must refuse what a
+// card refuses, or the other tests would not catch the backend misusing
+// one.
+func TestSoftSDFIsStrict(t *testing.T) {
+	lib := library(t)
+	newCard(t, 1)
+	ctl := loadLib(t, lib)
+	ctl.Control("latency_us", 100_000)
+	p, err := ctl.Probe(1, []byte(testPIN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := softsdf.Probe{
+		SecondOpenDevice: 0x01000005, // SDR_OPENDEVICE
+		UnknownSession:   0x01000006, // SDR_OPENSESSION
+		ShortDigest:      0x0100001D, // SDR_INARGERR
+		NoAccessRight:    0x01000007, // SDR_PARDENY
+		BusySession:      0x01000010, // SDR_STEPERR
+		WrongPIN:         0x01000018, // SDR_PRKRERR
+		IndexZero:        0x01000008, // SDR_KEYNOTEXIST
+		BusyCallItself:   0,
+	}
+	if p != want {
+		t.Errorf("got  %+v\nwant %+v", p, want)
+	}
+	if v := ctl.Stats().BusyViolations; v != 1 {
+		t.Errorf("%d overlapping calls counted, want 1", v)
+	}
+}
+
+func TestFaultsFromEnvironment(t *testing.T) {
+	lib := library(t)
+	c := newCard(t, 1)
+	t.Setenv("SOFTSDF_FAIL_EVERY", "3")
+	t.Setenv("SOFTSDF_FAIL_CODE", "0x0100000D") // SDR_SIGNERR
+	// The self-test signature at open is the device's first private-key
+	// call; the next nine are calls 2 to 10, of which 3, 6 and 9 fail.
+	sign := openKey(t, c.ref(lib, 1, "sign", ""))
+	failed := 0
+	for range 9 {
+		if _, err := sign.Sign(rand.Reader, []byte("x"), sm2.DefaultSM2SignerOpts); err != nil {
+			if !strings.Contains(err.Error(), "SDR_SIGNERR") {
+				t.Fatal(err)
+			}
+			failed++
+		}
+	}
+	if failed != 3 {
+		t.Errorf("%d of 9 calls failed, want 3", failed)
+	}
+}

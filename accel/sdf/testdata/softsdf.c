@@ -133,7 +133,8 @@ static struct {
 /* The device handle is the address of this byte. */
 static char device_token;
 
-static atomic_uint latency_us, fail_every, fail_code, fail_next, down;
+static atomic_uint latency_us, fail_every, fail_next, down;
+static atomic_uint fail_code = SDR_COMMFAIL;
 static atomic_ulong fail_counter;
 static atomic_ullong stats[ST_COUNT];
 
@@ -162,9 +163,11 @@ static void read_config(void) {
 	const char *ids = getenv("SOFTSDF_ALG_IDS");
 	dev.alg_sm2_3 = ids != NULL && strcmp(ids, "legacy") == 0 ? SGD_SM2_3_LEGACY : SGD_SM2_3;
 	dev.max_sessions = env_uint("SOFTSDF_MAX_SESSIONS", 0);
-	atomic_store(&latency_us, env_uint("SOFTSDF_LATENCY_US", 0));
-	atomic_store(&fail_every, env_uint("SOFTSDF_FAIL_EVERY", 0));
-	atomic_store(&fail_code, env_uint("SOFTSDF_FAIL_CODE", SDR_COMMFAIL));
+	/* Switches set through SOFTSDF_Control before the device opened stay
+	 * unless the environment says otherwise. */
+	atomic_store(&latency_us, env_uint("SOFTSDF_LATENCY_US", atomic_load(&latency_us)));
+	atomic_store(&fail_every, env_uint("SOFTSDF_FAIL_EVERY", atomic_load(&fail_every)));
+	atomic_store(&fail_code, env_uint("SOFTSDF_FAIL_CODE", atomic_load(&fail_code)));
 }
 
 static void free_keys(struct session *s) {

@@ -3,8 +3,10 @@
 package softsdf
 
 /*
-#cgo LDFLAGS: -ldl
+#cgo LDFLAGS: -ldl -lpthread
 #include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,34 +41,111 @@ static int softsdf_bench_direct(void *dl, int op, const char *key, const char *p
 // softsdf_bench_sdf runs n private-key operations through the SDF API
 // from C, on one session: the SDF path without Go. The cipher for op 1 is
 // an ECCCipher the caller laid out (V1 prototype, 2012 algorithm ID).
+struct sdf_api {
+	open_device_fn od;
+	close_fn cd;
+	open_session_fn os;
+	close_fn cs;
+	access_fn ac;
+	sign_fn sg;
+	decrypt_fn dc;
+};
+
+static int resolve(void *dl, struct sdf_api *a) {
+	a->od = (open_device_fn)dlsym(dl, "SDF_OpenDevice");
+	a->cd = (close_fn)dlsym(dl, "SDF_CloseDevice");
+	a->os = (open_session_fn)dlsym(dl, "SDF_OpenSession");
+	a->cs = (close_fn)dlsym(dl, "SDF_CloseSession");
+	a->ac = (access_fn)dlsym(dl, "SDF_GetPrivateKeyAccessRight");
+	a->sg = (sign_fn)dlsym(dl, "SDF_InternalSign_ECC");
+	a->dc = (decrypt_fn)dlsym(dl, "SDF_InternalDecrypt_ECC");
+	return a->od && a->cd && a->os && a->cs && a->ac && a->sg && a->dc;
+}
+
 static int softsdf_bench_sdf(void *dl, int op, unsigned int idx, unsigned char *pin, unsigned int pinlen,
 		unsigned char *e, void *cipher, long n) {
-	open_device_fn od = (open_device_fn)dlsym(dl, "SDF_OpenDevice");
-	close_fn cd = (close_fn)dlsym(dl, "SDF_CloseDevice");
-	open_session_fn os = (open_session_fn)dlsym(dl, "SDF_OpenSession");
-	close_fn cs = (close_fn)dlsym(dl, "SDF_CloseSession");
-	access_fn ac = (access_fn)dlsym(dl, "SDF_GetPrivateKeyAccessRight");
-	sign_fn sg = (sign_fn)dlsym(dl, "SDF_InternalSign_ECC");
-	decrypt_fn dc = (decrypt_fn)dlsym(dl, "SDF_InternalDecrypt_ECC");
-	if (!od || !cd || !os || !cs || !ac || !sg || !dc)
+	struct sdf_api a;
+	if (!resolve(dl, &a))
 		return -2;
 	void *dev = NULL, *sess = NULL;
-	int rv = od(&dev);
+	int rv = a.od(&dev);
 	if (rv != 0)
 		return rv;
-	if ((rv = os(dev, &sess)) == 0 && (rv = ac(sess, idx, pin, pinlen)) == 0) {
+	if ((rv = a.os(dev, &sess)) == 0 && (rv = a.ac(sess, idx, pin, pinlen)) == 0) {
 		unsigned char sig[128], pt[256];
 		for (long i = 0; rv == 0 && i < n; i++) {
 			if (op == 0)
-				rv = sg(sess, idx, e, 32, sig);
+				rv = a.sg(sess, idx, e, 32, sig);
 			else {
 				unsigned int len = sizeof(pt);
-				rv = dc(sess, idx, 0x00020800, cipher, pt, &len);
+				rv = a.dc(sess, idx, 0x00020800, cipher, pt, &len);
 			}
 		}
 	}
 	if (sess)
-		cs(sess);
+		a.cs(sess);
+	a.cd(dev);
+	return rv;
+}
+
+struct concurrent_call {
+	sign_fn sg;
+	void *sess;
+	unsigned int idx;
+	unsigned char *e;
+	int rv;
+};
+
+static void *concurrent_sign(void *p) {
+	struct concurrent_call *c = p;
+	unsigned char sig[128];
+	c->rv = c->sg(c->sess, c->idx, c->e, 32, sig);
+	return NULL;
+}
+
+// softsdf_probe makes calls a card must refuse and writes their return
+// codes into out: [0] a second SDF_OpenDevice, [1] a session handle that
+// was never opened, [2] a 31-byte digest, [3] signing without the access
+// right, [4] a second call on a session that is busy (the library must
+// have latency set so that the first call lasts), [5] the wrong PIN,
+// [6] index 0, [7] the busy call itself.
+static int softsdf_probe(void *dl, unsigned int idx, unsigned char *pin, unsigned int pinlen, unsigned int *out) {
+	struct sdf_api a;
+	if (!resolve(dl, &a))
+		return -2;
+	open_device_fn od = a.od;
+	close_fn cd = a.cd, cs = a.cs;
+	open_session_fn os = a.os;
+	access_fn ac = a.ac;
+	sign_fn sg = a.sg;
+	void *dev = NULL, *dev2 = NULL, *sess = NULL;
+	int rv = od(&dev);
+	if (rv != 0)
+		return rv;
+	unsigned char e[32] = {1}, sig[128];
+	int bogus;
+	out[0] = od(&dev2);
+	out[1] = sg(&bogus, idx, e, 32, sig);
+	if ((rv = os(dev, &sess)) != 0) {
+		cd(dev);
+		return rv;
+	}
+	out[3] = sg(sess, idx, e, 32, sig);
+	unsigned char wrong[] = "wrong-pin-0";
+	out[5] = ac(sess, idx, wrong, 11);
+	out[6] = ac(sess, 0, pin, pinlen);
+	if ((rv = ac(sess, idx, pin, pinlen)) == 0) {
+		out[2] = sg(sess, idx, e, 31, sig);
+		struct concurrent_call c = {sg, sess, idx, e, -1};
+		pthread_t th;
+		pthread_create(&th, NULL, concurrent_sign, &c);
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		out[4] = sg(sess, idx, e, 32, sig);
+		pthread_join(th, NULL);
+		out[7] = c.rv;
+	}
+	cs(sess);
 	cd(dev);
 	return rv;
 }
@@ -144,4 +223,23 @@ func (l *Lib) BenchSDF(op int, index uint32, pin, e, cipher []byte, n int) error
 		return fmt.Errorf("SDF call from C returned 0x%08X", uint32(rv))
 	}
 	return nil
+}
+
+// Probe results, as GM/T 0018 return codes.
+type Probe struct {
+	SecondOpenDevice, UnknownSession, ShortDigest, NoAccessRight uint32
+	BusySession, WrongPIN, IndexZero, BusyCallItself             uint32
+}
+
+// Probe opens the device of this instance (which must not be open
+// elsewhere) and makes calls a card must refuse; the library's latency
+// must be set so that a call lasts longer than 20ms.
+func (l *Lib) Probe(index uint32, pin []byte) (Probe, error) {
+	cpin := C.CBytes(pin)
+	defer C.free(cpin)
+	var out [8]C.uint
+	if rv := C.softsdf_probe(l.dl, C.uint(index), (*C.uchar)(cpin), C.uint(len(pin)), &out[0]); rv != 0 {
+		return Probe{}, fmt.Errorf("probe: 0x%08X", uint32(rv))
+	}
+	return Probe{uint32(out[0]), uint32(out[1]), uint32(out[2]), uint32(out[3]), uint32(out[4]), uint32(out[5]), uint32(out[6]), uint32(out[7])}, nil
 }

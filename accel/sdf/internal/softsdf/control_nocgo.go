@@ -23,3 +23,12 @@ func (*Lib) BenchDirect(int, string, string, int) error { return errNoCgo }
 
 // BenchSDF fails without cgo.
 func (*Lib) BenchSDF(int, uint32, []byte, []byte, []byte, int) error { return errNoCgo }
+
+// Probe results (empty without cgo).
+type Probe struct {
+	SecondOpenDevice, UnknownSession, ShortDigest, NoAccessRight uint32
+	BusySession, WrongPIN, IndexZero, BusyCallItself             uint32
+}
+
+// Probe fails without cgo.
+func (*Lib) Probe(uint32, []byte) (Probe, error) { return Probe{}, errNoCgo }
