@@ -197,6 +197,10 @@ func TestExampleIsValid(t *testing.T) {
 	if _, err := Parse("example.yaml", []byte(Example)); err != nil {
 		t.Fatal(err)
 	}
+	// The example shipped for systemd and the container image.
+	if _, err := Load("../deploy/gmgate.yaml"); err != nil {
+		t.Fatal(err)
+	}
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(Example), &n); err != nil {
 		t.Fatal(err)
