@@ -83,13 +83,18 @@ func (s *Server) serve(rl *runningListener) {
 	go s.acceptLoop(rl)
 }
 
-func (s *Server) stopListener(rl *runningListener) {
+// stopListener retires a listener a reload removed; called with s.mu
+// held.
+func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 	rl.ln.Close()
+	s.retired = append(s.retired, rl)
+	s.retiring.Add(1)
 	go func() {
-		// Its connections finish on their own time, bounded by the idle
-		// timeout; no new one is accepted.
+		defer s.retiring.Done()
+		// Its connections finish on their own time, up to grace; no new
+		// one is accepted.
 		rl.httpConns.close()
-		ctx, cancel := context.WithTimeout(context.Background(), s.gen.cfg.Timeouts.Shutdown.D())
+		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		_ = rl.httpSrv.Shutdown(ctx)
 	}()

@@ -176,6 +176,16 @@ func TestMetricsShowHandshakesAndLatency(t *testing.T) {
 		{"gmgate_request_duration_seconds", map[string]string{"listener": "edge"}, 4},
 		{"gmgate_upstream_response_duration_seconds", map[string]string{"upstream": "app"}, 4},
 	}
+	// Key operations reach the accel metrics: every full ECC handshake
+	// signs with the signing key and decrypts with the encryption key.
+	for _, op := range []string{"sign", "decrypt"} {
+		if v, ok := metricValue(mf, "gmgate_accel_ops_total", map[string]string{"op": op, "result": "ok"}); !ok || v < 3 {
+			t.Errorf("gmgate_accel_ops_total{op=%s,result=ok} = %v, want at least 3", op, v)
+		}
+	}
+	if v, _ := metricValue(mf, "gmgate_accel_op_duration_seconds", map[string]string{"op": "sign"}); v < 3 {
+		t.Errorf("accel sign duration histogram count = %v", v)
+	}
 	for _, c := range checks {
 		got, ok := metricValue(mf, c.name, c.labels)
 		if !ok || got != c.want {
@@ -522,4 +532,28 @@ upstreams:
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestReloadReplacesListener(t *testing.T) {
+	p := getPKI(t)
+	a := echoUpstream(t, "a")
+	s := startServer(t, testConfig(p, a.URL), nil)
+	old := s.Addr("edge").String()
+	next := testConfig(p, a.URL)
+	next.Listeners[0].Name = "edge2"
+	if err := s.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr("edge") != nil || s.Addr("edge2") == nil {
+		t.Fatal("listeners not replaced")
+	}
+	if c, err := net.Dial("tcp", old); err == nil {
+		c.Close()
+		t.Fatal("the removed listener still accepts")
+	}
+	resp, err := tlcpClient(t, p, nil).Get("https://" + s.Addr("edge2").String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
 }

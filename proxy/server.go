@@ -68,6 +68,11 @@ type Server struct {
 	// sessionCaches keep TLCP sessions across reloads, by listener.
 	sessionCaches map[string]tlcp.SessionCache
 
+	// retired are listeners removed by a reload whose connections may
+	// still be finishing.
+	retired  []*runningListener
+	retiring sync.WaitGroup
+
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (handshakes, TCP forwarding)
 	inflight sync.WaitGroup // HTTP handlers, including upgraded connections
@@ -516,7 +521,7 @@ func (s *Server) reload(cfg *config.Config) error {
 			rl.state.Store(nl)
 			continue
 		}
-		s.stopListener(rl)
+		s.stopListener(rl, cfg.Timeouts.Shutdown.D())
 		delete(s.listeners, name)
 	}
 	for _, rl := range added {
@@ -568,6 +573,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		listeners = append(listeners, rl)
 		rl.ln.Close()
 	}
+	listeners = append(listeners, s.retired...)
 	s.mu.Unlock()
 	s.log.Info("shutting down: draining connections")
 	s.acceptWG.Wait()
@@ -600,6 +606,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		<-drained
 	}
+	s.retiring.Wait()
 	if s.admin != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.admin.Shutdown(sctx)
