@@ -44,6 +44,7 @@ Examples:
 	f.DurationVar(&opts.Duration, "duration", 0, "length of each timed loop (default 1s)")
 	f.DurationVar(&opts.Warmup, "warmup", 0, "warm-up before each loop, not counted (default duration/5, at most 200ms)")
 	f.IntSliceVar(&opts.Sizes, "sizes", nil, "message sizes in bytes for the by-size figures (default 16,64,256,1024,4096,16384)")
+	f.IntVar(&opts.Retries, "retries", 2, "take a figure again this many times when another process shared the core")
 	f.IntVar(&opts.CPU, "cpu", -1, "CPU to pin the measuring goroutine to (default: the last one allowed)")
 	f.StringSliceVar(&opts.Only, "only", nil, "measure only algorithms whose name contains one of these words (e.g. sm2,sm4)")
 	f.StringArrayVar(&opts.Keys, "key", nil, "an SM2 key reference to measure through its accel backend (repeatable)")

@@ -62,6 +62,9 @@ type CryptoOptions struct {
 	// Keys are accel key references (file:…, sdf:…) measured as backends,
 	// besides an in-memory software key.
 	Keys []string
+	// Retries is how many times a figure taken while another process
+	// shared the core is taken again (the cleanest attempt is kept).
+	Retries int
 	// Progress, when set, receives one line per figure as it is taken.
 	Progress io.Writer
 }
@@ -124,6 +127,9 @@ func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
 	if len(opts.Sizes) == 0 {
 		opts.Sizes = DefaultSizes
 	}
+	if opts.Retries < 0 {
+		return nil, errors.New("retries cannot be negative")
+	}
 	for _, s := range opts.Sizes {
 		if s <= 0 || s%16 != 0 || s > 1<<20 {
 			return nil, fmt.Errorf("message size %d: sizes must be positive multiples of 16 up to 1 MiB (SM4-ECB and SM4-CBC work on whole blocks)", s)
@@ -178,10 +184,21 @@ func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", c.algorithm, c.operation, err)
 		}
-		runtime.GC()
-		s, err := measure(loop, opts.Duration, opts.Warmup)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", c.algorithm, c.operation, err)
+		// Another process taking the core shows as a low CPU share; such
+		// a figure is taken again, and the cleanest attempt kept.
+		var s Sample
+		for attempt := 0; attempt <= opts.Retries; attempt++ {
+			runtime.GC()
+			try, err := measure(loop, opts.Duration, opts.Warmup)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", c.algorithm, c.operation, err)
+			}
+			if attempt == 0 || try.CPUShare() > s.CPUShare() {
+				s = try
+			}
+			if s.CPUShare() == 0 || s.CPUShare() >= noisyShare || ctx.Err() != nil {
+				break
+			}
 		}
 		r := CryptoResult{
 			Group: c.group, Algorithm: c.algorithm, Operation: c.operation, Size: c.size, Backend: c.backend,

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -314,7 +315,13 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 		if err := pinProcess(loadCPUs); err != nil {
 			return err
 		}
-		defer func() { _ = pinProcess(allowed) }()
+		// As many Ps as CPUs, so that the Go scheduler and not the
+		// kernel shares them out.
+		procs := runtime.GOMAXPROCS(len(loadCPUs))
+		defer func() {
+			runtime.GOMAXPROCS(procs)
+			_ = pinProcess(allowed)
+		}()
 		r.rep.Load.CPUs = loadCPUs
 		r.loadCPUs = len(loadCPUs)
 	}

@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -246,9 +248,21 @@ func TestHandshakeHTTPWorkload(t *testing.T) {
 	opts.HTTPPath = "/bench"
 	opts.HTTPBody = 20000
 	opts.ServerProfileDir = filepath.Join(t.TempDir(), "profiles")
+	opts.PinLoadGenerator = true
+	cpusBefore, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procsBefore := runtime.GOMAXPROCS(0)
 	rep, err := RunHandshake(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cpusAfter, _ := allowedCPUs(); !slices.Equal(cpusAfter, cpusBefore) || runtime.GOMAXPROCS(0) != procsBefore {
+		t.Errorf("CPUs %v and GOMAXPROCS %d after the run, %v and %d before", cpusAfter, runtime.GOMAXPROCS(0), cpusBefore, procsBefore)
+	}
+	if runtime.GOOS == "linux" && len(cpusBefore) > 1 && len(rep.Load.CPUs) != len(cpusBefore)-1 {
+		t.Errorf("load generator on CPUs %v of %v", rep.Load.CPUs, cpusBefore)
 	}
 	prof, err := os.ReadFile(filepath.Join(opts.ServerProfileDir, "ECC_SM4_GCM_SM3.cpu.pprof"))
 	if err != nil || !bytes.HasPrefix(prof, []byte{0x1f, 0x8b}) {
