@@ -4,18 +4,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -430,5 +435,60 @@ func TestInflightRequestSurvivesCertificateReload(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.body != "done" {
 		t.Fatalf("in-flight request: %q, %v", r.body, r.err)
+	}
+}
+
+func TestHTTPSUpstreamWithClientCertificate(t *testing.T) {
+	p := getPKI(t)
+	dir := tempDir(t)
+	clientCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := clientCA.IssueTLS(certs.IssueOptions{DNSNames: []string{"gmgate.internal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := leaf.Write(dir, "client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientRoots := x509.NewCertPool()
+	root, _ := x509.ParseCertificate(leaf.Root.Raw)
+	clientRoots.AddCert(root)
+
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "client=%s sni=%s", r.TLS.PeerCertificates[0].Subject.CommonName, r.TLS.ServerName)
+	}))
+	up.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientRoots}
+	up.StartTLS()
+	defer up.Close()
+	caFile := dir + "/upstream-ca.crt"
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(p, up.URL)
+	cfg.Upstreams["app"].TLS = &config.UpstreamTLS{CA: caFile, Cert: certFile, Key: keyFile, ServerName: "example.com"}
+	s := startServer(t, cfg, nil)
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != "client=gmgate.internal sni=example.com" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+
+	// Without the right CA the upstream's certificate is refused: 502.
+	cfg2 := testConfig(p, up.URL)
+	cfg2.Upstreams["app"].TLS = &config.UpstreamTLS{Cert: certFile, Key: keyFile}
+	cfg2.Upstreams["app"].Health.Disabled = true
+	s2 := startServer(t, cfg2, nil)
+	resp, err = tlcpClient(t, p, nil).Get(gatewayURL(s2, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readAll(t, resp); resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("unverified upstream: %d", resp.StatusCode)
 	}
 }
