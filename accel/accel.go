@@ -10,8 +10,18 @@
 //	file:/etc/gmgate/sign.key                    a PEM key file
 //	file:/etc/gmgate/enc.key?password-env=KEYPW  an encrypted PKCS#8 key, password from $KEYPW
 //	file:/etc/gmgate/enc.key?password-file=/run/secrets/keypw
+//	sdf:/opt/vendor/libsdf.so?index=1&key=sign&pin-env=SDF_PIN&sessions=16
+//	                                             a key on a crypto card (see package sdf)
 //
-// Other schemes are registered by their backends (see Register).
+// Secrets are never written into a reference; String and the errors of
+// this package hide one written there by mistake. Other schemes may be
+// registered by their backends (see Register). docs/keys.md describes the
+// references for operators.
+//
+// A key is checked against its certificate with SelfTest before it
+// serves. Encryption keys that must take part in SM2 key agreement (the
+// ECDHE suites) are checked with RequireKeyAgreement: only software keys
+// can.
 //
 // accel reports operations through an Observer and does not import any
 // metrics library; it must not import the protocol or proxy packages.

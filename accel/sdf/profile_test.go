@@ -229,3 +229,19 @@ func TestCodeNames(t *testing.T) {
 		t.Error("SDR_ALGNOTSUPPORT misclassified")
 	}
 }
+
+// BenchmarkDecryptPrep measures the host's part of a decryption: parsing
+// the DER ciphertext, checking its point is on the curve, and laying out
+// the ECCCipher.
+func BenchmarkDecryptPrep(b *testing.B) {
+	k := testKey(b)
+	der, _ := sm2.EncryptASN1(rand.Reader, &k.PublicKey, make([]byte, 48))
+	p := Profiles["standard"]
+	for b.Loop() {
+		c, err := parseCiphertext(der)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.encodeCipher(c)
+	}
+}
