@@ -492,3 +492,43 @@ func TestHTTPSUpstreamWithClientCertificate(t *testing.T) {
 		t.Fatalf("unverified upstream: %d", resp.StatusCode)
 	}
 }
+
+// Only idempotent requests are retried on another target; a POST that
+// met a dead target answers 502 rather than risk being applied twice.
+func TestRetriesOnlyIdempotent(t *testing.T) {
+	p := getPKI(t)
+	live := echoUpstream(t, "live")
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + dead.Addr().String()
+	dead.Close()
+	cfg := testConfig(p, live.URL, deadURL)
+	up := cfg.Upstreams["app"]
+	up.Health.Disabled = true
+	zero := 0
+	up.Passive.MaxFails = &zero
+	s := startServer(t, cfg, nil)
+	client := tlcpClient(t, p, nil)
+	codes := map[string][]int{}
+	for _, method := range []string{"GET", "GET", "POST", "POST"} {
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader("x")
+		}
+		req, _ := http.NewRequest(method, gatewayURL(s, "/"), body)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		codes[method] = append(codes[method], resp.StatusCode)
+	}
+	if fmt.Sprint(codes["GET"]) != "[201 201]" {
+		t.Errorf("GETs: %v, want both served (retried on the live target)", codes["GET"])
+	}
+	if got := fmt.Sprint(codes["POST"]); got != "[201 502]" && got != "[502 201]" {
+		t.Errorf("POSTs: %v, want one served and one 502", codes["POST"])
+	}
+}

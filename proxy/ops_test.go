@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
 	"testing"
@@ -378,8 +379,18 @@ func TestReloadConfigKeepsConnections(t *testing.T) {
 		t.Fatal("the listener was rebound")
 	}
 	// The keep-alive connection from before the reload takes the new route.
-	if u := get("/b/x"); u != "b" {
-		t.Fatalf("after reload /b/x went to %q", u)
+	reused := false
+	req, _ := http.NewRequest("GET", gatewayURL(s, "/b/x"), nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	}))
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if !reused || resp.Header.Get("X-Upstream") != "b" {
+		t.Fatalf("after reload /b/x went to %q on a reused connection: %v", resp.Header.Get("X-Upstream"), reused)
 	}
 	if u := get("/"); u != "a" {
 		t.Fatalf("after reload / went to %q", u)
