@@ -249,6 +249,10 @@ func openDevice(cfg Config, obs Observer) (*device, error) {
 			firstErr = err
 		}
 	}
+	if opened == 0 {
+		d.shutdown()
+		return nil, fmt.Errorf("cannot open a session on the device of SDF library %s: %w", cfg.Library, firstErr)
+	}
 	if opened < d.sessions {
 		d.shutdown()
 		return nil, fmt.Errorf("SDF library %s opened only %d of the %d sessions asked for: %w; lower sessions= to what the card's licence allows", cfg.Library, opened, d.sessions, firstErr)

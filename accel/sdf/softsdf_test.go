@@ -218,6 +218,11 @@ func TestOpenErrors(t *testing.T) {
 		t.Setenv("SOFTSDF_CIPHER", "2008")
 		openErr(t, c.ref(lib2008, 1, "enc", "coord=32"), "self-test decryption")
 	})
+	t.Run("device down at start-up", func(t *testing.T) {
+		down := library(t)
+		loadLib(t, down).Control("down", 1)
+		openErr(t, c.ref(down, 1, "sign", ""), "cannot open the device of SDF library "+down, "SDR_COMMFAIL")
+	})
 	t.Run("more sessions than the licence", func(t *testing.T) {
 		t.Setenv("SOFTSDF_MAX_SESSIONS", "3")
 		openErr(t, c.ref(library(t), 1, "sign", "sessions=4"), "opened only 3 of the 4 sessions asked for", "SDR_OPENSESSION", "lower sessions= to what the card's licence allows")
@@ -228,8 +233,7 @@ func TestOpenErrors(t *testing.T) {
 		openErr(t, c.ref(lib, 1, "enc", "sessions=2&profile=tongsuo"), "already open with profile=standard")
 	})
 	t.Run("inline PIN", func(t *testing.T) {
-		err := openErr(t, "sdf:"+lib+"?index=1&key=sign&pin="+testPIN, "may not be written in the key reference", "pin=REDACTED")
-		_ = err
+		openErr(t, "sdf:"+lib+"?index=1&key=sign&pin="+testPIN, "may not be written in the key reference", "pin=REDACTED")
 	})
 }
 
