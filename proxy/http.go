@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -164,9 +165,12 @@ func (s *Server) reverseProxy(p *pool, headers config.SessionHeaders) *httputil.
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			rewrite(pr, headers)
 		},
-		Transport:     p,
-		FlushInterval: -1,
-		ErrorLog:      s.stdErrorLog,
+		Transport: p,
+		// Responses of unknown length (streams, server-sent events) are
+		// flushed on every write by ReverseProxy itself; others go out
+		// through the server's buffer.
+		BufferPool: copyBuffers,
+		ErrorLog:   s.stdErrorLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.upstreamFailed(w, r, p.name, err)
 		},
@@ -220,6 +224,15 @@ func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
 	set(h.ClientSerial, serial)
 	set(h.ClientFingerprint, fingerprint)
 }
+
+// bufferPool recycles the body copy buffers of ReverseProxy, which would
+// otherwise allocate 32 KiB per request.
+type bufferPool struct{ p sync.Pool }
+
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
 
 func quoteIfNeeded(s string) string {
 	if s == "" || strings.ContainsAny(s, ":;,= \"[]") {
