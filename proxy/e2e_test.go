@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -530,5 +533,49 @@ func TestRetriesOnlyIdempotent(t *testing.T) {
 	}
 	if got := fmt.Sprint(codes["POST"]); got != "[201 502]" && got != "[502 201]" {
 		t.Errorf("POSTs: %v, want one served and one 502", codes["POST"])
+	}
+}
+
+func TestClientCertificateHeaders(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	l := &cfg.Listeners[0]
+	l.TLCP.ClientAuth = "require_and_verify"
+	l.TLCP.ClientCA = p.dual.CACert
+	l.SessionHeaders.ClientSerial = "X-Client-Serial"
+	l.SessionHeaders.ClientFingerprint = "X-Client-Fingerprint"
+	s := startServer(t, cfg, nil)
+
+	pair, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "teller-7", Organization: []string{"Branch 12"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := tlcpClient(t, p, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", Certificates: []tlcp.Certificate{*pair.Certificate()}})
+	req, _ := http.NewRequest("GET", gatewayURL(s, "/"), nil)
+	req.Header.Set("X-Client-Subject", "CN=forged")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e echoed
+	if err := json.Unmarshal([]byte(readAll(t, resp)), &e); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(pair.SignCert.Raw)
+	want := map[string]string{
+		"X-Client-Subject":     "CN=teller-7,O=Branch 12",
+		"X-Client-Serial":      strings.ToUpper(pair.SignCert.SerialNumber.Text(16)),
+		"X-Client-Fingerprint": hex.EncodeToString(sum[:]),
+	}
+	for k, v := range want {
+		if got := strings.Join(e.Headers.Values(k), ","); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+
+	// Without a client certificate the handshake is refused.
+	if _, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/")); err == nil {
+		t.Error("a client without a certificate was served")
 	}
 }

@@ -209,11 +209,16 @@ func (s *Server) build(cfg *config.Config, prev *generation) (*generation, error
 		return nil, err
 	}
 	gen := &generation{
-		cfg:        cfg,
-		store:      store,
-		pools:      map[string]*pool{},
-		states:     map[string]*listenerState{},
-		handshakes: newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D()),
+		cfg:    cfg,
+		store:  store,
+		pools:  map[string]*pool{},
+		states: map[string]*listenerState{},
+	}
+	if prev != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
+		// Keep counting the handshakes in progress across the reload.
+		gen.handshakes = prev.handshakes
+	} else {
+		gen.handshakes = newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D())
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
