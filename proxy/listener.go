@@ -367,9 +367,11 @@ func handshakeResult(err error) string {
 		}
 		return prefix + strings.ReplaceAll(ae.Alert.String(), " ", "_")
 	}
-	var te tls.AlertError
-	if errors.As(err, &te) {
-		return "alert_received_" + strings.ReplaceAll(strings.TrimPrefix(te.Error(), "tls: "), " ", "_")
+	// crypto/tls reports an alert from the peer as an OpError "remote
+	// error" around the alert; the alert names are a small fixed set.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" && oe.Err != nil {
+		return "alert_received_" + strings.ReplaceAll(strings.TrimPrefix(oe.Err.Error(), "tls: "), " ", "_")
 	}
 	var ne net.Error
 	switch {
