@@ -260,7 +260,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		s.forwardTCP(st, rt.upstream, established, info)
 		return
 	}
-	hc := &httpConn{Conn: established, info: info}
+	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle}
 	if !rl.httpConns.push(hc) {
 		hc.Close()
 	}
@@ -271,6 +271,17 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 type httpConn struct {
 	net.Conn
 	info *connInfo
+	// writeTimeout bounds each write, so that a client that stops
+	// reading does not hold its connection (and the upstream's) forever;
+	// a long response to a client that keeps reading is not limited.
+	writeTimeout time.Duration
+}
+
+func (c *httpConn) Write(b []byte) (int, error) {
+	if c.writeTimeout > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	}
+	return c.Conn.Write(b)
 }
 
 // proxyPolicy decides per peer: trusted peers may (or must) send a PROXY
@@ -453,7 +464,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	}()
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(client, idleReader{upstream, st.idle})
+		n, _ := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle})
 		out.Store(n)
 		closeWrite(client)
 	}()
@@ -486,6 +497,19 @@ func (r idleReader) Read(b []byte) (int, error) {
 		_ = r.c.SetReadDeadline(time.Now().Add(r.idle))
 	}
 	return r.c.Read(b)
+}
+
+// idleWriter fails a write that blocks longer than idle.
+type idleWriter struct {
+	c    net.Conn
+	idle time.Duration
+}
+
+func (w idleWriter) Write(b []byte) (int, error) {
+	if w.idle > 0 {
+		_ = w.c.SetWriteDeadline(time.Now().Add(w.idle))
+	}
+	return w.c.Write(b)
 }
 
 func closeWrite(c net.Conn) {

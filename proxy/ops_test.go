@@ -591,3 +591,38 @@ func TestHandshakeResultLabels(t *testing.T) {
 		}
 	}
 }
+
+// A client that stops reading a response does not hold the gateway or the
+// upstream: the blocked write gives up after timeouts.idle.
+func TestClientThatStopsReading(t *testing.T) {
+	p := getPKI(t)
+	finished := make(chan error, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				finished <- err
+				return
+			}
+		}
+	}))
+	defer up.Close()
+	cfg := testConfig(p, up.URL)
+	cfg.Timeouts.Idle = config.Duration(200 * time.Millisecond)
+	cfg.Upstreams["app"].Health.Disabled = true
+	s := startServer(t, cfg, nil)
+	conn, err := tlcp.Dial("tcp", s.Addr("edge").String(), &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	// Read nothing. The upstream's endless response must be cut off.
+	if err := <-finished; err == nil {
+		t.Fatal("upstream write did not fail")
+	}
+	waitFor(t, "the connection to be closed", func() bool {
+		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
+		return v == 0
+	})
+}
