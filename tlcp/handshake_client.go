@@ -340,7 +340,11 @@ func (hs *clientHandshakeState) clientKeyExchange(serverParams []byte, cert *Cer
 		if err != nil {
 			return nil, nil, c.sendAlert(AlertInternalError, err)
 		}
-		pms, err := sm2KeyExchange(false, static, eph, encPub, point)
+		ownEnc, err := encPublicKey(cert)
+		if err != nil {
+			return nil, nil, c.sendAlert(AlertInternalError, fmt.Errorf("client encryption certificate: %w", err))
+		}
+		pms, err := sm2KeyExchange(false, static, ownEnc, eph, encPub, point)
 		if err != nil {
 			return nil, nil, c.sendAlert(AlertIllegalParameter, fmt.Errorf("SM2 key exchange: %w", err))
 		}

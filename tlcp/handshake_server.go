@@ -486,7 +486,11 @@ func (hs *serverHandshakeState) processClientKeyExchange(ckx *clientKeyExchangeM
 		if err != nil {
 			return nil, c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client encryption certificate: %w", err))
 		}
-		pms, err := sm2KeyExchange(true, hs.cert.EncKey.(KeyAgreementKey), hs.ecdheKey, peerEnc, point)
+		ownEnc, err := encPublicKey(hs.cert)
+		if err != nil {
+			return nil, c.sendAlert(AlertInternalError, fmt.Errorf("server encryption certificate: %w", err))
+		}
+		pms, err := sm2KeyExchange(true, hs.cert.EncKey.(KeyAgreementKey), ownEnc, hs.ecdheKey, peerEnc, point)
 		if err != nil {
 			return nil, c.sendAlert(AlertIllegalParameter, fmt.Errorf("SM2 key exchange: %w", err))
 		}

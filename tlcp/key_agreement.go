@@ -141,8 +141,16 @@ func sm2PublicKey(pub any) (*ecdsa.PublicKey, error) {
 // optional confirmation hashes. The server is the initiator; both sides use
 // their encryption keys as the static keys and the default user IDs. The
 // KDF input always puts the server's Z first.
-func sm2KeyExchange(isServer bool, static KeyAgreementKey, ephemeral *ecdh.PrivateKey, peerStatic *ecdsa.PublicKey, peerEphemeral []byte) ([]byte, error) {
+//
+// ownStaticPub is the public key of our encryption certificate: taking it
+// from there spares a scalar multiplication per handshake to recompute it
+// from the private key.
+func sm2KeyExchange(isServer bool, static KeyAgreementKey, ownStaticPub *ecdsa.PublicKey, ephemeral *ecdh.PrivateKey, peerStatic *ecdsa.PublicKey, peerEphemeral []byte) ([]byte, error) {
 	ownStatic, err := static.ECDH()
+	if err != nil {
+		return nil, err
+	}
+	ownStaticECDH, err := sm2.PublicKeyToECDH(ownStaticPub)
 	if err != nil {
 		return nil, err
 	}
@@ -158,5 +166,21 @@ func sm2KeyExchange(isServer bool, static KeyAgreementKey, ephemeral *ecdh.Priva
 	if err != nil {
 		return nil, err
 	}
-	return shared.SM2SharedKey(!isServer, preMasterSecretLength, ownStatic.PublicKey(), peerStaticECDH, nil, nil)
+	return shared.SM2SharedKey(!isServer, preMasterSecretLength, ownStaticECDH, peerStaticECDH, nil, nil)
+}
+
+// encPublicKey returns the SM2 public key of an identity's encryption
+// certificate.
+func encPublicKey(cert *Certificate) (*ecdsa.PublicKey, error) {
+	leaf := cert.EncLeaf
+	if leaf == nil {
+		if len(cert.EncCertificate) == 0 {
+			return nil, errors.New("no encryption certificate")
+		}
+		var err error
+		if leaf, err = parseCertificate(cert.EncCertificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	return leafSM2Key(leaf)
 }

@@ -146,11 +146,11 @@ func TestSM2KeyExchangeVector(t *testing.T) {
 		t.Fatalf("ServerECDHEParams %x", got)
 	}
 	wantPMS := unhex(t, "4c564b350c6ca481954a63b05d92a9d68d2ed1e4b7483529c7028bfad691aa2c8a78b4aca396471b44b223e67ac97f58")
-	serverPMS, err := sm2KeyExchange(true, serverEnc, serverEph, &clientEnc.PublicKey, clientEph.PublicKey().Bytes())
+	serverPMS, err := sm2KeyExchange(true, serverEnc, &serverEnc.PublicKey, serverEph, &clientEnc.PublicKey, clientEph.PublicKey().Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientPMS, err := sm2KeyExchange(false, clientEnc, clientEph, &serverEnc.PublicKey, serverEph.PublicKey().Bytes())
+	clientPMS, err := sm2KeyExchange(false, clientEnc, &clientEnc.PublicKey, clientEph, &serverEnc.PublicKey, serverEph.PublicKey().Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
