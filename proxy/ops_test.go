@@ -626,3 +626,54 @@ func TestClientThatStopsReading(t *testing.T) {
 		return v == 0
 	})
 }
+
+// Reloads while requests flow: every request is served, by one upstream
+// or the other, and the race detector sees the swaps.
+func TestReloadUnderTraffic(t *testing.T) {
+	p := getPKI(t)
+	a := echoUpstream(t, "a")
+	b := echoUpstream(t, "b")
+	s := startServer(t, testConfig(p, a.URL), nil)
+	client := tlcpClient(t, p, nil)
+	stop := make(chan struct{})
+	errc := make(chan error, 1)
+	var served int
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := client.Get(gatewayURL(s, "/"))
+			if err != nil {
+				errc <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				errc <- fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			served++
+		}
+	}()
+	for i := range 20 {
+		target := a.URL
+		if i%2 == 0 {
+			target = b.URL
+		}
+		if err := s.Reload(testConfig(p, target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if served == 0 {
+		t.Fatal("no request was served")
+	}
+}
