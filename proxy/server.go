@@ -51,6 +51,7 @@ type Options struct {
 type Server struct {
 	opts        Options
 	log         *slog.Logger
+	level       slog.LevelVar // of log when Options.Logger is nil
 	access      *slog.Logger
 	accessClose io.Closer
 	stdErrorLog *log.Logger
@@ -106,7 +107,8 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	s.log = opts.Logger
 	if s.log == nil {
-		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(cfg.Log.Level)}))
+		s.level.Set(parseLevel(cfg.Log.Level))
+		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &s.level}))
 	}
 	s.stdErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
 	access, closer, err := openAccessLog(cfg.Log.Access, opts.AccessLog)
@@ -500,6 +502,10 @@ func (s *Server) reload(cfg *config.Config) error {
 	if cfg.Admin.Listen != prev.cfg.Admin.Listen {
 		s.log.Warn("admin.listen changes take effect on restart", "running", prev.cfg.Admin.Listen)
 	}
+	if cfg.Log.Access != prev.cfg.Log.Access {
+		s.log.Warn("log.access changes take effect on restart", "running", prev.cfg.Log.Access)
+	}
+	s.level.Set(parseLevel(cfg.Log.Level))
 	// Bind new listeners first, so that a port in use fails the reload
 	// before anything changed.
 	var added []*runningListener

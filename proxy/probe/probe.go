@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -83,6 +84,8 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	if info == nil {
 		info = io.Discard
 	}
+	// The transport reports from its own goroutines.
+	info = &lockedWriter{w: info}
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
@@ -148,9 +151,14 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	}
 	req.Header.Set("User-Agent", "gmgate-probe")
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() {
+			fmt.Fprintf(info, "> %s %s HTTP/1.1\n> Host: %s\n", method, u.RequestURI(), u.Host)
+			for _, k := range sortedKeys(req.Header) {
+				fmt.Fprintf(info, "> %s: %s\n", k, strings.Join(req.Header[k], ", "))
+			}
+		},
 		GotFirstResponseByte: func() { res.FirstByte = time.Since(start) },
 	}))
-	fmt.Fprintf(info, "> %s %s HTTP/1.1\n> Host: %s\n", method, u.RequestURI(), u.Host)
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -296,6 +304,17 @@ func round(d time.Duration) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 func sortedKeys(h http.Header) []string { return slices.Sorted(maps.Keys(h)) }
