@@ -6,13 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -191,31 +189,6 @@ func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
 	return tc, nil
 }
 
-// start runs the active health checks until close.
-func (p *pool) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	p.stop = cancel
-	p.stopped = make(chan struct{})
-	if p.cfg.Health.Disabled {
-		close(p.stopped)
-		return
-	}
-	go func() {
-		defer close(p.stopped)
-		interval := p.cfg.Health.Interval.D()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			p.checkAll(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-}
-
 // close stops health checking and, after in-flight requests had their
 // time, the idle upstream connections.
 func (p *pool) close() {
@@ -226,85 +199,6 @@ func (p *pool) close() {
 	if p.transport != nil {
 		p.transport.CloseIdleConnections()
 	}
-}
-
-func (p *pool) checkAll(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, t := range p.targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := p.check(ctx, t)
-			if ctx.Err() != nil {
-				return
-			}
-			p.record(t, err)
-		}()
-	}
-	wg.Wait()
-	p.updateHealthyGauge()
-}
-
-// record applies one check result; each target is checked by one
-// goroutine at a time, so the counters need no lock.
-func (p *pool) record(t *target, err error) {
-	if err != nil {
-		t.checkPasses = 0
-		t.checkFails++
-		if t.checkFails >= p.cfg.Health.Fails && t.healthy.Load() {
-			t.healthy.Store(false)
-			p.log.Warn("upstream target down", "target", t.addr, "cause", err.Error())
-		}
-		return
-	}
-	t.checkFails = 0
-	t.checkPasses++
-	if t.checkPasses >= p.cfg.Health.Passes && !t.healthy.Load() {
-		t.healthy.Store(true)
-		t.fails.Store(0)
-		t.ejectedUntil.Store(0)
-		p.log.Info("upstream target up", "target", t.addr)
-	}
-}
-
-func (p *pool) check(ctx context.Context, t *target) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Health.Timeout.D())
-	defer cancel()
-	if p.cfg.Health.Path == "" || p.scheme == "tcp" {
-		c, err := p.dialer.DialContext(ctx, "tcp", t.addr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
-	u := *t.url
-	u.Path = p.cfg.Health.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("User-Agent", "gmgate-health-check")
-	resp, err := p.transport.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		return fmt.Errorf("health check %s answered %s", p.cfg.Health.Path, resp.Status)
-	}
-	return nil
-}
-
-func (p *pool) updateHealthyGauge() {
-	n := 0
-	now := time.Now()
-	for _, t := range p.targets {
-		if t.available(now) {
-			n++
-		}
-	}
-	p.metrics.upstreamHealthy.WithLabelValues(p.name).Set(float64(n))
 }
 
 // pick chooses an available target not in tried.
@@ -327,28 +221,6 @@ func (p *pool) pick(tried []*target) *target {
 		}
 	}
 	return p.policy.pick(cands)
-}
-
-// failed counts a failure on real traffic against t and ejects it after
-// maxFails in a row.
-func (p *pool) failed(t *target, err error) {
-	if p.maxFails <= 0 {
-		return
-	}
-	if n := t.fails.Add(1); int(n) >= p.maxFails {
-		until := time.Now().Add(p.cfg.Passive.EjectFor.D())
-		if t.ejectedUntil.Swap(until.UnixNano()) < time.Now().UnixNano() {
-			p.log.Warn("upstream target ejected", "target", t.addr, "failures", n, "for", p.cfg.Passive.EjectFor.String(), "cause", err.Error())
-		}
-		t.fails.Store(0)
-		p.updateHealthyGauge()
-	}
-}
-
-func (p *pool) succeeded(t *target) {
-	if t.fails.Load() != 0 {
-		t.fails.Store(0)
-	}
 }
 
 // upstreamError is a failure to get a response from a pool, with the
