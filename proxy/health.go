@@ -138,4 +138,3 @@ func (p *pool) succeeded(t *target) {
 		t.fails.Store(0)
 	}
 }
-
