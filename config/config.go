@@ -124,6 +124,11 @@ type TLCP struct {
 	EncKey   string `yaml:"enc_key"`
 	// Suites are the enabled cipher suites in preference order.
 	Suites []string `yaml:"suites"`
+	// SuitesDefaulted is set when Suites came from the defaults rather
+	// than the file: the proxy may then drop the ECDHE suites for an
+	// encryption key that cannot do SM2 key agreement, where it refuses
+	// an explicit list.
+	SuitesDefaulted bool `yaml:"-"`
 	// ClientAuth is none, request, require, verify_if_given or
 	// require_and_verify.
 	ClientAuth string `yaml:"client_auth"`

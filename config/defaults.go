@@ -65,6 +65,7 @@ func Defaults(c *Config) {
 		}
 		if l.TLCP != nil {
 			if len(l.TLCP.Suites) == 0 {
+				l.TLCP.SuitesDefaulted = true
 				for _, id := range tlcp.DefaultCipherSuites {
 					l.TLCP.Suites = append(l.TLCP.Suites, tlcp.CipherSuiteName(id))
 				}

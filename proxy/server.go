@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -320,10 +321,11 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 			ClientAuth:   tlcpClientAuth(lc.TLCP.ClientAuth),
 			SessionCache: s.sessionCache(name),
 		}
-		for _, n := range lc.TLCP.Suites {
-			id, _ := tlcp.CipherSuiteByName(n)
-			tc.CipherSuites = append(tc.CipherSuites, id)
+		suites, err := s.listenerSuites(lc, store)
+		if err != nil {
+			return nil, err
 		}
+		tc.CipherSuites = suites
 		if lc.TLCP.ClientCA != "" {
 			pool, err := loadSMPool(lc.TLCP.ClientCA)
 			if err != nil {
@@ -362,6 +364,33 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		st.tls = tc
 	}
 	return st, nil
+}
+
+// listenerSuites returns a TLCP listener's suites. The ECDHE suites need
+// SM2 key agreement with the encryption key, which keys on a crypto card do
+// not offer: an explicit list with ECDHE suites is then refused with what to
+// change, and the default list loses its ECDHE suites (said in the log).
+func (s *Server) listenerSuites(lc config.Listener, store *certs.Store) ([]uint16, error) {
+	var suites, ecdhe []uint16
+	for _, n := range lc.TLCP.Suites {
+		id, _ := tlcp.CipherSuiteByName(n)
+		suites = append(suites, id)
+		for _, cs := range tlcp.CipherSuites() {
+			if cs.ID == id && cs.ECDHE {
+				ecdhe = append(ecdhe, id)
+			}
+		}
+	}
+	cert := store.TLCPCertificate(lc.Name)
+	if len(ecdhe) == 0 || cert == nil || accel.SupportsKeyAgreement(cert.EncKey) {
+		return suites, nil
+	}
+	if !lc.TLCP.SuitesDefaulted {
+		return nil, fmt.Errorf("listener %s: tlcp.suites: %w", lc.Name, accel.RequireKeyAgreement(lc.TLCP.EncKey, cert.EncKey))
+	}
+	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
+	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", lc.Name, "suites", len(kept))
+	return kept, nil
 }
 
 func (s *Server) sessionCache(listener string) tlcp.SessionCache {
