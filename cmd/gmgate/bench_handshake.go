@@ -74,6 +74,7 @@ Examples:
 	f.IntVarP(&opts.Concurrency, "concurrency", "c", 64, "connections in flight")
 	f.DurationVarP(&opts.Duration, "duration", "d", 0, "measured time per suite (default 10s)")
 	f.DurationVar(&opts.Warmup, "warmup", defaultWarmup, "load before each measurement that is not counted")
+	f.IntVar(&opts.Rounds, "rounds", 1, "run all suites this many times in turn and add up each suite's windows (steadier on a shared machine)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "limit for each connection (default 10s)")
 	f.Float64Var(&opts.Rate, "rate", 0, "at most this many new connections per second (default: as fast as they complete)")
 	f.StringVar(&opts.HTTPPath, "http", "", "send one GET for this path on each connection and read the response (mixed workload)")

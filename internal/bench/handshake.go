@@ -59,6 +59,10 @@ type HandshakeOptions struct {
 	HTTPBody int
 	// Peak is the handshake rate the capacity lines plan for.
 	Peak float64
+	// Rounds runs all scenarios this many times in turn (default 1) and
+	// adds up each scenario's windows, so that a disturbance of the
+	// machine spreads over the scenarios rather than falling on one.
+	Rounds int
 
 	// ServerCores is how many CPUs the self-started server gets (default
 	// 1); it is bound to the last ones this process may use, with
@@ -115,6 +119,7 @@ type ServerInfo struct {
 // LoadInfo describes the load.
 type LoadInfo struct {
 	Concurrency     int     `json:"concurrency"`
+	Rounds          int     `json:"rounds"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	WarmupSeconds   float64 `json:"warmup_seconds"`
 	TimeoutSeconds  float64 `json:"timeout_seconds"`
@@ -161,6 +166,11 @@ type ScenarioResult struct {
 	// LoadBusy that over the window and its CPUs.
 	LoadCPUSeconds float64 `json:"load_cpu_seconds"`
 	LoadBusy       float64 `json:"load_busy"`
+	// Rounds is how many measured windows (one per round) the figures add
+	// up; with more than one, RoundHandshakesPerServerCPUSecond has each
+	// round's figure, to show how steady the machine was.
+	Rounds                            int       `json:"rounds"`
+	RoundHandshakesPerServerCPUSecond []float64 `json:"round_handshakes_per_server_cpu_second,omitempty"`
 }
 
 // Comparison relates two scenarios' handshakes per server CPU-second.
@@ -205,6 +215,9 @@ func (o *HandshakeOptions) defaults() error {
 	}
 	if o.ServerCores <= 0 {
 		o.ServerCores = 1
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 1
 	}
 	if o.Launcher == nil {
 		o.Launcher = SelfLauncher("bench", "serve-child")
@@ -254,7 +267,7 @@ func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport,
 		Started: time.Now().UTC().Truncate(time.Second),
 		Machine: DetectMachine(),
 		Load: LoadInfo{
-			Concurrency: opts.Concurrency, DurationSeconds: opts.Duration.Seconds(), WarmupSeconds: opts.Warmup.Seconds(),
+			Concurrency: opts.Concurrency, Rounds: opts.Rounds, DurationSeconds: opts.Duration.Seconds(), WarmupSeconds: opts.Warmup.Seconds(),
 			TimeoutSeconds: opts.Timeout.Seconds(), Rate: opts.Rate, HTTPPath: opts.HTTPPath,
 			VerifiesCertificates: opts.CAFile != "",
 		},
@@ -273,6 +286,9 @@ func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport,
 	}
 	if err != nil {
 		return nil, err
+	}
+	for _, t := range run.tallies {
+		rep.Results = append(rep.Results, t.result())
 	}
 	rep.LoadAverage[1] = loadAverage()
 	rep.Comparison = compare(rep.Results)
@@ -293,6 +309,17 @@ type handshakeRun struct {
 	rep        *HandshakeReport
 	clientCert *tlcp.Certificate
 	loadCPUs   int
+	// tallies has one entry per scenario, adding up the rounds.
+	tallies []*tally
+}
+
+// record adds a round of scenario i.
+func (r *handshakeRun) record(i int, t *tally) {
+	if i < len(r.tallies) {
+		r.tallies[i].add(t)
+	} else {
+		r.tallies = append(r.tallies, t)
+	}
 }
 
 func (r *handshakeRun) needsClientCert() bool {
@@ -343,44 +370,54 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 		}
 	}
 
-	for _, sc := range opts.Scenarios {
-		cfg := childConfig{
-			Protocol: "tls", CPUs: serverCPUs, GOMAXPROCS: len(serverCPUs),
-			TLSCert: ids.tlsCert, TLSKey: ids.tlsKey, HTTPBody: opts.HTTPBody, HandshakeTimeout: opts.Timeout,
-		}
-		if sc.Protocol == ProtoTLCP {
-			cfg.Protocol = "tlcp"
-			cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey = ids.tlcp.SignCert, ids.tlcp.SignKey, ids.tlcp.EncCert, ids.tlcp.EncKey
-		}
-		if opts.ServerProfileDir != "" {
-			if cfg.CPUProfile, err = filepath.Abs(filepath.Join(opts.ServerProfileDir, profileName(sc.Name))); err != nil {
-				return err
+	for round := range opts.Rounds {
+		for i, sc := range opts.Scenarios {
+			t, err := r.selfStartedScenario(ctx, sc, ids, serverCPUs, round)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.Name, err)
 			}
+			r.record(i, t)
 		}
-		child, err := startChild(ctx, opts.Launcher, cfg)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.Name, err)
-		}
-		r.rep.Server.GOMAXPROCS = child.ready.GOMAXPROCS
-		if sc.Protocol == ProtoTLCP {
-			r.rep.Server.KeyBackend = child.ready.KeyBackend
-		}
-		probe := serverProbe{read: func(ctx context.Context) (time.Duration, int64, error) {
-			st, err := child.stats(ctx)
-			return st.cpu(), st.Handshakes, err
-		}}
-		if cfg.CPUProfile != "" {
-			probe.windowStart = func(ctx context.Context) error { _, err := child.command(ctx, "profile-start"); return err }
-			probe.windowEnd = func(ctx context.Context) error { _, err := child.command(ctx, "profile-stop"); return err }
-		}
-		res, err := r.scenario(ctx, sc, child.ready.Addr, probe, len(serverCPUs))
-		child.stop()
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.Name, err)
-		}
-		r.rep.Results = append(r.rep.Results, res)
 	}
 	return nil
+}
+
+// selfStartedScenario runs one round of a scenario against a new child.
+func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids *identities, serverCPUs []int, round int) (*tally, error) {
+	opts := r.opts
+	cfg := childConfig{
+		Protocol: "tls", CPUs: serverCPUs, GOMAXPROCS: len(serverCPUs),
+		TLSCert: ids.tlsCert, TLSKey: ids.tlsKey, HTTPBody: opts.HTTPBody, HandshakeTimeout: opts.Timeout,
+	}
+	if sc.Protocol == ProtoTLCP {
+		cfg.Protocol = "tlcp"
+		cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey = ids.tlcp.SignCert, ids.tlcp.SignKey, ids.tlcp.EncCert, ids.tlcp.EncKey
+	}
+	if opts.ServerProfileDir != "" {
+		var err error
+		if cfg.CPUProfile, err = filepath.Abs(filepath.Join(opts.ServerProfileDir, profileName(sc.Name, round))); err != nil {
+			return nil, err
+		}
+	}
+	child, err := startChild(ctx, opts.Launcher, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.rep.Server.GOMAXPROCS = child.ready.GOMAXPROCS
+	if sc.Protocol == ProtoTLCP {
+		r.rep.Server.KeyBackend = child.ready.KeyBackend
+	}
+	probe := serverProbe{read: func(ctx context.Context) (time.Duration, int64, error) {
+		st, err := child.stats(ctx)
+		return st.cpu(), st.Handshakes, err
+	}}
+	if cfg.CPUProfile != "" {
+		probe.windowStart = func(ctx context.Context) error { _, err := child.command(ctx, "profile-start"); return err }
+		probe.windowEnd = func(ctx context.Context) error { _, err := child.command(ctx, "profile-stop"); return err }
+	}
+	t, err := r.scenario(ctx, sc, child.ready.Addr, probe, len(serverCPUs))
+	child.stop()
+	return t, err
 }
 
 func (r *handshakeRun) remote(ctx context.Context) error {
@@ -410,24 +447,29 @@ func (r *handshakeRun) remote(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, sc := range opts.Scenarios {
-		res, err := r.scenario(ctx, sc, opts.Target, serverProbe{read: read}, 0)
-		if err != nil {
-			return fmt.Errorf("%s: %w", sc.Name, err)
+	for range opts.Rounds {
+		for i, sc := range opts.Scenarios {
+			t, err := r.scenario(ctx, sc, opts.Target, serverProbe{read: read}, 0)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sc.Name, err)
+			}
+			r.record(i, t)
 		}
-		r.rep.Results = append(r.rep.Results, res)
 	}
 	return nil
 }
 
-// profileName turns a scenario name into a file name.
-func profileName(scenario string) string {
+// profileName turns a scenario name and round into a file name.
+func profileName(scenario string, round int) string {
 	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
 			return r
 		}
 		return '_'
 	}, scenario)
+	if round > 0 {
+		name += fmt.Sprintf(".%d", round+1)
+	}
 	return name + ".cpu.pprof"
 }
 

@@ -33,7 +33,11 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	if l.HTTPPath != "" {
 		load = append(load, "one GET "+l.HTTPPath+" per connection")
 	}
-	load = append(load, fmt.Sprintf("%s measured after %s warm-up", seconds(l.DurationSeconds), seconds(l.WarmupSeconds)))
+	if l.Rounds > 1 {
+		load = append(load, fmt.Sprintf("%d rounds of %s measured after %s warm-up each, added up", l.Rounds, seconds(l.DurationSeconds), seconds(l.WarmupSeconds)))
+	} else {
+		load = append(load, fmt.Sprintf("%s measured after %s warm-up", seconds(l.DurationSeconds), seconds(l.WarmupSeconds)))
+	}
 	if len(l.CPUs) > 0 {
 		load = append(load, "load generator on CPUs "+cpuList(l.CPUs))
 	}
@@ -43,7 +47,11 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	fmt.Fprintf(w, "load: %s\n", strings.Join(load, "; "))
 	fmt.Fprintf(w, "load average %s before, %s after\n\n", num(r.LoadAverage[0]), num(r.LoadAverage[1]))
 
-	t := newTable("scenario", "handshakes/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per server CPU-s", "server busy", "load busy", "resumed", "errors").leftAlign(1)
+	header := []string{"scenario", "handshakes/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per server CPU-s", "server busy", "load busy", "resumed", "errors"}
+	if l.Rounds > 1 {
+		header = append(header, "per round: lowest-highest")
+	}
+	t := newTable(header...).leftAlign(1)
 	for _, res := range r.Results {
 		perCPU, busy := "-", "-"
 		if res.HandshakesPerServerCPUSecond > 0 {
@@ -56,8 +64,12 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		if res.Handshakes > 0 {
 			resumed = percent(float64(res.Resumed) / float64(res.Handshakes))
 		}
-		t.add(res.Name, num(res.HandshakesPerSec), num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms), num(res.Latency.MaxMs),
-			perCPU, busy, percent(res.LoadBusy), resumed, fmt.Sprint(res.ErrorCount))
+		row := []string{res.Name, num(res.HandshakesPerSec), num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms), num(res.Latency.MaxMs),
+			perCPU, busy, percent(res.LoadBusy), resumed, fmt.Sprint(res.ErrorCount)}
+		if rs := res.RoundHandshakesPerServerCPUSecond; len(rs) > 1 {
+			row = append(row, num(slices.Min(rs))+"-"+num(slices.Max(rs)))
+		}
+		t.add(row...)
 	}
 	t.write(w, "")
 

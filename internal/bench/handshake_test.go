@@ -47,8 +47,8 @@ func near(a, b float64) bool {
 // checkConsistent checks what every scenario result must satisfy.
 func checkConsistent(t *testing.T, res ScenarioResult, concurrency int) {
 	t.Helper()
-	if res.Handshakes <= 0 {
-		t.Fatalf("%s: no handshakes counted (errors %v)", res.Name, res.Errors)
+	if res.Handshakes <= 0 || res.Rounds < 1 {
+		t.Fatalf("%s: no handshakes counted in %d rounds (errors %v)", res.Name, res.Rounds, res.Errors)
 	}
 	if res.FullHandshakes+res.Resumed != res.Handshakes {
 		t.Errorf("%s: full %d + resumed %d != handshakes %d", res.Name, res.FullHandshakes, res.Resumed, res.Handshakes)
@@ -202,7 +202,31 @@ func decodeReport(t *testing.T, report any, schema string, keys ...string) (map[
 			t.Errorf("report lacks %q", k)
 		}
 	}
+	// gmgate bench report reads it back as the same kind of report, and
+	// shows the same table.
+	back, err := ReadReport(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got bytes.Buffer
+	if err := (Output{}).Write(&want, report); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Output{}).Write(&got, back); err != nil {
+		t.Fatal(err)
+	}
+	if want.String() != got.String() {
+		t.Errorf("the report read back shows\n%s\ninstead of\n%s", got.String(), want.String())
+	}
 	return doc, buf.Bytes()
+}
+
+func TestReadReportErrors(t *testing.T) {
+	for _, in := range []string{"", "[]", `{"schema":"other/v1"}`, `{"schema":"` + HandshakeSchema + `","results":"no"}`} {
+		if _, err := ReadReport(strings.NewReader(in)); err == nil {
+			t.Errorf("%q read as a report", in)
+		}
+	}
 }
 
 func checkCharts(t *testing.T, report any) {
@@ -336,6 +360,7 @@ func TestHandshakeRemoteWithMetrics(t *testing.T) {
 	opts.Launcher = nil
 	opts.Target = srv.ln.Addr().String()
 	opts.MetricsURL = metrics.URL + "/metrics"
+	opts.Rounds = 2
 	rep, err := RunHandshake(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +373,15 @@ func TestHandshakeRemoteWithMetrics(t *testing.T) {
 		if res.ServerCPUSeconds <= 0 || res.ServerHandshakes != -1 || res.ErrorCount != 0 {
 			t.Errorf("%s: %+v", res.Name, res)
 		}
+		if rs := res.RoundHandshakesPerServerCPUSecond; res.Rounds != 2 || len(rs) != 2 || rs[0] <= 0 || rs[1] <= 0 ||
+			res.HandshakesPerServerCPUSecond < min(rs[0], rs[1])*(1-1e-9) || res.HandshakesPerServerCPUSecond > max(rs[0], rs[1])*(1+1e-9) {
+			t.Errorf("%s: %d rounds %v, together %g", res.Name, res.Rounds, rs, res.HandshakesPerServerCPUSecond)
+		}
+	}
+	var table bytes.Buffer
+	WriteHandshakeTable(&table, rep)
+	if !strings.Contains(table.String(), "2 rounds") || !strings.Contains(table.String(), "per round") {
+		t.Errorf("table does not show the rounds:\n%s", table.String())
 	}
 }
 

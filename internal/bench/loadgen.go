@@ -44,7 +44,7 @@ type loadGen struct {
 }
 
 // scenario runs one scenario against addr and measures its window.
-func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, probe serverProbe, serverCores int) (ScenarioResult, error) {
+func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, probe serverProbe, serverCores int) (*tally, error) {
 	readCPU := probe.read
 	opts := r.opts
 	host, _, _ := net.SplitHostPort(addr)
@@ -53,7 +53,7 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 	}
 	g := &loadGen{sc: sc, addr: addr, host: host, timeout: opts.Timeout, dialer: net.Dialer{Timeout: opts.Timeout, KeepAlive: -1}}
 	if err := g.setClient(r.roots, r.clientCert, opts.ServerName); err != nil {
-		return ScenarioResult{}, err
+		return nil, err
 	}
 	if opts.HTTPPath != "" {
 		g.request = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gmgate-bench\r\nConnection: close\r\n\r\n", opts.HTTPPath, host)
@@ -83,23 +83,23 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 	// readings; each reading's time is the middle of its round trip.
 	if !sleepCtx(ctx, opts.Warmup) {
 		stopWorkers()
-		return ScenarioResult{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 	if probe.windowStart != nil {
 		if err := probe.windowStart(ctx); err != nil {
 			stopWorkers()
-			return ScenarioResult{}, err
+			return nil, err
 		}
 	}
 	cpu0, srv0, w0, err := readAt(ctx, readCPU, g.start)
 	if err != nil {
 		stopWorkers()
-		return ScenarioResult{}, err
+		return nil, err
 	}
 	load0 := loadCPU()
 	if !sleepCtx(ctx, opts.Duration) {
 		stopWorkers()
-		return ScenarioResult{}, ctx.Err()
+		return nil, ctx.Err()
 	}
 	cpu1, srv1, w1, err := readAt(ctx, readCPU, g.start)
 	load1 := loadCPU()
@@ -108,60 +108,45 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 	}
 	stopWorkers()
 	if err != nil {
-		return ScenarioResult{}, err
+		return nil, err
 	}
 
-	res := ScenarioResult{Scenario: sc, Errors: map[string]int64{}, ServerHandshakes: -1}
-	res.WindowSeconds = (w1 - w0).Seconds()
-	var hs, req []time.Duration
+	t := &tally{scenario: sc, errors: map[string]int64{}, serverCores: serverCores, loadCPUs: max(r.loadCPUs, 1), serverHandshakes: -1, request: g.request != nil}
+	t.window = w1 - w0
 	for _, recs := range perWorker {
 		for _, rec := range recs {
 			if rec.end < w0 || rec.end >= w1 {
 				continue
 			}
 			if rec.hsOK {
-				hs = append(hs, rec.handshake)
+				t.handshakes = append(t.handshakes, rec.handshake)
 				if rec.resumed {
-					res.Resumed++
+					t.resumed++
 				}
 			}
 			if rec.reqOK {
-				req = append(req, rec.total)
+				t.requests = append(t.requests, rec.total)
 			}
 			if rec.errKind != "" {
-				res.Errors[rec.errKind]++
-				res.ErrorCount++
+				t.errors[rec.errKind]++
 			}
 		}
 	}
-	res.Handshakes = int64(len(hs))
-	res.FullHandshakes = res.Handshakes - res.Resumed
-	res.HandshakesPerSec = float64(res.Handshakes) / res.WindowSeconds
-	res.Latency = summarize(hs)
-	if g.request != nil {
-		res.Requests = int64(len(req))
-		st := summarize(req)
-		res.RequestLatency = &st
-	}
 	if readCPU != nil {
-		res.ServerCPUSeconds = (cpu1 - cpu0).Seconds()
-		if serverCores > 0 {
-			res.ServerBusy = res.ServerCPUSeconds / res.WindowSeconds / float64(serverCores)
-		}
-		if res.ServerCPUSeconds > 0 {
-			res.HandshakesPerServerCPUSecond = float64(res.Handshakes) / res.ServerCPUSeconds
-		}
+		t.serverCPU = cpu1 - cpu0
+		t.cpuKnown = true
 		if srv0 >= 0 && srv1 >= 0 {
-			res.ServerHandshakes = srv1 - srv0
+			t.serverHandshakes = srv1 - srv0
 		}
 	}
-	res.LoadCPUSeconds = (load1 - load0).Seconds()
-	res.LoadBusy = res.LoadCPUSeconds / res.WindowSeconds / float64(max(r.loadCPUs, 1))
+	t.loadCPU = load1 - load0
+	t.rounds = []float64{t.perServerCPUSecond()}
 	if opts.Progress != nil {
+		res := t.result()
 		fmt.Fprintf(opts.Progress, "  %-36s %8.0f handshakes/s  p95 %7.2f ms  %8s per server CPU-second  %d errors\n",
 			sc.Name, res.HandshakesPerSec, res.Latency.P95Ms, num(res.HandshakesPerServerCPUSecond), res.ErrorCount)
 	}
-	return res, nil
+	return t, nil
 }
 
 // serverProbe is what the load generator can ask of the server: its CPU

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 )
@@ -32,4 +33,32 @@ func (o Output) Write(w io.Writer, report any) error {
 		return fmt.Errorf("no table for %T", report)
 	}
 	return nil
+}
+
+// ReadReport reads a report written with --json, of either kind, by its
+// schema name.
+func ReadReport(r io.Reader) (any, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 256<<20))
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("not a gmgate bench report: %w", err)
+	}
+	var report any
+	switch head.Schema {
+	case CryptoSchema:
+		report = new(CryptoReport)
+	case HandshakeSchema:
+		report = new(HandshakeReport)
+	default:
+		return nil, fmt.Errorf("not a gmgate bench report (schema %q; known: %s, %s)", head.Schema, CryptoSchema, HandshakeSchema)
+	}
+	if err := json.Unmarshal(data, report); err != nil {
+		return nil, fmt.Errorf("reading the %s report: %w", head.Schema, err)
+	}
+	return report, nil
 }
