@@ -104,6 +104,9 @@ type CryptoResult struct {
 	// CPUShare is the measuring thread's CPU time over wall time: below
 	// about 0.95 the core was shared and the figure understates it.
 	CPUShare float64 `json:"cpu_share"`
+	// OthersBusy is the share of time the machine's other CPUs were busy
+	// meanwhile (-1 when unknown): work there can slow this core too.
+	OthersBusy float64 `json:"others_busy"`
 }
 
 // cryptoCase is one figure to take: setup prepares keys and buffers and
@@ -186,15 +189,21 @@ func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
 		}
 		// Another process taking the core shows as a low CPU share; such
 		// a figure is taken again, and the cleanest attempt kept.
+		// Busy neighbours can slow a core without taking it (shared caches,
+		// a hypervisor's sibling threads), so how busy the other CPUs were
+		// is kept beside each figure.
 		var s Sample
+		others := -1.0
 		for attempt := 0; attempt <= opts.Retries; attempt++ {
 			runtime.GC()
+			before := readCPUTimes()
 			try, err := measure(loop, opts.Duration, opts.Warmup)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", c.algorithm, c.operation, err)
 			}
 			if attempt == 0 || try.CPUShare() > s.CPUShare() {
 				s = try
+				others = othersBusy(before, readCPUTimes(), pin)
 			}
 			if s.CPUShare() == 0 || s.CPUShare() >= noisyShare || ctx.Err() != nil {
 				break
@@ -203,7 +212,7 @@ func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
 		r := CryptoResult{
 			Group: c.group, Algorithm: c.algorithm, Operation: c.operation, Size: c.size, Backend: c.backend,
 			Iterations: s.Iterations, Seconds: s.Elapsed.Seconds(), NsPerOp: s.NsPerOp(), OpsPerSec: s.OpsPerSec(),
-			CPUShare: s.CPUShare(),
+			CPUShare: s.CPUShare(), OthersBusy: others,
 		}
 		if c.size > 0 {
 			r.MBPerSec = r.OpsPerSec * float64(c.size) / 1e6

@@ -12,6 +12,10 @@ import (
 // measuring thread was off its core for more than 5% of the loop.
 const noisyShare = 0.95
 
+// busyNeighbours is the share of time the other CPUs may be busy before a
+// figure is marked as taken beside other work.
+const busyNeighbours = 0.25
+
 // WriteJSON writes v as indented JSON.
 func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -31,11 +35,15 @@ func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 	for _, im := range r.Implementations {
 		fmt.Fprintf(w, "  %-8s %s\n", im.Algorithm, im.Code)
 	}
-	noisy := false
+	noisy, neighbours := false, false
 	mark := func(res CryptoResult, s string) string {
 		if res.CPUShare > 0 && res.CPUShare < noisyShare {
 			noisy = true
 			return s + "~"
+		}
+		if res.OthersBusy > busyNeighbours {
+			neighbours = true
+			return s + "*"
 		}
 		return s
 	}
@@ -71,8 +79,14 @@ func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 		}
 		t.write(w, "  ")
 	}
+	if noisy || neighbours {
+		fmt.Fprintln(w)
+	}
 	if noisy {
-		fmt.Fprintf(w, "\n~ the measuring thread had its core less than %.0f%% of the time: other work shared it, and the figure is low.\n", noisyShare*100)
+		fmt.Fprintf(w, "~ the measuring thread had its core less than %.0f%% of the time: other work shared it, and the figure is low.\n", noisyShare*100)
+	}
+	if neighbours {
+		fmt.Fprintf(w, "* the other CPUs were more than %.0f%% busy meanwhile; on a virtual machine or with shared caches that can lower the figure.\n", busyNeighbours*100)
 	}
 }
 

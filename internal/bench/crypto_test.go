@@ -51,6 +51,9 @@ func TestRunCrypto(t *testing.T) {
 		if r.CPUShare < 0 || (runtime.GOOS == "linux" && r.CPUShare == 0) {
 			t.Errorf("%+v: CPU share", r)
 		}
+		if r.OthersBusy < -1 || r.OthersBusy > 1 || (runtime.GOOS == "linux" && runtime.NumCPU() > 1 && r.OthersBusy < 0) {
+			t.Errorf("%+v: other CPUs' busy share", r)
+		}
 		seen[key{r.Group, r.Algorithm, r.Operation}]++
 	}
 	want := map[key]int{
@@ -87,7 +90,7 @@ func TestRunCrypto(t *testing.T) {
 	}
 	for _, r := range doc["results"].([]any) {
 		res := r.(map[string]any)
-		for _, k := range []string{"iterations", "seconds", "ns_per_op", "ops_per_sec", "mb_per_sec", "size", "cpu_share"} {
+		for _, k := range []string{"iterations", "seconds", "ns_per_op", "ops_per_sec", "mb_per_sec", "size", "cpu_share", "others_busy"} {
 			if _, ok := res[k].(float64); !ok {
 				t.Errorf("result %v: %q is not a number", res, k)
 			}
@@ -213,5 +216,22 @@ func TestErrorKind(t *testing.T) {
 	}
 	if k := errorKind("handshake", context.DeadlineExceeded); k != "handshake: timeout" {
 		t.Errorf("kind %q", k)
+	}
+}
+
+func TestOthersBusy(t *testing.T) {
+	before := map[int]cpuTimes{0: {busy: 10, total: 100}, 1: {busy: 0, total: 100}, 2: {busy: 5, total: 100}}
+	after := map[int]cpuTimes{0: {busy: 110, total: 200}, 1: {busy: 50, total: 200}, 2: {busy: 5, total: 200}}
+	if got := othersBusy(before, after, 0); got != 0.25 {
+		t.Errorf("others busy %g, want 0.25", got)
+	}
+	if got := othersBusy(before, after, 1); got != 0.5 {
+		t.Errorf("others busy %g, want 0.5", got)
+	}
+	if got := othersBusy(nil, after, 0); got != -1 {
+		t.Errorf("unknown gave %g", got)
+	}
+	if runtime.GOOS == "linux" && len(readCPUTimes()) != runtime.NumCPU() && len(readCPUTimes()) == 0 {
+		t.Error("/proc/stat gave no CPU")
 	}
 }
