@@ -51,7 +51,8 @@ func TestRunCrypto(t *testing.T) {
 		if r.CPUShare < 0 || (runtime.GOOS == "linux" && r.CPUShare == 0) {
 			t.Errorf("%+v: CPU share", r)
 		}
-		if r.OthersBusy < -1 || r.OthersBusy > 1 || (runtime.GOOS == "linux" && runtime.NumCPU() > 1 && r.OthersBusy < 0) {
+		// Unknown (-1) when the loop was shorter than the kernel's tick.
+		if r.OthersBusy != -1 && (r.OthersBusy < 0 || r.OthersBusy > 1) {
 			t.Errorf("%+v: other CPUs' busy share", r)
 		}
 		seen[key{r.Group, r.Algorithm, r.Operation}]++
