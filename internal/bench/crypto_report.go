@@ -79,6 +79,12 @@ func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 		}
 		t.write(w, "  ")
 	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range r.Notes {
+			fmt.Fprintln(w, "note:", n)
+		}
+	}
 	if noisy || neighbours {
 		fmt.Fprintln(w)
 	}

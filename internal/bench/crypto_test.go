@@ -3,13 +3,19 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/rand"
 	"errors"
+	"io"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 )
 
@@ -234,5 +240,51 @@ func TestOthersBusy(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && len(readCPUTimes()) != runtime.NumCPU() && len(readCPUTimes()) == 0 {
 		t.Error("/proc/stat gave no CPU")
+	}
+}
+
+// refusingBackend opens in-memory SM2 keys that sign but refuse to
+// decrypt, as a card's signing key does.
+type refusingBackend struct{}
+
+type refusingKey struct{ *sm2.PrivateKey }
+
+func (refusingKey) Backend() string { return "refusing" }
+func (refusingKey) Close() error    { return nil }
+func (refusingKey) Decrypt(io.Reader, []byte, crypto.DecrypterOpts) ([]byte, error) {
+	return nil, errors.New("this key may not decrypt")
+}
+
+func (refusingBackend) Open(context.Context, *accel.Ref) (accel.Key, error) {
+	k, err := sm2.GenerateKey(rand.Reader)
+	return refusingKey{k}, err
+}
+
+func init() { accel.Register("benchtest-refusing", refusingBackend{}) }
+
+func TestRunCryptoBackendNotes(t *testing.T) {
+	rep, err := RunCrypto(context.Background(), CryptoOptions{
+		Duration: 2 * time.Millisecond, Warmup: time.Millisecond, CPU: -1, Only: []string{"sm2"}, Sizes: []int{16},
+		Keys: []string{"benchtest-refusing:card"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var signed bool
+	for _, r := range rep.Results {
+		if r.Backend == "refusing benchtest-refusing:card" {
+			if r.Operation != "sign (TLCP)" {
+				t.Errorf("figure of an operation the key refuses: %+v", r)
+			}
+			signed = true
+		}
+	}
+	if !signed || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "this key may not decrypt") {
+		t.Errorf("signed %v, notes %q", signed, rep.Notes)
+	}
+	var table bytes.Buffer
+	WriteCryptoTable(&table, rep)
+	if !strings.Contains(table.String(), "note: refusing benchtest-refusing:card: SM2 decrypt (TLCP, 48 B) left out") {
+		t.Errorf("table lacks the note:\n%s", table.String())
 	}
 }
