@@ -28,7 +28,7 @@ func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 	m := r.Machine
 	fmt.Fprintf(w, "gmgate bench crypto: %s, %d CPUs, %s/%s, %s, gmsm %s\n", m.CPUModel, m.NumCPU, m.GOOS, m.GOARCH, m.GoVersion, m.GMSMVersion)
 	fmt.Fprintf(w, "one goroutine pinned to CPU %d; each figure a %s loop after %s of warm-up; load average %s before, %s after\n",
-		r.PinnedCPU, seconds(r.DurationSeconds), seconds(r.WarmupSeconds), num(r.LoadAverage[0]), num(r.LoadAverage[1]))
+		r.PinnedCPU, seconds(r.DurationSeconds), seconds(r.WarmupSeconds), loadAvg(r.LoadAverage[0]), loadAvg(r.LoadAverage[1]))
 	fmt.Fprintln(w)
 	writeFeatures(w, m.Features)
 	fmt.Fprintln(w, "GM implementations in use (as gmsm chooses them on this machine):")

@@ -45,7 +45,7 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		load = append(load, "server certificates not verified")
 	}
 	fmt.Fprintf(w, "load: %s\n", strings.Join(load, "; "))
-	fmt.Fprintf(w, "load average %s before, %s after\n\n", num(r.LoadAverage[0]), num(r.LoadAverage[1]))
+	fmt.Fprintf(w, "load average %s before, %s after\n\n", loadAvg(r.LoadAverage[0]), loadAvg(r.LoadAverage[1]))
 
 	header := []string{"scenario", "handshakes/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "per server CPU-s", "server busy", "load busy", "resumed", "errors"}
 	if l.Rounds > 1 {

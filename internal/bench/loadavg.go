@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -21,4 +22,11 @@ func loadAverage() float64 {
 		return -1
 	}
 	return v
+}
+
+func loadAvg(v float64) string {
+	if v < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
