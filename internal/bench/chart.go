@@ -18,7 +18,7 @@ const (
 	colourOther = "#2e6da4"
 )
 
-var lineColours = []string{"#c0392b", "#2e6da4", "#e67e22", "#27ae60", "#8e44ad", "#16a085", "#7f8c8d", "#d35400"}
+var lineColours = []string{"#c0392b", "#2e6da4", "#e67e22", "#2ca02c", "#8e44ad", "#8c564b", "#7f7f7f", "#e377c2"}
 
 // bar is one bar of a horizontal bar chart.
 type bar struct {
@@ -45,7 +45,6 @@ type svgDoc struct {
 
 const (
 	chartWidth = 900.0
-	labelWidth = 260.0
 	barHeight  = 18.0
 	barGap     = 6.0
 )
@@ -60,7 +59,11 @@ func (d *svgDoc) text(x, y float64, anchor, style, s string) {
 	fmt.Fprintf(&d.body, `<text x="%.1f" y="%.1f" text-anchor="%s" %s>%s</text>`+"\n", x, y, anchor, style, html.EscapeString(s))
 }
 
-// bars draws a horizontal bar chart.
+// textWidth estimates the width of s at font-size 12.
+func textWidth(s string) float64 { return float64(len([]rune(s)))*7.6 + 4 }
+
+// bars draws a horizontal bar chart, its labels and values fitted to the
+// longest of each.
 func (d *svgDoc) bars(title string, bs []bar) {
 	if len(bs) == 0 {
 		return
@@ -68,21 +71,37 @@ func (d *svgDoc) bars(title string, bs []bar) {
 	d.y += 24
 	d.text(10, d.y, "start", `font-weight="bold" font-size="15"`, title)
 	d.y += 12
-	maxV := 0.0
+	maxV, labelW, valueW := 0.0, 100.0, 40.0
 	for _, b := range bs {
 		maxV = max(maxV, b.value)
+		labelW = max(labelW, textWidth(b.label)+18)
+		valueW = max(valueW, textWidth(b.text)+10)
 	}
 	if maxV <= 0 {
 		maxV = 1
 	}
-	span := d.width - labelWidth - 110
+	span := max(d.width-labelW-valueW-10, 100)
 	for _, b := range bs {
 		w := b.value / maxV * span
-		d.text(labelWidth-8, d.y+barHeight-5, "end", `font-size="12"`, b.label)
-		fmt.Fprintf(&d.body, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", labelWidth, d.y, math.Max(w, 1), barHeight, b.colour)
-		d.text(labelWidth+w+6, d.y+barHeight-5, "start", `font-size="12"`, b.text)
+		d.text(labelW-8, d.y+barHeight-5, "end", `font-size="12"`, b.label)
+		fmt.Fprintf(&d.body, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", labelW, d.y, math.Max(w, 1), barHeight, b.colour)
+		d.text(labelW+w+6, d.y+barHeight-5, "start", `font-size="12"`, b.text)
 		d.y += barHeight + barGap
 	}
+}
+
+// niceStep rounds a tick interval up to 1, 2 or 5 times a power of ten.
+func niceStep(raw float64) float64 {
+	if raw <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if raw <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // lines draws a line chart with a logarithmic x axis (message sizes).
@@ -104,9 +123,10 @@ func (d *svgDoc) lines(title, yUnit string, ss []series) {
 		}
 	}
 	slices.Sort(xs)
-	if maxY <= 0 {
-		maxY = 1
-	}
+	step := niceStep(maxY / 4)
+	maxY = math.Max(math.Ceil(maxY/step), 1) * step
+	d.text(10, d.y+4, "start", `font-size="11" fill="#555"`, yUnit)
+	d.y += 14
 	left, top, plotW, plotH := 70.0, d.y, d.width-70-230, 260.0
 	minX, maxX := math.Log2(xs[0]), math.Log2(xs[len(xs)-1])
 	if maxX == minX {
@@ -115,8 +135,7 @@ func (d *svgDoc) lines(title, yUnit string, ss []series) {
 	px := func(x float64) float64 { return left + (math.Log2(x)-minX)/(maxX-minX)*plotW }
 	py := func(y float64) float64 { return top + plotH - y/maxY*plotH }
 	fmt.Fprintf(&d.body, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#999"/>`+"\n", left, top, plotW, plotH)
-	for i := 0; i <= 4; i++ {
-		v := maxY * float64(i) / 4
+	for v := 0.0; v <= maxY*(1+1e-9); v += step {
 		y := py(v)
 		fmt.Fprintf(&d.body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", left, y, left+plotW, y)
 		d.text(left-6, y+4, "end", `font-size="11"`, num(v))
@@ -124,7 +143,6 @@ func (d *svgDoc) lines(title, yUnit string, ss []series) {
 	for _, x := range xs {
 		d.text(px(x), top+plotH+16, "middle", `font-size="11"`, sizeLabel(int(x)))
 	}
-	d.text(left-6, top-4, "end", `font-size="11"`, yUnit)
 	for i, s := range ss {
 		c := lineColours[i%len(lineColours)]
 		var pts []string

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -286,5 +287,13 @@ func TestRunCryptoBackendNotes(t *testing.T) {
 	WriteCryptoTable(&table, rep)
 	if !strings.Contains(table.String(), "note: refusing benchtest-refusing:card: SM2 decrypt (TLCP, 48 B) left out") {
 		t.Errorf("table lacks the note:\n%s", table.String())
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for raw, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.5: 2, 4: 5, 5866: 10000, 930: 1000, 2400: 5000} {
+		if got := niceStep(raw); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceStep(%g) = %g, want %g", raw, got, want)
+		}
 	}
 }

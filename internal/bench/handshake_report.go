@@ -150,6 +150,9 @@ func orDash(s string) string {
 func handshakeSVG(r *HandshakeReport) string {
 	m := r.Machine
 	footer := fmt.Sprintf("gmgate bench handshake, %s, %d connections, %s measured, server CPUs %s", m.GoVersion, r.Load.Concurrency, seconds(r.Load.DurationSeconds), cpuList(r.Server.CPUs))
+	if c := r.Comparison; c != nil {
+		footer += fmt.Sprintf("; %s / %s per server CPU-second: %.2f×", c.Numerator, c.Denominator, c.Ratio)
+	}
 	d := newSVG("Handshakes: "+m.CPUModel, footer)
 	var perCPU, rate, p95 []bar
 	for _, res := range r.Results {
