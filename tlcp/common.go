@@ -1,12 +1,3 @@
-// Package tlcp implements TLCP 1.1, the Chinese national transport layer
-// cryptography protocol of GB/T 38636-2020 ("GM-TLS"), with SM2 dual
-// certificates, SM3 and SM4 (CBC and GCM).
-//
-// The API follows crypto/tls: a Config, Server and Client wrapping a
-// net.Conn, Listen and Dial. Private keys are reached only through
-// crypto.Signer and crypto.Decrypter, so keys held by hardware plug in
-// without this package knowing; it must not learn about key backends,
-// configuration files or metrics.
 package tlcp
 
 import (

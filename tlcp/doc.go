@@ -1,0 +1,61 @@
+// Package tlcp implements TLCP 1.1, the transport layer cryptography
+// protocol of GB/T 38636-2020 ("GM-TLS"), with SM2 dual certificates, SM3
+// and SM4.
+//
+// The API follows crypto/tls: a Config, Server and Client wrapping a
+// net.Conn, Listen, NewListener, Dial and DialWithDialer, a Conn with Read,
+// Write, Close, CloseWrite, Handshake, HandshakeContext, ConnectionState and
+// deadlines. An identity is a Certificate: a signing certificate and an
+// encryption certificate, each with its chain and its key. Private keys are
+// reached only through crypto.Signer and crypto.Decrypter (see Certificate
+// for the exact calls), so keys held by a crypto card plug in without this
+// package knowing. It must not learn about key backends, configuration files
+// or metrics; errors that end a handshake carry the alert (*AlertError) so
+// that callers can label them.
+//
+// # Suites
+//
+// ECC_SM4_GCM_SM3 (0xE053), ECC_SM4_CBC_SM3 (0xE013), ECDHE_SM4_GCM_SM3
+// (0xE051) and ECDHE_SM4_CBC_SM3 (0xE011). The server chooses by its own
+// order (DefaultCipherSuites: GCM before CBC, ECC before ECDHE). The ECDHE
+// suites use the SM2 key agreement protocol with both sides' encryption keys
+// and need the client's encryption certificate, so a server that picks one
+// always asks for client certificates, and a client offers them only when it
+// has an encryption key that can do SM2 key agreement.
+//
+// # Wire choices made for interoperability
+//
+// Deployed TLCP implementations disagree in places; this package takes the
+// side that lets it talk to all of them:
+//
+//   - The client sends no hello extension unless asked (SendServerName,
+//     NextProtos): GmSSL 3.1 servers reject any. Servers accept hellos with
+//     or without extensions and answer only what the client sent.
+//   - Every handshake message goes in its own record, and a whole flight
+//     leaves in one write.
+//   - The GCM explicit nonce is read from each record (OpenSSL-family peers
+//     start it at a random value); ours is the sequence number.
+//   - The ECDHE ClientKeyExchange is sent bare (69 bytes) unless
+//     ClientECDHEParamsAsVector asks for the length prefix (71 bytes, as
+//     GmSSL wants); servers accept both.
+//   - CertificateVerify is signed over the SM3 hash of the handshake
+//     messages; servers also accept a signature over the messages
+//     themselves, which GmSSL sends.
+//   - With the ECC suites a client with both certificates sends both
+//     (Tongsuo requires them) unless ClientSignCertOnly is set (GmSSL
+//     rejects the second); servers accept either.
+//   - SM2 signatures use the default user ID 1234567812345678 and sign the
+//     message (e = SM3(Z || M)), never a bare digest; ciphertexts are GM/T
+//     0009 DER.
+//   - Sessions resume by session ID only; no session tickets, extended
+//     master secret or renegotiation (a HelloRequest or renegotiating
+//     ClientHello gets a no_renegotiation warning).
+//
+// CBC records are checked in constant time (padding and MAC, with the
+// Lucky 13 countermeasure); Finished messages are compared in constant time.
+//
+// The package is tested against github.com/tjfoc/gmsm's gmtls in both
+// directions (suite 0xE013, with and without client authentication) and
+// against the published and derived vectors of the PRF, key block, Finished,
+// records and SM2 key exchange.
+package tlcp
