@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 func TestRunCrypto(t *testing.T) {
@@ -223,6 +225,12 @@ func TestErrorKind(t *testing.T) {
 		t.Errorf("kind %q", k)
 	}
 	if k := errorKind("handshake", context.DeadlineExceeded); k != "handshake: timeout" {
+		t.Errorf("kind %q", k)
+	}
+	if k := errorKind("handshake", &net.OpError{Op: "remote error", Err: errors.New("tls: internal error")}); k != "handshake: alert from server: internal error" {
+		t.Errorf("kind %q", k)
+	}
+	if k := errorKind("handshake", &tlcp.AlertError{Alert: tlcp.AlertHandshakeFailure, Remote: true}); k != "handshake: alert from server: handshake failure" {
 		t.Errorf("kind %q", k)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"strings"
 	"syscall"
 
 	"github.com/gmgate/gmgate/tlcp"
@@ -29,6 +30,7 @@ func errorCause(err error) string {
 	var tlsAlert tls.AlertError
 	var verify *tls.CertificateVerificationError
 	var netErr net.Error
+	var netOp *net.OpError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return "timeout"
@@ -40,7 +42,10 @@ func errorCause(err error) string {
 		}
 		return "alert sent: " + tlcpAlert.Alert.String()
 	case errors.As(err, &tlsAlert):
-		return "alert from server: " + tlsAlert.Error()
+		return "alert from server: " + strings.TrimPrefix(tlsAlert.Error(), "tls: ")
+	case errors.As(err, &netOp) && netOp.Op == "remote error" && netOp.Err != nil:
+		// crypto/tls reports an alert received over TCP this way.
+		return "alert from server: " + strings.TrimPrefix(netOp.Err.Error(), "tls: ")
 	case errors.As(err, &verify):
 		return "certificate verification failed"
 	case errors.Is(err, syscall.ECONNREFUSED):
