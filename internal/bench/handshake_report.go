@@ -88,7 +88,11 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	}
 
 	if c := r.Comparison; c != nil {
-		fmt.Fprintf(w, "\n%s / %s, full handshakes per server CPU-second: %.2f×\n", c.Numerator, c.Denominator, c.Ratio)
+		what := "full handshakes"
+		if l.HTTPPath != "" {
+			what = "connections (full handshake and one request)"
+		}
+		fmt.Fprintf(w, "\n%s / %s, %s per server CPU-second: %.2f×\n", c.Numerator, c.Denominator, what, c.Ratio)
 	}
 
 	var errLines []string
@@ -110,7 +114,11 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	}
 
 	if len(r.Capacity) > 0 {
-		fmt.Fprintf(w, "\nCapacity: server cores for a peak of %s handshakes/s (handshake CPU only, no headroom):\n", num(r.Capacity[0].Peak))
+		what := "handshake CPU only"
+		if l.HTTPPath != "" {
+			what = "a handshake and one request each"
+		}
+		fmt.Fprintf(w, "\nCapacity: server cores for a peak of %s handshakes/s (%s, no headroom):\n", num(r.Capacity[0].Peak), what)
 		t := newTable("scenario", "cores", "whole cores").leftAlign(1)
 		for _, c := range r.Capacity {
 			t.add(c.Scenario, fmt.Sprintf("%.2f", c.Cores), fmt.Sprint(math.Ceil(c.Cores)))
