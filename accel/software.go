@@ -110,9 +110,18 @@ func asSigner(k any) (crypto.Signer, error) {
 
 // NewSoftwareKey wraps an in-memory key so that its operations are
 // observed. SM2 keys keep SM2 key agreement (ECDH) for the ECDHE suites.
+//
+// Only keys that can decrypt offer Decrypt: crypto/tls refuses a
+// crypto.Decrypter whose public key is not RSA, so an ECDSA key must not
+// look like one.
 func NewSoftwareKey(k crypto.Signer) Key {
 	if s, ok := k.(*sm2.PrivateKey); ok {
 		return &softwareSM2Key{k: s}
+	}
+	if d, ok := k.(crypto.Decrypter); ok {
+		if _, isRSA := k.Public().(*rsa.PublicKey); isRSA {
+			return &softwareDecryptingKey{softwareKey{k: k}, d}
+		}
 	}
 	return &softwareKey{k: k}
 }
@@ -132,14 +141,15 @@ func (s *softwareKey) Sign(rand io.Reader, digest []byte, opts crypto.SignerOpts
 	return sig, err
 }
 
-// Decrypt is available when the underlying key can decrypt (RSA).
-func (s *softwareKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
-	d, ok := s.k.(crypto.Decrypter)
-	if !ok {
-		return nil, fmt.Errorf("a %T key cannot decrypt", s.k)
-	}
+// softwareDecryptingKey is an in-memory key that can also decrypt (RSA).
+type softwareDecryptingKey struct {
+	softwareKey
+	d crypto.Decrypter
+}
+
+func (s *softwareDecryptingKey) Decrypt(rand io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	start := time.Now()
-	pt, err := d.Decrypt(rand, msg, opts)
+	pt, err := s.d.Decrypt(rand, msg, opts)
 	ObserveOp(softwareName, "decrypt", start, err)
 	return pt, err
 }
