@@ -147,12 +147,15 @@ func TestStreamingBody(t *testing.T) {
 	}
 }
 
-func TestAutoPortServesTLCPAndTLS13(t *testing.T) {
+func TestAutoPortServesTLCPAndTLS(t *testing.T) {
 	p := getPKI(t)
 	up := echoUpstream(t, "a")
 	s := startServer(t, testConfig(p, up.URL), nil)
 
-	for name, client := range map[string]*http.Client{"tlcp": tlcpClient(t, p, nil), "tls1.3": tlsClient(t, p)} {
+	tls12 := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", MaxVersion: tls.VersionTLS12}}
+	defer tls12.CloseIdleConnections()
+	clients := map[string]*http.Client{"tlcp": tlcpClient(t, p, nil), "tls1.3": tlsClient(t, p), "tls1.2": {Transport: tls12}}
+	for name, client := range clients {
 		resp, err := client.Get(gatewayURL(s, "/who"))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -164,8 +167,11 @@ func TestAutoPortServesTLCPAndTLS13(t *testing.T) {
 		if got := e.Headers.Get("X-Tlcp-Protocol"); got != name {
 			t.Errorf("%s client: upstream saw protocol %q", name, got)
 		}
-		if name == "tls1.3" && (resp.TLS == nil || resp.TLS.Version != 0x0304) {
+		if name == "tls1.3" && (resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13) {
 			t.Errorf("TLS client did not negotiate TLS 1.3")
+		}
+		if name == "tls1.2" && (resp.TLS == nil || resp.TLS.Version != tls.VersionTLS12) {
+			t.Errorf("TLS client did not negotiate TLS 1.2")
 		}
 	}
 }
