@@ -2,16 +2,13 @@ package tlcp
 
 import (
 	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
-	"hash"
 	"io"
 	"slices"
 	"strings"
 
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
 )
 
@@ -109,8 +106,17 @@ func CipherSuiteByName(name string) (uint16, bool) {
 	return 0, false
 }
 
-// keyBlockLen is the length of the key block this suite needs.
-func (s *cipherSuite) keyBlockLen() int { return 2 * (s.macLen + s.keyLen + s.ivLen) }
+// keyBlockLen is the length of the key block this suite uses. The CBC
+// suites would partition 128 bytes, but their last 32 (the "IVs") are
+// never used, since every record carries an explicit IV; like GmSSL, only
+// the 96 bytes in use are derived (the PRF output is a stream, so the
+// prefix is the same).
+func (s *cipherSuite) keyBlockLen() int {
+	if !s.aead {
+		return 2 * (s.macLen + s.keyLen)
+	}
+	return 2 * (s.macLen + s.keyLen + s.ivLen)
+}
 
 // newCiphers builds the read and write record protection from a key block.
 func (s *cipherSuite) newCiphers(keyBlock []byte, isClient bool) (read, write recordCipher, err error) {
@@ -119,8 +125,11 @@ func (s *cipherSuite) newCiphers(keyBlock []byte, isClient bool) (read, write re
 	serverMAC, kb := kb[:s.macLen], kb[s.macLen:]
 	clientKey, kb := kb[:s.keyLen], kb[s.keyLen:]
 	serverKey, kb := kb[:s.keyLen], kb[s.keyLen:]
-	clientIV, kb := kb[:s.ivLen], kb[s.ivLen:]
-	serverIV := kb[:s.ivLen]
+	var clientIV, serverIV []byte
+	if s.aead {
+		clientIV, kb = kb[:s.ivLen], kb[s.ivLen:]
+		serverIV = kb[:s.ivLen]
+	}
 	mk := func(mac, key, iv []byte) (recordCipher, error) {
 		if s.aead {
 			return newGCMRecord(key, iv)
@@ -223,7 +232,7 @@ func (g *gcmRecord) open(record []byte, seq uint64) ([]byte, error) {
 // random IV per record (TLS 1.1 layout).
 type cbcRecord struct {
 	block cipher.Block
-	mac   hash.Hash
+	mac   *hmacSM3
 	ad    [13]byte
 	iv    [sm4Block]byte
 	sum   [sm3Size]byte
@@ -234,7 +243,7 @@ func newCBCRecord(key, macKey []byte) (*cbcRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cbcRecord{block: block, mac: hmac.New(sm3.New, macKey)}, nil
+	return &cbcRecord{block: block, mac: newHMACSM3(macKey)}, nil
 }
 
 func (c *cbcRecord) seal(out []byte, typ recordType, payload []byte, seq uint64, rand io.Reader) ([]byte, error) {

@@ -27,7 +27,7 @@ type clientHandshakeState struct {
 	sessionKey   string
 	masterSecret []byte
 	// mac is HMAC-SM3 keyed with the master secret, for the key schedule.
-	mac        *prfHash
+	mac        *hmacSM3
 	transcript transcript
 }
 
@@ -184,7 +184,7 @@ func (hs *clientHandshakeState) processServerHello() error {
 		}
 		c.didResume = true
 		hs.masterSecret = hs.session.masterSecret
-		hs.mac = newPRFHash(hs.masterSecret)
+		hs.mac = newHMACSM3(hs.masterSecret)
 		c.peerCertificates = hs.session.serverCertificates
 		c.verifiedChains = hs.session.verifiedChains
 		return nil
@@ -282,7 +282,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	if err := c.writeHandshake(ckx, &hs.transcript); err != nil {
 		return err
 	}
-	hs.mac = newPRFHash(nil)
+	hs.mac = newHMACSM3(nil)
 	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.hello.random, hs.serverHello.random)
 	clear(preMasterSecret)
 

@@ -27,7 +27,7 @@ type serverHandshakeState struct {
 	session      *SessionState
 	masterSecret []byte
 	// mac is HMAC-SM3 keyed with the master secret, for the key schedule.
-	mac        *prfHash
+	mac        *hmacSM3
 	transcript transcript
 	// ecdheKey is the server's ephemeral key with the ECDHE suites.
 	ecdheKey *ecdh.PrivateKey
@@ -274,7 +274,7 @@ func (hs *serverHandshakeState) doResumeHandshake() error {
 	hs.hello.sessionID = hs.clientHello.sessionID
 	c.sessionID = hs.hello.sessionID
 	hs.masterSecret = hs.session.MasterSecret
-	hs.mac = newPRFHash(hs.masterSecret)
+	hs.mac = newHMACSM3(hs.masterSecret)
 	c.buffering = true
 	return c.writeHandshake(hs.hello, &hs.transcript)
 }
@@ -358,7 +358,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return err
 	}
-	hs.mac = newPRFHash(nil)
+	hs.mac = newHMACSM3(nil)
 	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.clientHello.random, hs.hello.random)
 	clear(preMasterSecret)
 

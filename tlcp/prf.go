@@ -20,10 +20,11 @@ var (
 	labelServerFinished = []byte("server finished")
 )
 
-// prfHash is HMAC-SM3 that can be re-keyed and reset without allocating:
+// hmacSM3 is HMAC-SM3 that can be re-keyed and reset without allocating:
 // the keyed inner and outer SM3 states are saved once per key. One serves a
-// whole handshake (pre-master secret, then master secret).
-type prfHash struct {
+// whole handshake's key schedule (pre-master secret, then master secret),
+// and one each CBC record direction's MAC.
+type hmacSM3 struct {
 	inner, outer           hash.Hash
 	innerState, outerState []byte
 	sum                    [sm3Size]byte
@@ -37,8 +38,8 @@ type prfHash struct {
 // sm3StateSize is the size of a marshaled gmsm SM3 state.
 const sm3StateSize = 108
 
-func newPRFHash(key []byte) *prfHash {
-	h := &prfHash{inner: sm3.New(), outer: sm3.New()}
+func newHMACSM3(key []byte) *hmacSM3 {
+	h := &hmacSM3{inner: sm3.New(), outer: sm3.New()}
 	h.innerState = make([]byte, 0, 2*sm3StateSize)
 	h.setKey(key)
 	return h
@@ -49,7 +50,7 @@ type stateSaver interface {
 	encoding.BinaryUnmarshaler
 }
 
-func (h *prfHash) setKey(key []byte) {
+func (h *hmacSM3) setKey(key []byte) {
 	in, ok1 := h.inner.(stateSaver)
 	out, ok2 := h.outer.(stateSaver)
 	if !ok1 || !ok2 {
@@ -80,7 +81,7 @@ func (h *prfHash) setKey(key []byte) {
 	h.innerState, h.outerState = buf[:n:n], buf[n:]
 }
 
-func (h *prfHash) Reset() {
+func (h *hmacSM3) Reset() {
 	if h.fallback != nil {
 		h.fallback.Reset()
 		return
@@ -88,14 +89,14 @@ func (h *prfHash) Reset() {
 	h.inner.(stateSaver).UnmarshalBinary(h.innerState)
 }
 
-func (h *prfHash) Write(p []byte) (int, error) {
+func (h *hmacSM3) Write(p []byte) (int, error) {
 	if h.fallback != nil {
 		return h.fallback.Write(p)
 	}
 	return h.inner.Write(p)
 }
 
-func (h *prfHash) Sum(b []byte) []byte {
+func (h *hmacSM3) Sum(b []byte) []byte {
 	if h.fallback != nil {
 		return h.fallback.Sum(b)
 	}
@@ -105,12 +106,12 @@ func (h *prfHash) Sum(b []byte) []byte {
 	return h.outer.Sum(b)
 }
 
-func (h *prfHash) Size() int      { return sm3Size }
-func (h *prfHash) BlockSize() int { return 64 }
+func (h *hmacSM3) Size() int      { return sm3Size }
+func (h *hmacSM3) BlockSize() int { return 64 }
 
 // prf fills out with PRF(secret, label, seed1 || seed2), the TLS 1.2
 // P_hash construction over HMAC-SM3, with mac keyed with the secret.
-func prf(out []byte, mac *prfHash, label, seed1, seed2 []byte) {
+func prf(out []byte, mac *hmacSM3, label, seed1, seed2 []byte) {
 	a, block := &mac.a, &mac.block
 	// A(1) = HMAC(secret, label || seed)
 	mac.Reset()
@@ -140,7 +141,7 @@ func prf(out []byte, mac *prfHash, label, seed1, seed2 []byte) {
 
 // masterFromPreMaster derives the 48-byte master secret and re-keys mac
 // with it for the rest of the key schedule.
-func masterFromPreMaster(mac *prfHash, preMasterSecret, clientRandom, serverRandom []byte) []byte {
+func masterFromPreMaster(mac *hmacSM3, preMasterSecret, clientRandom, serverRandom []byte) []byte {
 	master := make([]byte, masterSecretLength)
 	mac.setKey(preMasterSecret)
 	prf(master, mac, labelMasterSecret, clientRandom, serverRandom)
@@ -150,7 +151,7 @@ func masterFromPreMaster(mac *prfHash, preMasterSecret, clientRandom, serverRand
 
 // keyBlock expands the master secret (mac is keyed with it) into the
 // suite's keys; note the server random comes first here.
-func keyBlock(suite *cipherSuite, mac *prfHash, clientRandom, serverRandom []byte) []byte {
+func keyBlock(suite *cipherSuite, mac *hmacSM3, clientRandom, serverRandom []byte) []byte {
 	kb := make([]byte, suite.keyBlockLen())
 	prf(kb, mac, labelKeyExpansion, serverRandom, clientRandom)
 	return kb
@@ -158,7 +159,7 @@ func keyBlock(suite *cipherSuite, mac *prfHash, clientRandom, serverRandom []byt
 
 // finishedData computes verify_data over the transcript hash so far; mac
 // is keyed with the master secret.
-func finishedData(mac *prfHash, isClient bool, transcriptHash []byte) []byte {
+func finishedData(mac *hmacSM3, isClient bool, transcriptHash []byte) []byte {
 	label := labelServerFinished
 	if isClient {
 		label = labelClientFinished

@@ -9,7 +9,7 @@ import (
 )
 
 func TestPRFHashMatchesHMAC(t *testing.T) {
-	h := newPRFHash(nil)
+	h := newHMACSM3(nil)
 	for _, keyLen := range []int{0, 1, 32, 48, 63, 64, 65, 200} {
 		key := bytes.Repeat([]byte{byte(keyLen)}, keyLen)
 		h.setKey(key)
@@ -36,7 +36,7 @@ func BenchmarkPRFKeySchedule(b *testing.B) {
 	suite := cipherSuiteByID(ECC_SM4_GCM_SM3)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		mac := newPRFHash(nil)
+		mac := newHMACSM3(nil)
 		masterFromPreMaster(mac, pms, random, random)
 		keyBlock(suite, mac, random, random)
 		finishedData(mac, true, th)

@@ -35,7 +35,7 @@ func TestPublishedMasterSecretVector(t *testing.T) {
 	cr := unhex(t, "B20653C9B35996333D8079CF401FE28791704502700584C4C6A0F04894597DE1")
 	sr := unhex(t, "D76E6BC156B1BA2A5CEA6C251B6C2038E00CBD8194132BC33452E22E0F324F2D")
 	want := unhex(t, "E64A628ECEE2F1F1E2A3E1ADFBA7E4AEE7358177212594F272F97592B709F0DB65995D25B116FAE296890BA1A84F6BFB")
-	if got := masterFromPreMaster(newPRFHash(nil), pms, cr, sr); !bytes.Equal(got, want) {
+	if got := masterFromPreMaster(newHMACSM3(nil), pms, cr, sr); !bytes.Equal(got, want) {
 		t.Fatalf("master secret\n got %x\nwant %x", got, want)
 	}
 }
@@ -50,14 +50,20 @@ func selfVectors(t *testing.T) (cr, sr, pms []byte) {
 
 func TestKeyScheduleVectors(t *testing.T) {
 	cr, sr, pms := selfVectors(t)
-	mac := newPRFHash(nil)
+	mac := newHMACSM3(nil)
 	master := masterFromPreMaster(mac, pms, cr, sr)
 	wantMaster := unhex(t, "306b196f1aca486eb07e607e4f6c8ad613fd42db24aa2e1ec846172fc06612fedd19ecdfa4d1917442f4393de9870271")
 	if !bytes.Equal(master, wantMaster) {
 		t.Fatalf("master secret\n got %x\nwant %x", master, wantMaster)
 	}
 
-	cbc := keyBlock(cipherSuiteByID(ECC_SM4_CBC_SM3), mac, cr, sr)
+	// The whole 128-byte partition of the CBC suites; keyBlock derives
+	// only the 96 bytes in use (MAC and encryption keys).
+	cbc := make([]byte, 128)
+	prf(cbc, mac, labelKeyExpansion, sr, cr)
+	if kb := keyBlock(cipherSuiteByID(ECC_SM4_CBC_SM3), mac, cr, sr); !bytes.Equal(kb, cbc[:96]) {
+		t.Fatalf("CBC key block %x is not the first 96 bytes of the PRF stream", kb)
+	}
 	wantCBC := unhex(t, `7eb0d36d229fae096fbe3d1b8d5313061c49f684d1d59a565de186fb1660bb88
 		6816e08347202b588965d2f3bcae44b19b32cbeb161f37a8dddcac70d5644c1f
 		805960b8357dfc198b68ff88f26f9ae0 6a0c9153eded3bd78d0b91f14ececa82
@@ -81,7 +87,7 @@ func TestKeyScheduleVectors(t *testing.T) {
 
 func TestRecordVectors(t *testing.T) {
 	cr, sr, pms := selfVectors(t)
-	mac := newPRFHash(nil)
+	mac := newHMACSM3(nil)
 	masterFromPreMaster(mac, pms, cr, sr)
 	for _, tc := range []struct {
 		suite uint16
