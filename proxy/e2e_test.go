@@ -19,12 +19,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -178,32 +178,12 @@ func TestAutoPortServesTLCPAndTLS(t *testing.T) {
 
 func TestTCPModeEcho(t *testing.T) {
 	p := getPKI(t)
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer echo.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			// Health checks connect too; every connection is echoed.
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
-				_ = c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
-	cfg := testConfig(p, "tcp://"+echo.Addr().String())
+	// Health checks connect too; every connection is echoed.
+	echo := testnet.Serve(t, func(c net.Conn) {
+		_, _ = io.Copy(struct{ io.Writer }{c}, struct{ io.Reader }{c})
+		_ = c.(*net.TCPConn).CloseWrite()
+	})
+	cfg := testConfig(p, "tcp://"+echo)
 	cfg.Listeners[0].Protocol = config.ProtocolTLCP
 	cfg.Listeners[0].TLS = nil
 	s := startServer(t, cfg, nil)

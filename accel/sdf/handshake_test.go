@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -44,7 +45,7 @@ func softwareKey(t testing.TB) accel.Key {
 // serveTLCP runs a TLCP echo server on loopback.
 func serveTLCP(t testing.TB, cfg *tlcp.Config) string {
 	t.Helper()
-	return loopback(t, func(c net.Conn) {
+	return testnet.Serve(t, func(c net.Conn) {
 		c.SetDeadline(time.Now().Add(20 * time.Second))
 		s := tlcp.Server(c, cfg)
 		if err := s.Handshake(); err != nil {

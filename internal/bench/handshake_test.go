@@ -16,9 +16,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmgate/gmgate/internal/testnet"
 )
 
 // quickOptions keeps test runs short; figures are checked for shape and
@@ -405,37 +406,6 @@ func TestHandshakeRemoteWithoutMetrics(t *testing.T) {
 	}
 }
 
-// misbehavingServer accepts connections and treats each with bad.
-func misbehavingServer(t *testing.T, bad func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				bad(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
 func TestHandshakeBadTargets(t *testing.T) {
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -455,15 +425,15 @@ func TestHandshakeBadTargets(t *testing.T) {
 		// Linux now and then drops a SYN to a closed port rather than
 		// answering with a reset.
 		{"refused", refused, []string{"connect: connection refused", "connect: timeout"}},
-		{"closes at once", misbehavingServer(t, func(net.Conn) {}), abrupt},
-		{"resets", misbehavingServer(t, func(c net.Conn) {
+		{"closes at once", testnet.Serve(t, func(net.Conn) {}), abrupt},
+		{"resets", testnet.Serve(t, func(c net.Conn) {
 			_ = c.(*net.TCPConn).SetLinger(0)
 		}), abrupt},
-		{"speaks nonsense", misbehavingServer(t, func(c net.Conn) {
+		{"speaks nonsense", testnet.Serve(t, func(c net.Conn) {
 			_, _ = c.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n"))
 			_, _ = io.Copy(io.Discard, c)
 		}), nil},
-		{"never answers", misbehavingServer(t, func(c net.Conn) {
+		{"never answers", testnet.Serve(t, func(c net.Conn) {
 			_, _ = io.Copy(io.Discard, c)
 		}), []string{"handshake: timeout"}},
 	}
@@ -504,7 +474,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestHandshakeCancel(t *testing.T) {
-	addr := misbehavingServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	addr := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	opts := quickOptions(t, "TLS1.2")
 	opts.Target = addr
 	opts.Duration = time.Minute
