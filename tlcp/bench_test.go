@@ -193,7 +193,7 @@ func newSM2Ops(b *testing.B) *sm2Ops {
 	}
 	for _, der := range [][]byte{p.server.SignCertificate[0], p.server.EncCertificate[0], p.client.SignCertificate[0], p.client.EncCertificate[0]} {
 		c := mustParse(b, der)
-		o.chains = append(o.chains, chainCheck{tbs: c.RawTBSCertificate, sig: c.Signature, issuer: p.caKey})
+		o.chains = append(o.chains, chainCheck{tbs: c.RawTBSCertificate, sig: c.Signature, issuer: p.ca.Key})
 	}
 	return o
 }

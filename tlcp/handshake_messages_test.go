@@ -207,7 +207,7 @@ func seedMessages(t testing.TB) map[uint8][][]byte {
 	point[0] = 4
 	rand.Read(point[1:])
 	add(&serverKeyExchangeMsg{key: marshalServerKeyExchange(marshalECDHEParams(point), sig)})
-	add(&certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}, certificateAuthorities: [][]byte{p.ca.RawSubject}})
+	add(&certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}, certificateAuthorities: [][]byte{p.ca.Cert.RawSubject}})
 	add(&serverHelloDoneMsg{})
 	add(&helloRequestMsg{})
 	pub, _ := leafSM2Key(mustParse(t, p.server.EncCertificate[0]))

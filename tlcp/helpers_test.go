@@ -2,31 +2,27 @@ package tlcp
 
 import (
 	"crypto"
-	"crypto/rand"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmgate/gmgate/internal/testpki"
 )
 
 // testPKI is a CA with server and client identities, made once per test
 // binary.
 type testPKI struct {
-	ca      *smx509.Certificate
-	caKey   *sm2.PrivateKey
+	ca      *testpki.CA
 	roots   *smx509.CertPool
 	server  Certificate
 	client  Certificate
 	other   *smx509.CertPool // a pool with an unrelated CA
-	otherCA *smx509.Certificate
-	otherKy *sm2.PrivateKey
+	otherCA *testpki.CA
 }
 
 var pkiCache atomic.Pointer[testPKI]
@@ -36,92 +32,35 @@ func getPKI(t testing.TB) *testPKI {
 		return p
 	}
 	p := &testPKI{}
-	p.ca, p.caKey = newTestCA(t, "gmgate test CA")
-	p.roots = smx509.NewCertPool()
-	p.roots.AddCert(p.ca)
-	p.server = issueDual(t, p.ca, p.caKey, "server.test", []string{"server.test", "localhost"}, nil)
-	p.client = issueDual(t, p.ca, p.caKey, "client.test", nil, nil)
-	p.otherCA, p.otherKy = newTestCA(t, "unrelated CA")
-	p.other = smx509.NewCertPool()
-	p.other.AddCert(p.otherCA)
+	p.ca = testpki.NewCA(t, "gmgate test CA")
+	p.roots = p.ca.Roots
+	p.server = issueDual(t, p.ca, "server.test", []string{"server.test", "localhost"}, nil)
+	p.client = issueDual(t, p.ca, "client.test", nil, nil)
+	p.otherCA = testpki.NewCA(t, "unrelated CA")
+	p.other = p.otherCA.Roots
 	pkiCache.Store(p)
 	return p
 }
 
-var serialCounter atomic.Int64
-
-func nextSerial() *big.Int {
-	return big.NewInt(0x10000000 + serialCounter.Add(1))
-}
-
-func newTestCA(t testing.TB, name string) (*smx509.Certificate, *sm2.PrivateKey) {
+// issueDual issues a certificate pair from ca for cn and dns, also valid
+// for 127.0.0.1 and with the organization gmgate; adjust, if not nil,
+// changes the templates before they are signed.
+func issueDual(t testing.TB, ca *testpki.CA, cn string, dns []string, adjust testpki.Adjust) Certificate {
 	t.Helper()
-	key, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &smx509.Certificate{
-		SerialNumber:          nextSerial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := smx509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
-// certOpts adjusts a leaf template before signing.
-type certOpts func(sign, enc *smx509.Certificate)
-
-func issueLeaf(t testing.TB, ca *smx509.Certificate, caKey *sm2.PrivateKey, tmpl *smx509.Certificate) ([]byte, *sm2.PrivateKey) {
-	t.Helper()
-	key, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := smx509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der, key
-}
-
-func issueDual(t testing.TB, ca *smx509.Certificate, caKey *sm2.PrivateKey, cn string, dns []string, adjust certOpts) Certificate {
-	t.Helper()
-	base := func(ku smx509.KeyUsage) *smx509.Certificate {
-		return &smx509.Certificate{
-			SerialNumber: nextSerial(),
-			Subject:      pkix.Name{CommonName: cn, Organization: []string{"gmgate"}},
-			DNSNames:     dns,
-			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(24 * time.Hour),
-			KeyUsage:     ku,
-			ExtKeyUsage:  []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth, smx509.ExtKeyUsageClientAuth},
+	d := ca.IssueDual(t, cn, dns, func(sign, enc *smx509.Certificate) {
+		for _, c := range []*smx509.Certificate{sign, enc} {
+			c.Subject.Organization = []string{"gmgate"}
+			c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 		}
-	}
-	sign := base(smx509.KeyUsageDigitalSignature)
-	enc := base(smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement)
-	if adjust != nil {
-		adjust(sign, enc)
-	}
-	signDER, signKey := issueLeaf(t, ca, caKey, sign)
-	encDER, encKey := issueLeaf(t, ca, caKey, enc)
+		if adjust != nil {
+			adjust(sign, enc)
+		}
+	})
 	return Certificate{
-		SignCertificate: [][]byte{signDER},
-		SignKey:         signKey,
-		EncCertificate:  [][]byte{encDER},
-		EncKey:          encKey,
+		SignCertificate: [][]byte{d.SignCert},
+		SignKey:         d.SignKey,
+		EncCertificate:  [][]byte{d.EncCert},
+		EncKey:          d.EncKey,
 	}
 }
 

@@ -39,7 +39,7 @@ func tjfocPair(t *testing.T, certDER []byte, key any) tjtls.Certificate {
 
 func tjfocRoots(t *testing.T) *tjx509.CertPool {
 	t.Helper()
-	ca, err := tjx509.ParseCertificate(getPKI(t).ca.Raw)
+	ca, err := tjx509.ParseCertificate(getPKI(t).ca.Cert.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestInteropTjfocRejectsWrongCA(t *testing.T) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		serverErr <- c.(*Conn).Handshake()
 	}()
-	other, err := tjx509.ParseCertificate(getPKI(t).otherCA.Raw)
+	other, err := tjx509.ParseCertificate(getPKI(t).otherCA.Cert.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}

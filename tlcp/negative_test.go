@@ -82,7 +82,7 @@ func TestClientRejectsBadServerKeyExchangeSignature(t *testing.T) {
 
 func TestClientRejectsEncCertWithoutEncryptionUsage(t *testing.T) {
 	p := getPKI(t)
-	cert := issueDual(t, p.ca, p.caKey, "server.test", []string{"server.test"}, func(sign, enc *smx509.Certificate) {
+	cert := issueDual(t, p.ca, "server.test", []string{"server.test"}, func(sign, enc *smx509.Certificate) {
 		enc.KeyUsage = smx509.KeyUsageDigitalSignature
 	})
 	scfg := serverConfig(t)

@@ -194,7 +194,7 @@ func TestClientAuthPolicies(t *testing.T) {
 
 func TestClientCertificateFromUnknownCA(t *testing.T) {
 	p := getPKI(t)
-	stranger := issueDual(t, p.otherCA, p.otherKy, "stranger", nil, nil)
+	stranger := issueDual(t, p.otherCA, "stranger", nil, nil)
 	ccfg := clientConfig(t)
 	ccfg.Certificates = []Certificate{stranger}
 	scfg := serverConfig(t)

@@ -8,7 +8,7 @@ import (
 
 func TestSNISelectsCertificate(t *testing.T) {
 	p := getPKI(t)
-	other := issueDual(t, p.ca, p.caKey, "other.test", []string{"other.test"}, nil)
+	other := issueDual(t, p.ca, "other.test", []string{"other.test"}, nil)
 	scfg := serverConfig(t)
 	var seen []string
 	scfg.GetCertificate = func(hi *ClientHelloInfo) (*Certificate, error) {
@@ -57,7 +57,7 @@ func TestNoExtensionsByDefault(t *testing.T) {
 
 func TestGetConfigForClient(t *testing.T) {
 	p := getPKI(t)
-	alt := issueDual(t, p.ca, p.caKey, "alt.test", []string{"alt.test"}, nil)
+	alt := issueDual(t, p.ca, "alt.test", []string{"alt.test"}, nil)
 	scfg := serverConfig(t)
 	scfg.GetConfigForClient = func(hi *ClientHelloInfo) (*Config, error) {
 		if hi.ServerName == "alt.test" {
