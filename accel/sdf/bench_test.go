@@ -207,7 +207,7 @@ func BenchmarkHandshake(b *testing.B) {
 			}
 			p := newPKI(b)
 			addr := serveTLCP(b, &tlcp.Config{Certificates: []tlcp.Certificate{identity(b, p, "server.test", sign, enc)}, SessionsDisabled: true})
-			cfg := &tlcp.Config{RootCAs: p.roots, ServerName: "server.test", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}, SessionsDisabled: true}
+			cfg := &tlcp.Config{RootCAs: p.Roots, ServerName: "server.test", CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}, SessionsDisabled: true}
 			b.ResetTimer()
 			for b.Loop() {
 				c, err := dialTLCP(addr, cfg)

@@ -19,16 +19,17 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testpki"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
 // identity issues a TLCP certificate pair for the given keys.
-func identity(t testing.TB, p *pki, cn string, signKey, encKey crypto.Signer) tlcp.Certificate {
+func identity(t testing.TB, p *testpki.CA, cn string, signKey, encKey crypto.Signer) tlcp.Certificate {
 	t.Helper()
 	return tlcp.Certificate{
-		SignCertificate: [][]byte{p.issue(t, cn, signKey.Public().(*ecdsa.PublicKey), false)},
+		SignCertificate: [][]byte{issue(t, p, cn, signKey.Public().(*ecdsa.PublicKey), false)},
 		SignKey:         signKey,
-		EncCertificate:  [][]byte{p.issue(t, cn, encKey.Public().(*ecdsa.PublicKey), true)},
+		EncCertificate:  [][]byte{issue(t, p, cn, encKey.Public().(*ecdsa.PublicKey), true)},
 		EncKey:          encKey,
 	}
 }
@@ -103,7 +104,7 @@ func TestHandshakeEverySuite(t *testing.T) {
 			}
 			addr := serveTLCP(t, &tlcp.Config{Certificates: []tlcp.Certificate{id}, CipherSuites: []uint16{s.ID}, SessionsDisabled: true})
 			before := ctl.Stats()
-			c, err := dialTLCP(addr, &tlcp.Config{RootCAs: p.roots, ServerName: "server.test", CipherSuites: []uint16{s.ID},
+			c, err := dialTLCP(addr, &tlcp.Config{RootCAs: p.Roots, ServerName: "server.test", CipherSuites: []uint16{s.ID},
 				Certificates: []tlcp.Certificate{clientID}, SessionsDisabled: true})
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +143,7 @@ func TestECDHEWithCardEncryptionKey(t *testing.T) {
 	p := newPKI(t)
 	ecdhe := []uint16{tlcp.ECDHE_SM4_GCM_SM3, tlcp.ECDHE_SM4_CBC_SM3}
 	addr := serveTLCP(t, &tlcp.Config{Certificates: []tlcp.Certificate{identity(t, p, "server.test", sign, enc)}, CipherSuites: ecdhe})
-	_, err = dialTLCP(addr, &tlcp.Config{RootCAs: p.roots, ServerName: "server.test", CipherSuites: ecdhe,
+	_, err = dialTLCP(addr, &tlcp.Config{RootCAs: p.Roots, ServerName: "server.test", CipherSuites: ecdhe,
 		Certificates: []tlcp.Certificate{identity(t, p, "client.test", softwareKey(t), softwareKey(t))}})
 	var ae *tlcp.AlertError
 	if !errors.As(err, &ae) || !ae.Remote || ae.Alert != tlcp.AlertHandshakeFailure {
@@ -164,7 +165,7 @@ func TestConcurrentHandshakesThroughFourSessions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := dialTLCP(addr, &tlcp.Config{RootCAs: p.roots, ServerName: "server.test", CipherSuites: suites[i%2:][:1], SessionsDisabled: true})
+			c, err := dialTLCP(addr, &tlcp.Config{RootCAs: p.Roots, ServerName: "server.test", CipherSuites: suites[i%2:][:1], SessionsDisabled: true})
 			if err != nil {
 				errs <- err
 				return
@@ -194,7 +195,7 @@ func TestDeviceErrorWhileServing(t *testing.T) {
 	ctl := loadLib(t, lib)
 	p := newPKI(t)
 	addr := serveTLCP(t, &tlcp.Config{Certificates: []tlcp.Certificate{identity(t, p, "server.test", sign, enc)}, SessionsDisabled: true})
-	clientCfg := &tlcp.Config{RootCAs: p.roots, ServerName: "server.test", SessionsDisabled: true}
+	clientCfg := &tlcp.Config{RootCAs: p.Roots, ServerName: "server.test", SessionsDisabled: true}
 
 	established, err := dialTLCP(addr, clientCfg)
 	if err != nil {

@@ -7,17 +7,13 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/rand"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
@@ -26,6 +22,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+	"github.com/gmgate/gmgate/internal/testpki"
 )
 
 // buildDir holds the libraries built once per test binary; each test
@@ -167,65 +164,17 @@ func loadLib(t testing.TB, path string) *softsdf.Lib {
 	return l
 }
 
-// pki is a test CA that issues TLCP certificates for given keys.
-type pki struct {
-	ca    *smx509.Certificate
-	caKey *sm2.PrivateKey
-	roots *smx509.CertPool
+// newPKI returns a test CA for TLCP certificates.
+func newPKI(t testing.TB) *testpki.CA {
+	t.Helper()
+	return testpki.NewCA(t, "gmgate accel test CA")
 }
 
-var serial atomic.Int64
-
-func newPKI(t testing.TB) *pki {
+// issue returns a DER leaf certificate from ca for pub, named cn in its
+// subject and DNS names; enc picks the encryption certificate's key usages.
+func issue(t testing.TB, ca *testpki.CA, cn string, pub *ecdsa.PublicKey, enc bool) []byte {
 	t.Helper()
-	key, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &smx509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: "gmgate accel test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := smx509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := smx509.NewCertPool()
-	roots.AddCert(ca)
-	return &pki{ca: ca, caKey: key, roots: roots}
-}
-
-// issue returns a DER leaf certificate for pub; enc picks the encryption
-// certificate's key usages.
-func (p *pki) issue(t testing.TB, cn string, pub *ecdsa.PublicKey, enc bool) []byte {
-	t.Helper()
-	ku := smx509.KeyUsageDigitalSignature
-	if enc {
-		ku = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
-	}
-	tmpl := &smx509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     []string{cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     ku,
-		ExtKeyUsage:  []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth, smx509.ExtKeyUsageClientAuth},
-	}
-	der, err := smx509.CreateCertificate(rand.Reader, tmpl, p.ca, pub, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der
+	return ca.Issue(t, testpki.Template(cn, []string{cn}, enc), pub)
 }
 
 func parseCert(t testing.TB, der []byte) *smx509.Certificate {

@@ -243,9 +243,9 @@ func TestPublicKeyMismatch(t *testing.T) {
 	p := newPKI(t)
 	sign := openKey(t, c.ref(lib, 1, "sign", ""))
 	enc := openKey(t, c.ref(lib, 1, "enc", ""))
-	signCert := parseCert(t, p.issue(t, "server.test", &c.sign[1].PublicKey, false))
-	encCert := parseCert(t, p.issue(t, "server.test", &c.enc[1].PublicKey, true))
-	otherCert := parseCert(t, p.issue(t, "server.test", &c.sign[2].PublicKey, false))
+	signCert := parseCert(t, issue(t, p, "server.test", &c.sign[1].PublicKey, false))
+	encCert := parseCert(t, issue(t, p, "server.test", &c.enc[1].PublicKey, true))
+	otherCert := parseCert(t, issue(t, p, "server.test", &c.sign[2].PublicKey, false))
 	ctx := context.Background()
 	if err := accel.SelfTest(ctx, sign, signCert, accel.UseSign); err != nil {
 		t.Fatal(err)
