@@ -18,6 +18,12 @@ import (
 // running one stays. It returns without serving when the file has
 // problems or any listener cannot be set up.
 func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options) error {
+	// Watch before the first load, so that no change made after it (or
+	// once the server has started) can go unnoticed.
+	watcher, watchErr := newFileWatcher(path)
+	if watcher != nil {
+		defer watcher.Close()
+	}
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
@@ -36,12 +42,22 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 
 	changed := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		if err := watchFile(watchCtx, path, changed); err != nil {
-			s.log.Warn("the configuration file is not watched; reload with SIGHUP", "cause", err.Error())
-		}
+	watchDone := make(chan struct{})
+	defer func() {
+		stopWatch()
+		<-watchDone
 	}()
+	if watchErr != nil {
+		s.log.Warn("the configuration file is not watched; reload with SIGHUP", "cause", watchErr.Error())
+		close(watchDone)
+	} else {
+		go func() {
+			defer close(watchDone)
+			if err := watcher.run(watchCtx, changed); err != nil {
+				s.log.Warn("the configuration file is no longer watched; reload with SIGHUP", "cause", err.Error())
+			}
+		}()
+	}
 
 	for {
 		select {
@@ -75,22 +91,32 @@ func (s *Server) reloadFile(path string) {
 	_ = s.Reload(cfg)
 }
 
-// watchFile signals changed when the file at path is written, replaced or
-// renamed into place, debounced so that an editor's several writes make
-// one reload.
-func watchFile(ctx context.Context, path string, changed chan<- struct{}) error {
+// fileWatcher watches one file through its directory, so that a file
+// replaced by rename (as editors and configuration tools do) is seen too.
+type fileWatcher struct {
+	*fsnotify.Watcher
+	abs string
+}
+
+func newFileWatcher(path string) (*fileWatcher, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer w.Close()
 	if err := w.Add(filepath.Dir(abs)); err != nil {
-		return fmt.Errorf("watching %s: %w", filepath.Dir(abs), err)
+		w.Close()
+		return nil, fmt.Errorf("watching %s: %w", filepath.Dir(abs), err)
 	}
+	return &fileWatcher{Watcher: w, abs: abs}, nil
+}
+
+// run signals changed when the file is written, replaced or renamed into
+// place, debounced so that an editor's several writes make one reload.
+func (w *fileWatcher) run(ctx context.Context, changed chan<- struct{}) error {
 	const debounce = 300 * time.Millisecond
 	timer := time.NewTimer(debounce)
 	timer.Stop()
@@ -103,7 +129,7 @@ func watchFile(ctx context.Context, path string, changed chan<- struct{}) error 
 			if !ok {
 				return nil
 			}
-			if filepath.Clean(ev.Name) == abs && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+			if filepath.Clean(ev.Name) == w.abs && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
 				timer.Reset(debounce)
 			}
 		case err, ok := <-w.Errors:
