@@ -178,20 +178,6 @@ func (c *lru[V]) remove(key string) {
 	}
 }
 
-type lruSessionCache struct{ c *lru[*SessionState] }
-
-// NewLRUSessionCache returns a server SessionCache holding at most capacity
-// sessions (DefaultSessionCacheSize when capacity <= 0) for at most
-// lifetime each (no limit when lifetime <= 0), evicting the least recently
-// used.
-func NewLRUSessionCache(capacity int, lifetime time.Duration) SessionCache {
-	return &lruSessionCache{c: newLRU[*SessionState](capacity, lifetime)}
-}
-
-func (l *lruSessionCache) Get(id []byte) (*SessionState, bool) { return l.c.get(string(id)) }
-func (l *lruSessionCache) Put(id []byte, s *SessionState)      { l.c.put(string(id), s) }
-func (l *lruSessionCache) Delete(id []byte)                    { l.c.remove(string(id)) }
-
 type lruClientSessionCache struct{ c *lru[*ClientSessionState] }
 
 // NewLRUClientSessionCache returns a ClientSessionCache holding at most
