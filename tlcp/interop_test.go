@@ -58,6 +58,21 @@ func echoUpper(c net.Conn, n int) error {
 	return err
 }
 
+// checkUpperEcho sends msg and checks that echoUpper's answer comes back.
+func checkUpperEcho(t *testing.T, conn io.ReadWriter, msg string) {
+	t.Helper()
+	if _, err := conn.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(conn, got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != strings.ToUpper(msg) {
+		t.Fatalf("got %q", got)
+	}
+}
+
 func TestInteropTjfocClient(t *testing.T) {
 	for _, auth := range []bool{false, true} {
 		name := "server-auth"
@@ -114,16 +129,7 @@ func TestInteropTjfocClient(t *testing.T) {
 				t.Fatalf("tjfoc client: %v", err)
 			}
 			defer conn.Close()
-			if _, err := conn.Write([]byte("request from tjfoc")); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len("request from tjfoc"))
-			if _, err := io.ReadFull(conn, got); err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != "REQUEST FROM TJFOC" {
-				t.Fatalf("got %q", got)
-			}
+			checkUpperEcho(t, conn, "request from tjfoc")
 			r := <-done
 			if r.err != nil {
 				t.Fatalf("our server: %v", r.err)
@@ -191,16 +197,7 @@ func TestInteropTjfocServer(t *testing.T) {
 				t.Fatalf("our client: %v", err)
 			}
 			defer conn.Close()
-			if _, err := conn.Write([]byte("request from gmgate")); err != nil {
-				t.Fatal(err)
-			}
-			got := make([]byte, len("request from gmgate"))
-			if _, err := io.ReadFull(conn, got); err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != "REQUEST FROM GMGATE" {
-				t.Fatalf("got %q", got)
-			}
+			checkUpperEcho(t, conn, "request from gmgate")
 			if err := <-done; err != nil {
 				t.Fatalf("tjfoc server: %v", err)
 			}
