@@ -221,19 +221,15 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	s := startServer(t, cfg, nil)
 	addr := s.Addr("edge").String()
 
-	// A client that connects and says nothing holds the only slot.
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A client that sends the first byte of a record and stops holds the
+	// only slot. (One that sends nothing at all is never handed over by
+	// the kernel: the listeners defer accept until the client speaks.)
+	idle := dialAndSpeak(t, addr)
 	defer idle.Close()
 	waitFor(t, "the idle client to hold the handshake slot", func() bool {
 		return len(s.gen.handshakes.slots) == 1
 	})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialAndSpeak(t, addr)
 	defer c.Close()
 	if n, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("refused connection read %d bytes", n)
@@ -252,6 +248,47 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	readAll(t, resp)
 }
 
+// dialAndSpeak connects to addr and sends the first byte of a handshake
+// record, so that the listener (which defers accept until the client
+// speaks) hands the connection over.
+func dialAndSpeak(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte{0x16}); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestSilentConnectionsNotAccepted shows deferred accept: a client that
+// connects and says nothing costs the gateway no connection slot.
+func TestSilentConnectionsNotAccepted(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Limits.MaxConnections = 1
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	time.Sleep(200 * time.Millisecond)
+	if n := s.listeners["edge"].active.Load(); n != 0 {
+		t.Fatalf("%d active connections with only a silent client", n)
+	}
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
 func TestMaxConnections(t *testing.T) {
 	p := getPKI(t)
 	up := echoUpstream(t, "a")
@@ -259,16 +296,10 @@ func TestMaxConnections(t *testing.T) {
 	cfg.Limits.MaxConnections = 1
 	s := startServer(t, cfg, nil)
 	addr := s.Addr("edge").String()
-	first, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := dialAndSpeak(t, addr)
 	defer first.Close()
 	waitFor(t, "the first connection to count", func() bool { return s.listeners["edge"].active.Load() == 1 })
-	second, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := dialAndSpeak(t, addr)
 	defer second.Close()
 	if _, err := second.Read(make([]byte, 1)); err == nil {
 		t.Fatal("second connection was served")

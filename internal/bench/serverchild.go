@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -239,7 +240,9 @@ func startChildServer(ctx context.Context, cfg childConfig) (*childServer, child
 	default:
 		return nil, ready, fmt.Errorf("unknown server protocol %q", cfg.Protocol)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Listen as gmgate serve does: keep-alive set on the listener, and
+	// connections handed over once their ClientHello is in.
+	ln, err := tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: cfg.HandshakeTimeout}.Listen(ctx, "127.0.0.1:0")
 	if err != nil {
 		return nil, ready, err
 	}
