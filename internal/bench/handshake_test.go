@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -562,6 +563,13 @@ func TestParseScenarios(t *testing.T) {
 	}
 	if s[0].Suite != "ECC_SM4_GCM_SM3" || s[0].ResumeRatio != 0.5 || s[0].Name != "ECC_SM4_GCM_SM3 50% resumed" || s[1].Protocol != ProtoTLS13 {
 		t.Errorf("parsed %+v", s)
+	}
+	s, err = ParseScenarios("TLS1.2,tls1.2-x25519", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s[0].curves[0] != tls.CurveP256 || s[1].curves[0] != tls.X25519 || s[1].Protocol != ProtoTLS12 || s[1].Name != "TLS1.2 ECDHE-X25519-ECDSA-P256" {
+		t.Errorf("TLS 1.2 scenarios: %+v", s)
 	}
 	for _, bad := range []string{"", "RSA_WITH_RC4", "ECC_SM4_GCM_SM3+twice"} {
 		if _, err := ParseScenarios(bad, 0); err == nil {

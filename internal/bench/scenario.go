@@ -49,7 +49,7 @@ func ScenarioNames() []string {
 	for _, s := range tlcp.CipherSuites() {
 		names = append(names, s.Name)
 	}
-	return append(names, "TLS1.2", "TLS1.3", "TLS1.3-MLKEM")
+	return append(names, "TLS1.2", "TLS1.2-X25519", "TLS1.3", "TLS1.3-MLKEM")
 }
 
 // ParseScenarios reads a comma-separated list of suite names, each
@@ -105,6 +105,13 @@ func scenarioFor(name string) (Scenario, error) {
 			Suite:     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 P-256",
 			tlsSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
 			curves:    []tls.CurveID{tls.CurveP256},
+		}, nil
+	case "TLS1.2-X25519", "TLS12-X25519":
+		return Scenario{
+			Name: "TLS1.2 ECDHE-X25519-ECDSA-P256", Protocol: ProtoTLS12,
+			Suite:     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 X25519",
+			tlsSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+			curves:    []tls.CurveID{tls.X25519},
 		}, nil
 	case "TLS1.3", "TLS13":
 		return Scenario{
