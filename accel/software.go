@@ -16,6 +16,7 @@ import (
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
+	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel/internal/secret"
 )
@@ -116,7 +117,11 @@ func asSigner(k any) (crypto.Signer, error) {
 // look like one.
 func NewSoftwareKey(k crypto.Signer) Key {
 	if s, ok := k.(*sm2.PrivateKey); ok {
-		return &softwareSM2Key{k: s}
+		key := &softwareSM2Key{k: s}
+		if za, err := sm2.CalculateZA(&s.PublicKey, nil); err == nil {
+			key.za = za
+		}
+		return key
 	}
 	if d, ok := k.(crypto.Decrypter); ok {
 		if _, isRSA := k.Public().(*rsa.PublicKey); isRSA {
@@ -155,7 +160,14 @@ func (s *softwareDecryptingKey) Decrypt(rand io.Reader, msg []byte, opts crypto.
 }
 
 // softwareSM2Key is an SM2 key in memory.
-type softwareSM2Key struct{ k *sm2.PrivateKey }
+type softwareSM2Key struct {
+	k *sm2.PrivateKey
+	// za is Z, the hash of the default user ID, the curve and the public
+	// key that every signature with sm2.DefaultSM2SignerOpts (TLCP's)
+	// hashes in front of its message; computed once instead of per
+	// signature.
+	za []byte
+}
 
 func (s *softwareSM2Key) Public() crypto.PublicKey { return s.k.Public() }
 func (s *softwareSM2Key) Backend() string          { return softwareName }
@@ -163,6 +175,14 @@ func (s *softwareSM2Key) Close() error             { return nil }
 
 func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts) ([]byte, error) {
 	start := time.Now()
+	if o, ok := opts.(*sm2.SM2SignerOption); ok && o == sm2.DefaultSM2SignerOpts && s.za != nil {
+		// e = SM3(Z || msg), then sign e as a digest.
+		h := sm3.New()
+		h.Write(s.za)
+		h.Write(msg)
+		var e [sm3.Size]byte
+		msg, opts = h.Sum(e[:0]), nil
+	}
 	sig, err := s.k.Sign(rand, msg, opts)
 	ObserveOp(softwareName, "sign", start, err)
 	return sig, err
