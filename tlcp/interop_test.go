@@ -22,17 +22,17 @@ import (
 )
 
 // tjfocPair turns one of our key pairs into a gmtls certificate.
-func tjfocPair(t *testing.T, certDER []byte, key any) tjtls.Certificate {
-	t.Helper()
+func tjfocPair(tb testing.TB, certDER []byte, key any) tjtls.Certificate {
+	tb.Helper()
 	keyDER, err := smx509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c, err := tjtls.X509KeyPair(
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return c
 }

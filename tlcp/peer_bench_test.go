@@ -36,14 +36,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/emmansun/gmsm/smx509"
 	tjtls "github.com/tjfoc/gmsm/gmtls"
 )
 
@@ -105,8 +103,8 @@ func tjfocPeer(b *testing.B) peerImpl {
 		// gmtls takes the signing and the encryption certificate as two
 		// certificates, in that order.
 		Certificates: []tjtls.Certificate{
-			tjfocCertificate(b, p.server.SignCertificate[0], p.server.SignKey),
-			tjfocCertificate(b, p.server.EncCertificate[0], p.server.EncKey),
+			tjfocPair(b, p.server.SignCertificate[0], p.server.SignKey),
+			tjfocPair(b, p.server.EncCertificate[0], p.server.EncKey),
 		},
 		CipherSuites:           []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
 		SessionTicketsDisabled: true,
@@ -124,23 +122,6 @@ func tjfocPeer(b *testing.B) peerImpl {
 		version: tjtls.VersionGMSSL,
 		suite:   tjtls.GMTLS_SM2_WITH_SM4_SM3,
 	}
-}
-
-// tjfocCertificate turns one of our SM2 certificates and its key into a
-// gmtls certificate.
-func tjfocCertificate(tb testing.TB, certDER []byte, key any) tjtls.Certificate {
-	tb.Helper()
-	keyDER, err := smx509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := tjtls.X509KeyPair(
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }
 
 // cryptoTLSPeer is crypto/tls limited to TLS 1.2, ECDHE on P-256 and an
