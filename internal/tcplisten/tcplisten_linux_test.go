@@ -65,30 +65,27 @@ func getSockopts(t *testing.T, c *net.TCPConn) sockopts {
 	return o
 }
 
+// TestAcceptedConnectionsInheritKeepAlive checks the options of accepted
+// connections, set only on the listener: custom values and Listen's
+// defaults (those of the net package).
 func TestAcceptedConnectionsInheritKeepAlive(t *testing.T) {
-	ka := net.KeepAliveConfig{Enable: true, Idle: 37 * time.Second, Interval: 11 * time.Second, Count: 4}
-	ln, err := Config{KeepAlive: ka}.Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := getSockopts(t, accepted(t, ln))
-	want := sockopts{keepAlive: 1, idle: 37, interval: 11, count: 4, noDelay: 1}
-	if got != want {
-		t.Fatalf("accepted connection has %+v, want %+v", got, want)
-	}
-}
-
-func TestListenUsesNetDefaults(t *testing.T) {
-	ln, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := getSockopts(t, accepted(t, ln))
-	want := sockopts{keepAlive: 1, idle: 15, interval: 15, count: 9, noDelay: 1}
-	if got != want {
-		t.Fatalf("accepted connection has %+v, want %+v", got, want)
+	custom := Config{KeepAlive: net.KeepAliveConfig{Enable: true, Idle: 37 * time.Second, Interval: 11 * time.Second, Count: 4}}
+	for _, c := range []struct {
+		name   string
+		listen func(context.Context, string) (net.Listener, error)
+		want   sockopts
+	}{
+		{"custom", custom.Listen, sockopts{keepAlive: 1, idle: 37, interval: 11, count: 4, noDelay: 1}},
+		{"defaults", Listen, sockopts{keepAlive: 1, idle: 15, interval: 15, count: 9, noDelay: 1}},
+	} {
+		ln, err := c.listen(context.Background(), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if got := getSockopts(t, accepted(t, ln)); got != c.want {
+			t.Errorf("%s: accepted connection has %+v, want %+v", c.name, got, c.want)
+		}
 	}
 }
 
