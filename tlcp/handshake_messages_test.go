@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"testing/quick"
@@ -265,14 +266,16 @@ func fuzzMessage(f *testing.F, typ uint8, extra func(t *testing.T, m handshakeMe
 
 // dropUnknownExtensions forgets extensions that are parsed over and not
 // kept (unknown types, SNI without a host name), which marshal therefore
-// does not write again.
+// does not write again, and puts the others in the order marshal writes
+// them (server_name, then ALPN) whatever order they arrived in.
 func dropUnknownExtensions(m handshakeMessage) {
 	keep := func(types []uint16, sni, alpn bool) []uint16 {
 		var out []uint16
-		for _, t := range types {
-			if (t == extensionServerName && sni) || (t == extensionALPN && alpn) {
-				out = append(out, t)
-			}
+		if sni && slices.Contains(types, extensionServerName) {
+			out = append(out, extensionServerName)
+		}
+		if alpn && slices.Contains(types, extensionALPN) {
+			out = append(out, extensionALPN)
 		}
 		return out
 	}
