@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +268,9 @@ func dialAndSpeak(t *testing.T, addr string) net.Conn {
 // TestSilentConnectionsNotAccepted shows deferred accept: a client that
 // connects and says nothing costs the gateway no connection slot.
 func TestSilentConnectionsNotAccepted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("deferred accept (TCP_DEFER_ACCEPT) is Linux only")
+	}
 	p := getPKI(t)
 	up := echoUpstream(t, "a")
 	cfg := testConfig(p, up.URL)
