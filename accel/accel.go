@@ -36,8 +36,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/accel/internal/observe"
 	"github.com/gmgate/gmgate/accel/internal/secret"
 )
 
@@ -140,42 +142,26 @@ func Open(ctx context.Context, ref string) (Key, error) {
 
 // Observer receives what backends do, for metrics. Implementations must be
 // safe for concurrent use and fast.
-type Observer interface {
-	// Op reports one private-key operation: op is "sign" or "decrypt",
-	// err its outcome.
-	Op(backend, op string, err error, d time.Duration)
-	// PoolWait reports how long a call waited for a session.
-	PoolWait(backend string, d time.Duration)
-	// PoolInUse reports a change of the number of sessions in use.
-	PoolInUse(backend string, delta int)
-}
+type Observer = observe.Observer
 
-type nopObserver struct{}
-
-func (nopObserver) Op(string, string, error, time.Duration) {}
-func (nopObserver) PoolWait(string, time.Duration)          {}
-func (nopObserver) PoolInUse(string, int)                   {}
-
-var observer struct {
-	sync.RWMutex
-	o Observer
-}
+// observer holds the installed Observer; nil for none.
+var observer atomic.Pointer[Observer]
 
 // SetObserver installs the observer (nil removes it).
 func SetObserver(o Observer) {
-	observer.Lock()
-	defer observer.Unlock()
-	observer.o = o
+	if o == nil {
+		observer.Store(nil)
+		return
+	}
+	observer.Store(&o)
 }
 
 // currentObserver returns the installed observer or a no-op one.
 func currentObserver() Observer {
-	observer.RLock()
-	defer observer.RUnlock()
-	if observer.o == nil {
-		return nopObserver{}
+	if o := observer.Load(); o != nil {
+		return *o
 	}
-	return observer.o
+	return observe.Nop{}
 }
 
 // ObserveOp reports an operation to the installed observer; for backends.

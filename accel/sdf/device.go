@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/gmgate/gmgate/accel/internal/observe"
 )
 
 const backendName = "sdf"
@@ -17,19 +19,8 @@ const backendName = "sdf"
 // that failed, so that a dead device is not hammered by every request.
 const reopenHoldoff = 200 * time.Millisecond
 
-// Observer receives what the backend does, for metrics. accel.Observer
-// has the same methods.
-type Observer interface {
-	Op(backend, op string, err error, d time.Duration)
-	PoolWait(backend string, d time.Duration)
-	PoolInUse(backend string, delta int)
-}
-
-type nopObserver struct{}
-
-func (nopObserver) Op(string, string, error, time.Duration) {}
-func (nopObserver) PoolWait(string, time.Duration)          {}
-func (nopObserver) PoolInUse(string, int)                   {}
+// Observer receives what the backend does, for metrics: accel.Observer.
+type Observer = observe.Observer
 
 // devices holds the open devices by library: a process opens a device
 // once (many libraries refuse a second SDF_OpenDevice) and every key on

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmgate/gmgate/accel/internal/observe"
+
 	"github.com/emmansun/gmsm/sm2"
 )
 
@@ -35,7 +37,7 @@ type Key struct {
 // message gmsm encrypted to it. obs may be nil.
 func Open(ctx context.Context, cfg Config, obs Observer) (*Key, error) {
 	if obs == nil {
-		obs = nopObserver{}
+		obs = observe.Nop{}
 	}
 	if cfg.Sessions <= 0 {
 		cfg.Sessions = DefaultSessions
