@@ -1,7 +1,6 @@
 package certs
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -9,45 +8,27 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// syncBuffer is a log sink that tests can read while the store writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type storeFixture struct {
 	ca      *CA
 	dir     string
 	files   DualFiles
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	store   *Store
 	reloads chan error
 }
 
 func newStoreFixture(t *testing.T) *storeFixture {
 	t.Helper()
-	f := &storeFixture{ca: newTestCA(t, false), dir: t.TempDir(), logs: &syncBuffer{}, reloads: make(chan error, 16)}
+	f := &storeFixture{ca: newTestCA(t, false), dir: t.TempDir(), logs: &testlog.Buffer{}, reloads: make(chan error, 16)}
 	f.files = writeTestPair(t, f.ca, f.dir, "site", nil, "site.example.cn")
 	var err error
 	f.store, err = NewStore(StoreOptions{

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -53,7 +54,7 @@ type echoed struct {
 func TestHTTPOverTLCP(t *testing.T) {
 	p := getPKI(t)
 	up := echoUpstream(t, "a")
-	var access syncBuffer
+	var access testlog.Buffer
 	s := startServer(t, testConfig(p, up.URL), slog.New(slog.NewJSONHandler(&access, nil)))
 	client := tlcpClient(t, p, nil)
 
@@ -263,7 +264,7 @@ func TestNoHealthyUpstreamIs503(t *testing.T) {
 	}
 	addr := dead.Addr().String()
 	dead.Close()
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfg := testConfig(p, "http://"+addr)
 	cfg.Upstreams["app"].Health.Disabled = true
 	s, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
