@@ -254,22 +254,14 @@ func TestDialAndListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	done := make(chan error, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close()
+	done := serveOne(l, func(c net.Conn) error {
 		buf := make([]byte, 5)
 		if _, err := io.ReadFull(c, buf); err != nil {
-			done <- err
-			return
+			return err
 		}
-		_, err = c.Write(bytes.ToUpper(buf))
-		done <- err
-	}()
+		_, err := c.Write(bytes.ToUpper(buf))
+		return err
+	})
 	cfg := clientConfig(t)
 	cfg.ServerName = ""
 	_, port, _ := net.SplitHostPort(l.Addr().String())

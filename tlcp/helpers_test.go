@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
@@ -107,4 +108,22 @@ func serverConfig(t testing.TB) *Config {
 func clientConfig(t testing.TB) *Config {
 	p := getPKI(t)
 	return &Config{RootCAs: p.roots, ServerName: "server.test"}
+}
+
+// serveOne accepts one connection on l and runs serve on it, under a 10 s
+// deadline, then closes it. The channel receives serve's result, or the
+// error of Accept.
+func serveOne(l net.Listener, serve func(net.Conn) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		done <- serve(c)
+	}()
+	return done
 }

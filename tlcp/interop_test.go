@@ -91,22 +91,12 @@ func TestInteropTjfocClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			type result struct {
-				state ConnectionState
-				err   error
-			}
-			done := make(chan result, 1)
-			go func() {
-				c, err := l.Accept()
-				if err != nil {
-					done <- result{err: err}
-					return
-				}
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				err = echoUpper(c, len("request from tjfoc"))
-				done <- result{c.(*Conn).ConnectionState(), err}
-			}()
+			var state ConnectionState // set before done receives
+			done := serveOne(l, func(c net.Conn) error {
+				err := echoUpper(c, len("request from tjfoc"))
+				state = c.(*Conn).ConnectionState()
+				return err
+			})
 
 			ccfg := &tjtls.Config{
 				GMSupport:    tjtls.NewGMSupport(),
@@ -130,19 +120,18 @@ func TestInteropTjfocClient(t *testing.T) {
 			}
 			defer conn.Close()
 			checkUpperEcho(t, conn, "request from tjfoc")
-			r := <-done
-			if r.err != nil {
-				t.Fatalf("our server: %v", r.err)
+			if err := <-done; err != nil {
+				t.Fatalf("our server: %v", err)
 			}
-			if r.state.CipherSuite != ECC_SM4_CBC_SM3 {
-				t.Fatalf("suite %s", CipherSuiteName(r.state.CipherSuite))
+			if state.CipherSuite != ECC_SM4_CBC_SM3 {
+				t.Fatalf("suite %s", CipherSuiteName(state.CipherSuite))
 			}
 			if auth {
-				if len(r.state.PeerCertificates) != 2 || len(r.state.VerifiedChains) == 0 {
-					t.Fatalf("server saw %d client certificates, %d chains", len(r.state.PeerCertificates), len(r.state.VerifiedChains))
+				if len(state.PeerCertificates) != 2 || len(state.VerifiedChains) == 0 {
+					t.Fatalf("server saw %d client certificates, %d chains", len(state.PeerCertificates), len(state.VerifiedChains))
 				}
-				if r.state.PeerCertificates[0].Subject.CommonName != "client.test" {
-					t.Fatalf("client subject %v", r.state.PeerCertificates[0].Subject)
+				if state.PeerCertificates[0].Subject.CommonName != "client.test" {
+					t.Fatalf("client subject %v", state.PeerCertificates[0].Subject)
 				}
 			}
 		})
@@ -175,17 +164,7 @@ func TestInteropTjfocServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			done := make(chan error, 1)
-			go func() {
-				c, err := l.Accept()
-				if err != nil {
-					done <- err
-					return
-				}
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				done <- echoUpper(c, len("request from gmgate"))
-			}()
+			done := serveOne(l, func(c net.Conn) error { return echoUpper(c, len("request from gmgate")) })
 
 			ccfg := clientConfig(t)
 			ccfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
@@ -219,17 +198,7 @@ func TestInteropTjfocRejectsWrongCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	serverErr := make(chan error, 1)
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			serverErr <- err
-			return
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		serverErr <- c.(*Conn).Handshake()
-	}()
+	serverErr := serveOne(l, func(c net.Conn) error { return c.(*Conn).Handshake() })
 	other, err := tjx509.ParseCertificate(getPKI(t).otherCA.Cert.Raw)
 	if err != nil {
 		t.Fatal(err)
