@@ -204,6 +204,17 @@ func gatewayURL(s *Server, path string) string {
 	return "https://" + s.Addr("edge").String() + path
 }
 
+// mustServeTLCP fetches / from the gateway's edge listener over TLCP and
+// fails the test if that does not work.
+func mustServeTLCP(t testing.TB, p *testPKI, s *Server) {
+	t.Helper()
+	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+}
+
 func readAll(t testing.TB, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()

@@ -136,11 +136,7 @@ func TestMetricsShowHandshakesAndLatency(t *testing.T) {
 	hsBefore, _ := metricValue(before, "gmgate_handshake_duration_seconds", map[string]string{"protocol": "tlcp", "result": "ok"})
 
 	for range 3 {
-		resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
+		mustServeTLCP(t, p, s)
 	}
 	resp, err := tlsClient(t, p).Get(gatewayURL(s, "/"))
 	if err != nil {
@@ -242,11 +238,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	// Once the slot is free, handshakes go through again.
 	idle.Close()
 	waitFor(t, "the slot to be released", func() bool { return len(s.gen.handshakes.slots) == 0 })
-	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	mustServeTLCP(t, p, s)
 }
 
 // dialAndSpeak connects to addr and sends the first byte of a handshake
@@ -286,11 +278,7 @@ func TestSilentConnectionsNotAccepted(t *testing.T) {
 	if n := s.listeners["edge"].active.Load(); n != 0 {
 		t.Fatalf("%d active connections with only a silent client", n)
 	}
-	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	mustServeTLCP(t, p, s)
 }
 
 func TestMaxConnections(t *testing.T) {
@@ -376,11 +364,7 @@ func TestProxyHeaderFromUntrustedPeerRefused(t *testing.T) {
 		t.Fatal("a forged PROXY header was accepted")
 	}
 	// Plain clients from untrusted addresses are still served.
-	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	mustServeTLCP(t, p, s)
 }
 
 func TestReloadConfigKeepsConnections(t *testing.T) {
@@ -503,11 +487,7 @@ func TestHostileClientsLeaveNothing(t *testing.T) {
 		return v == 0 && len(s.gen.handshakes.slots) == 0
 	})
 	// The gateway still serves.
-	resp, err := tlcpClient(t, p, nil).Get(gatewayURL(s, "/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	readAll(t, resp)
+	mustServeTLCP(t, p, s)
 }
 
 func TestRunReloadsOnFileChange(t *testing.T) {
