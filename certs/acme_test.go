@@ -18,6 +18,8 @@ import (
 	"github.com/letsencrypt/pebble/v2/va"
 	"github.com/letsencrypt/pebble/v2/wfe"
 	"github.com/miekg/dns"
+
+	"github.com/gmgate/gmgate/internal/testnet"
 )
 
 const acmeTestDomain = "acme.gmgate.test"
@@ -102,23 +104,8 @@ func TestACMEWithPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{GetCertificate: s.GetTLSCertificate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.(*tls.Conn).Handshake()
-			}()
-		}
-	}()
+	tcfg := &tls.Config{GetCertificate: s.GetTLSCertificate}
+	addr := testnet.Serve(t, func(c net.Conn) { tls.Server(c, tcfg).Handshake() })
 	pebbleRoots := x509.NewCertPool()
 	root := pebbleCA.GetRootCert(0)
 	if root == nil {
@@ -127,7 +114,7 @@ func TestACMEWithPebble(t *testing.T) {
 	pebbleRoots.AddCert(root.Cert)
 	// Pebble's chain is root <- intermediate <- leaf; the served chain
 	// must carry the intermediate.
-	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: pebbleRoots, ServerName: acmeTestDomain})
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pebbleRoots, ServerName: acmeTestDomain})
 	if err != nil {
 		t.Fatalf("TLS client did not accept the ACME certificate: %v", err)
 	}

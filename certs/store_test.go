@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -44,24 +45,12 @@ func newStoreFixture(t *testing.T) *storeFixture {
 
 // serve runs a TLCP echo server on the store until the test ends.
 func (f *storeFixture) serve(t *testing.T) string {
-	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{GetCertificate: f.store.GetTLCPCertificate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	cfg := &tlcp.Config{GetCertificate: f.store.GetTLCPCertificate}
+	return testnet.Serve(t, func(c net.Conn) {
+		tc := tlcp.Server(c, cfg)
+		defer tc.Close()
+		io.Copy(tc, tc)
+	})
 }
 
 func (f *storeFixture) dial(t *testing.T, addr string) *tlcp.Conn {
