@@ -135,8 +135,11 @@ func (hs *clientHandshakeState) makeClientHello() error {
 	if len(hello.cipherSuites) == 0 {
 		return errors.New("tlcp: no usable cipher suite: the ECDHE suites need a client encryption certificate whose key supports SM2 key agreement")
 	}
-	if cfg.SendServerName && cfg.ServerName != "" && net.ParseIP(hostnameForVerify(cfg.ServerName)) == nil {
-		hello.serverName = hostnameForVerify(cfg.ServerName)
+	if cfg.SendServerName && cfg.ServerName != "" {
+		// No IP literal and nothing a server would refuse as a host name.
+		if name := hostnameForVerify(cfg.ServerName); net.ParseIP(name) == nil && validServerName([]byte(name)) {
+			hello.serverName = name
+		}
 	}
 	if cfg.ClientSessionCache != nil && !cfg.SessionsDisabled {
 		hs.sessionKey = clientSessionCacheKey(c.conn.RemoteAddr(), cfg)

@@ -169,14 +169,15 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		return false
 	}
 	m.hasExtensions = true
+	var seen extensionSet
 	for !exts.Empty() {
 		var typ uint16
 		var ext cryptobyte.String
 		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&ext) {
 			return false
 		}
-		if slices.Contains(m.extensionTypes, typ) {
-			return false // duplicate extension
+		if len(m.extensionTypes) == maxHelloExtensions || !seen.add(typ) {
+			return false // too many, or a duplicate
 		}
 		m.extensionTypes = append(m.extensionTypes, typ)
 		switch typ {
@@ -194,14 +195,13 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 				if nameType != 0 {
 					continue
 				}
-				if m.serverName != "" {
-					return false // two host names
-				}
-				m.serverName = string(name)
-				// A trailing dot is allowed in DNS but not in SNI.
-				if m.serverName[len(m.serverName)-1] == '.' {
+				// One host name, and a valid one: it ends up in logs and
+				// in the session cache. (A trailing dot is allowed in DNS
+				// but not in SNI.)
+				if m.serverName != "" || !validServerName(name) {
 					return false
 				}
+				m.serverName = string(name)
 			}
 		case extensionALPN:
 			protos, ok := readALPNList(&ext)
@@ -212,6 +212,57 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 		}
 	}
 	return true
+}
+
+// maxHelloExtensions bounds the extensions of a hello. Deployed TLCP
+// clients send a handful; a hello stuffed with thousands of empty
+// extensions is refused before it costs anything.
+const maxHelloExtensions = 64
+
+// extensionSet records the extension types seen in one hello, so that a
+// duplicate is found in constant time whatever the number of extensions.
+type extensionSet [1 << 16 / 64]uint64
+
+// add records typ and reports whether it was new.
+func (s *extensionSet) add(typ uint16) bool {
+	w, bit := typ/64, uint64(1)<<(typ%64)
+	if s[w]&bit != 0 {
+		return false
+	}
+	s[w] |= bit
+	return true
+}
+
+// maxServerNameLen is the longest DNS name (RFC 1035 §2.3.4).
+const maxServerNameLen = 255
+
+// validServerName reports whether name is a host name as SNI carries it:
+// at most 255 bytes of dot-separated labels of 1 to 63 letters, digits,
+// hyphens or underscores. IP literals (which RFC 6066 forbids) other than
+// dotted IPv4 and trailing dots do not pass.
+func validServerName(name []byte) bool {
+	if len(name) == 0 || len(name) > maxServerNameLen {
+		return false
+	}
+	label := 0
+	for _, c := range name {
+		switch {
+		case c == '.':
+			if label == 0 {
+				return false
+			}
+			label = 0
+			continue
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+		label++
+		if label > 63 {
+			return false
+		}
+	}
+	return label > 0
 }
 
 func readALPNList(s *cryptobyte.String) ([]string, bool) {
@@ -309,13 +360,14 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 	if !s.ReadUint16LengthPrefixed(&exts) || !s.Empty() {
 		return false
 	}
+	var seen extensionSet
 	for !exts.Empty() {
 		var typ uint16
 		var ext cryptobyte.String
 		if !exts.ReadUint16(&typ) || !exts.ReadUint16LengthPrefixed(&ext) {
 			return false
 		}
-		if slices.Contains(m.extensionTypes, typ) {
+		if len(m.extensionTypes) == maxHelloExtensions || !seen.add(typ) {
 			return false
 		}
 		m.extensionTypes = append(m.extensionTypes, typ)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/quick"
 
@@ -376,6 +377,132 @@ func TestMarshalRejectsOversizedFields(t *testing.T) {
 	} {
 		if _, err := m.marshal(); err == nil {
 			t.Errorf("%T with an oversized field marshaled", m)
+		}
+	}
+}
+
+// helloWithExtensions returns a TLCP ClientHello carrying exts, each a
+// type and a body, in order.
+func helloWithExtensions(t testing.TB, exts ...helloExtension) []byte {
+	t.Helper()
+	w := newMessage(typeClientHello, 100)
+	w.u16(VersionTLCP)
+	w.raw(make([]byte, 32))
+	w.vec(1, nil)
+	w.vec(2, []byte{byte(ECC_SM4_GCM_SM3 >> 8), byte(ECC_SM4_GCM_SM3 & 0xff)})
+	w.vec(1, []byte{0})
+	list := w.open(2)
+	for _, e := range exts {
+		w.u16(e.typ)
+		w.vec(2, e.body)
+	}
+	w.close(list, 2)
+	b, err := w.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type helloExtension struct {
+	typ  uint16
+	body []byte
+}
+
+// sniExtension is a server_name extension naming name.
+func sniExtension(name string) helloExtension {
+	w := &builder{}
+	list := w.open(2)
+	w.u8(0)
+	w.vec(2, []byte(name))
+	w.close(list, 2)
+	return helloExtension{extensionServerName, w.b}
+}
+
+func TestClientHelloExtensionLimits(t *testing.T) {
+	many := func(n int) []helloExtension {
+		exts := make([]helloExtension, n)
+		for i := range exts {
+			exts[i] = helloExtension{typ: uint16(0x1000 + i)}
+		}
+		return exts
+	}
+	for _, tc := range []struct {
+		name string
+		exts []helloExtension
+		ok   bool
+	}{
+		{"at the limit", many(maxHelloExtensions), true},
+		{"one over the limit", many(maxHelloExtensions + 1), false},
+		// What a 64 KiB hello can hold: refused, not parsed.
+		{"16000 extensions", many(16000), false},
+		{"duplicate first and last", append(many(10), helloExtension{typ: 0x1000}), false},
+		{"duplicate of the highest type", []helloExtension{{typ: 0xffff}, {typ: 0xfffe}, {typ: 0xffff}}, false},
+		{"types 0 and 64 (same word, other bit)", []helloExtension{{typ: 64}, {typ: 0x40 + 1}, {typ: 0x4000}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m clientHelloMsg
+			if got := m.unmarshal(helloWithExtensions(t, tc.exts...)); got != tc.ok {
+				t.Fatalf("unmarshal = %v, want %v", got, tc.ok)
+			}
+			if tc.ok && len(m.extensionTypes) != len(tc.exts) {
+				t.Fatalf("%d extensions recorded, want %d", len(m.extensionTypes), len(tc.exts))
+			}
+		})
+	}
+	// The ServerHello has the same rules.
+	var sh serverHelloMsg
+	w := newMessage(typeServerHello, 100)
+	w.u16(VersionTLCP)
+	w.raw(make([]byte, 32))
+	w.vec(1, nil)
+	w.u16(ECC_SM4_GCM_SM3)
+	w.u8(0)
+	list := w.open(2)
+	for i := 0; i <= maxHelloExtensions; i++ {
+		w.u16(uint16(0x2000 + i))
+		w.u16(0)
+	}
+	w.close(list, 2)
+	b, _ := w.finish()
+	if sh.unmarshal(b) {
+		t.Fatal("ServerHello with too many extensions parsed")
+	}
+}
+
+func TestClientHelloServerNames(t *testing.T) {
+	label63 := strings.Repeat("a", 63)
+	name255 := strings.Join([]string{label63, label63, label63, strings.Repeat("b", 63)}, ".")
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"server.test", true},
+		{"a", true},
+		{"xn--fiqs8s.example.cn", true},
+		{"_acme.example.cn", true},
+		{"10.0.0.1", true}, // dotted digits are a valid host name syntax
+		{name255, true},
+		{name255 + "c", false}, // 256 bytes
+		{strings.Repeat("a", 60000), false},
+		{strings.Repeat("a", 64) + ".test", false}, // label over 63
+		{"server.test.", false},
+		{".server.test", false},
+		{"server..test", false},
+		{"server test", false},
+		{"server.test\x00", false},
+		{"::1", false},
+		{"[::1]", false},
+		{"server.test:443", false},
+		{"exa\xc3\xa9mple.cn", false},
+	} {
+		var m clientHelloMsg
+		got := m.unmarshal(helloWithExtensions(t, sniExtension(tc.name)))
+		if got != tc.ok {
+			t.Errorf("server name %.40q (%d bytes): unmarshal = %v, want %v", tc.name, len(tc.name), got, tc.ok)
+		}
+		if got && m.serverName != tc.name {
+			t.Errorf("server name %q parsed as %q", tc.name, m.serverName)
 		}
 	}
 }

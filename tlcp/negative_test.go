@@ -166,6 +166,17 @@ func writeRawRecord(t *testing.T, c net.Conn, typ recordType, vers uint16, paylo
 	}
 }
 
+// writeRawHandshake writes a handshake message in as many records as it
+// needs.
+func writeRawHandshake(t *testing.T, c net.Conn, msg []byte) {
+	t.Helper()
+	for len(msg) > 0 {
+		n := min(len(msg), maxPlaintext)
+		writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, msg[:n])
+		msg = msg[n:]
+	}
+}
+
 // readRawRecord reads one unencrypted record.
 func readRawRecord(c net.Conn) (recordType, []byte, error) {
 	hdr := make([]byte, recordHeaderLen)
@@ -261,6 +272,19 @@ func TestServerRawInputAlerts(t *testing.T) {
 			hello := rawClientHello(t, VersionTLCP, []uint16{ECC_SM4_GCM_SM3}, nil)
 			hello[4+2+32] = 33 // session ID longer than allowed
 			writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, hello)
+		}, AlertDecodeError},
+		{"16000 extensions", func(t *testing.T, c net.Conn) {
+			exts := make([]helloExtension, 16000)
+			for i := range exts {
+				exts[i].typ = uint16(0x1000 + i)
+			}
+			writeRawHandshake(t, c, helloWithExtensions(t, exts...))
+		}, AlertDecodeError},
+		{"60 KB server name", func(t *testing.T, c net.Conn) {
+			writeRawHandshake(t, c, helloWithExtensions(t, sniExtension(strings.Repeat("a", 60000))))
+		}, AlertDecodeError},
+		{"server name that is not a host name", func(t *testing.T, c net.Conn) {
+			writeRawHandshake(t, c, helloWithExtensions(t, sniExtension("a/../b")))
 		}, AlertDecodeError},
 		{"not a handshake", func(t *testing.T, c net.Conn) {
 			c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
