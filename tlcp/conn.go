@@ -63,6 +63,9 @@ type Conn struct {
 	closeNotifySent bool
 	closeNotifyErr  error
 	activeCall      atomic.Int32
+	// peerFatal is the fatal alert the peer sent, if any: after it the
+	// connection is over, and nothing more is written (RFC 5246 §7.2.2).
+	peerFatal atomic.Pointer[AlertError]
 }
 
 // halfConn is the record state of one direction.
@@ -288,7 +291,9 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 			}
 			return c.retryReadRecord(expectChangeCipherSpec)
 		}
-		return c.in.setErrorLocked(&AlertError{Alert: desc, Remote: true})
+		err := &AlertError{Alert: desc, Remote: true}
+		c.peerFatal.Store(err)
+		return c.in.setErrorLocked(err)
 
 	case recordTypeChangeCipherSpec:
 		if len(data) != 1 || data[0] != 1 {
@@ -451,6 +456,9 @@ func (c *Conn) sealRecord(out []byte, typ recordType, payload []byte) ([]byte, e
 func (c *Conn) writeRaw(b []byte) error {
 	if len(b) == 0 {
 		return nil
+	}
+	if err := c.peerFatal.Load(); err != nil {
+		return c.out.setErrorLocked(err)
 	}
 	if _, err := c.conn.Write(b); err != nil {
 		return c.out.setErrorLocked(err)
@@ -657,8 +665,8 @@ func (c *Conn) handlePostHandshakeMessage() error {
 	return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unexpected %T after the handshake", msg)))
 }
 
-// Close sends close_notify (after a completed handshake) and closes the
-// connection.
+// Close sends close_notify (after a completed handshake, unless the peer
+// ended the connection with a fatal alert) and closes the connection.
 func (c *Conn) Close() error {
 	// Interlock with Write: no new Write after this point.
 	for {
@@ -671,7 +679,7 @@ func (c *Conn) Close() error {
 		}
 	}
 	var alertErr error
-	if c.isHandshakeComplete.Load() {
+	if c.isHandshakeComplete.Load() && c.peerFatal.Load() == nil {
 		if err := c.closeNotify(); err != nil {
 			alertErr = fmt.Errorf("tlcp: failed to send closeNotify alert (but connection was closed anyway): %w", err)
 		}

@@ -362,3 +362,61 @@ func TestRenegotiationRefused(t *testing.T) {
 		t.Fatalf("server read %q, %v", buf, err)
 	}
 }
+
+// TestNothingWrittenAfterPeerFatalAlert: once the client has sent a fatal
+// alert the server writes nothing more on the connection: no data, no
+// alert of its own, no close_notify.
+func TestNothingWrittenAfterPeerFatalAlert(t *testing.T) {
+	t.Run("established", func(t *testing.T) {
+		ccfg, scfg := suiteConfigs(t, ECC_SM4_GCM_SM3, false)
+		c, s := localPipe(t)
+		client, server := Client(c, ccfg), Server(s, scfg)
+		errc := make(chan error, 1)
+		go func() { errc <- server.Handshake() }()
+		if err := client.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		client.sendAlert(AlertInternalError, nil)
+		var ae *AlertError
+		if _, err := server.Read(make([]byte, 10)); !errors.As(err, &ae) || !ae.Remote || ae.Alert != AlertInternalError {
+			t.Fatalf("server Read: %v, want the client's internal error alert", err)
+		}
+		// What an HTTP server does with a read error: answer, then close.
+		if _, err := server.Write([]byte("HTTP/1.0 400 Bad Request\r\n\r\n")); err == nil {
+			t.Error("Write after the peer's fatal alert succeeded")
+		}
+		if err := server.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+			t.Fatalf("client received %d bytes after its fatal alert (%v)", len(b), err)
+		}
+		c.Close()
+	})
+	t.Run("handshake", func(t *testing.T) {
+		c, errc := serveRaw(t, serverConfig(t))
+		writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, rawClientHello(t, VersionTLCP, []uint16{ECC_SM4_GCM_SM3}, nil))
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, body, err := readRawRecord(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body[0] == typeServerHelloDone {
+				break
+			}
+		}
+		writeRawRecord(t, c, recordTypeAlert, VersionTLCP, []byte{alertLevelError, byte(AlertBadCertificate)})
+		var ae *AlertError
+		if err := <-errc; !errors.As(err, &ae) || !ae.Remote {
+			t.Fatalf("server error %v, want the received alert", err)
+		}
+		if b, err := io.ReadAll(c); len(b) != 0 || err != nil {
+			t.Fatalf("client received %d bytes after its fatal alert (%v)", len(b), err)
+		}
+	})
+}
