@@ -54,13 +54,22 @@ func parseCertificates(list [][]byte) ([]*smx509.Certificate, error) {
 	return certs, nil
 }
 
-const encKeyUsages = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
+const (
+	// encipherUsages let a key receive an encrypted pre-master secret
+	// (the ECC suites).
+	encipherUsages = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment
+	// encKeyUsages are those of an encryption certificate in any suite:
+	// the ECDHE suites use the key for SM2 key agreement.
+	encKeyUsages = encipherUsages | smx509.KeyUsageKeyAgreement
+)
 
 // checkKeyUsages checks the roles of a peer's signing and encryption
 // certificates: SM2 keys, digitalSignature on the first, an encipherment or
-// key-agreement usage on the second. An absent KeyUsage extension permits
-// everything.
-func checkKeyUsages(sign, enc *smx509.Certificate) error {
+// key-agreement usage on the second. When the encryption key receives the
+// pre-master secret (keyTransport, the ECC suites), keyAgreement alone is
+// not enough: it must allow encipherment. An absent KeyUsage extension
+// permits everything.
+func checkKeyUsages(sign, enc *smx509.Certificate, keyTransport bool) error {
 	if _, err := sm2PublicKey(sign.PublicKey); err != nil {
 		return fmt.Errorf("signing certificate %q: %w", sign.Subject, err)
 	}
@@ -75,6 +84,9 @@ func checkKeyUsages(sign, enc *smx509.Certificate) error {
 	}
 	if enc.KeyUsage != 0 && enc.KeyUsage&encKeyUsages == 0 {
 		return fmt.Errorf("encryption certificate %q has none of the keyEncipherment, dataEncipherment or keyAgreement key usages", enc.Subject)
+	}
+	if keyTransport && enc.KeyUsage != 0 && enc.KeyUsage&encipherUsages == 0 {
+		return fmt.Errorf("encryption certificate %q allows only key agreement, which the ECDHE suites use; the ECC suites encrypt the pre-master secret to it and need keyEncipherment or dataEncipherment", enc.Subject)
 	}
 	return nil
 }

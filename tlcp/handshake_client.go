@@ -384,7 +384,7 @@ func (hs *clientHandshakeState) verifyServerCertificate(list [][]byte) error {
 	if err != nil {
 		return c.sendAlert(AlertBadCertificate, fmt.Errorf("server %v", err))
 	}
-	if err := checkKeyUsages(certs[0], certs[1]); err != nil {
+	if err := checkKeyUsages(certs[0], certs[1], !hs.suite.ecdhe); err != nil {
 		return c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("server %v", err))
 	}
 	c.peerCertificates = certs

@@ -447,7 +447,8 @@ func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) er
 	if len(certs) > 1 && (hs.suite.ecdhe || isEncCertificate(certs[1])) {
 		enc = certs[1]
 	}
-	if err := checkKeyUsages(certs[0], enc); err != nil {
+	// The client's encryption key never receives a pre-master secret.
+	if err := checkKeyUsages(certs[0], enc, false); err != nil {
 		return c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client %v", err))
 	}
 	if cfg.ClientAuth.verifies() {

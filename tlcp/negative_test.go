@@ -420,3 +420,31 @@ func TestNothingWrittenAfterPeerFatalAlert(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyAgreementOnlyEncCertificate: an encryption certificate that
+// allows only keyAgreement serves the ECDHE suites (SM2 key agreement) but
+// not the ECC suites, where the client encrypts the pre-master secret to
+// it.
+func TestKeyAgreementOnlyEncCertificate(t *testing.T) {
+	p := getPKI(t)
+	cert := issueDual(t, p.ca, "server.test", []string{"server.test"}, func(sign, enc *smx509.Certificate) {
+		enc.KeyUsage = smx509.KeyUsageKeyAgreement
+	})
+	for _, suite := range allSuites {
+		t.Run(CipherSuiteName(suite), func(t *testing.T) {
+			ccfg, scfg := suiteConfigs(t, suite, false)
+			scfg.Certificates = []Certificate{cert}
+			_, _, cerr, serr := handshakePair(t, ccfg, scfg)
+			if cipherSuiteByID(suite).ecdhe {
+				if cerr != nil || serr != nil {
+					t.Fatalf("client %v, server %v", cerr, serr)
+				}
+				return
+			}
+			assertAlert(t, cerr, serr, AlertUnsupportedCertificate)
+			if !strings.Contains(cerr.Error(), "keyEncipherment") {
+				t.Errorf("error does not say what the certificate lacks: %v", cerr)
+			}
+		})
+	}
+}
