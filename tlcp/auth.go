@@ -91,13 +91,25 @@ func checkKeyUsages(sign, enc *smx509.Certificate, keyTransport bool) error {
 	return nil
 }
 
-// Extended key usages accepted on peer certificates. Client certificates
-// issued by GM CAs often carry serverAuth as well as (or instead of)
-// clientAuth, so both are accepted there.
+// Extended key usages accepted on peer certificates (a certificate
+// without the extension, or with anyExtendedKeyUsage, passes too).
 var (
 	serverAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageServerAuth}
-	clientAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth, smx509.ExtKeyUsageServerAuth}
+	clientAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth}
+	// lenientClientAuthUsages also let serverAuth-only certificates
+	// through, as some GM CAs issue client certificates with serverAuth
+	// alone (Config.AcceptServerAuthClientCerts).
+	lenientClientAuthUsages = []smx509.ExtKeyUsage{smx509.ExtKeyUsageClientAuth, smx509.ExtKeyUsageServerAuth}
 )
+
+// clientCertUsages are the extended key usages a client certificate must
+// allow under c.
+func (c *Config) clientCertUsages() []smx509.ExtKeyUsage {
+	if c.AcceptServerAuthClientCerts {
+		return lenientClientAuthUsages
+	}
+	return clientAuthUsages
+}
 
 // verifyPeerChains verifies the signing certificate (against host, when
 // given) and the encryption certificate, when there is one, as leaves

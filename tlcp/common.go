@@ -270,6 +270,12 @@ type Config struct {
 	ClientAuth ClientAuthType
 	// ClientCAs verifies client certificates; the system pool when nil.
 	ClientCAs *smx509.CertPool
+	// AcceptServerAuthClientCerts makes the server accept client
+	// certificates whose extended key usage allows serverAuth but not
+	// clientAuth, which some GM CAs issue. By default a client certificate
+	// must allow clientAuth (or carry no extended key usage, or
+	// anyExtendedKeyUsage), as crypto/tls requires.
+	AcceptServerAuthClientCerts bool
 
 	// CipherSuites lists the enabled suites in preference order; the
 	// server uses its own order. Nil means DefaultCipherSuites.
@@ -306,27 +312,28 @@ func (c *Config) Clone() *Config {
 		return nil
 	}
 	return &Config{
-		Rand:                      c.Rand,
-		Time:                      c.Time,
-		Certificates:              c.Certificates,
-		GetCertificate:            c.GetCertificate,
-		GetClientCertificate:      c.GetClientCertificate,
-		GetConfigForClient:        c.GetConfigForClient,
-		VerifyPeerCertificate:     c.VerifyPeerCertificate,
-		VerifyConnection:          c.VerifyConnection,
-		RootCAs:                   c.RootCAs,
-		ServerName:                c.ServerName,
-		SendServerName:            c.SendServerName,
-		NextProtos:                c.NextProtos,
-		InsecureSkipVerify:        c.InsecureSkipVerify,
-		ClientAuth:                c.ClientAuth,
-		ClientCAs:                 c.ClientCAs,
-		CipherSuites:              c.CipherSuites,
-		SessionCache:              c.serverSessionCache(),
-		SessionsDisabled:          c.SessionsDisabled,
-		ClientSessionCache:        c.ClientSessionCache,
-		ClientECDHEParamsAsVector: c.ClientECDHEParamsAsVector,
-		ClientSignCertOnly:        c.ClientSignCertOnly,
+		Rand:                        c.Rand,
+		Time:                        c.Time,
+		Certificates:                c.Certificates,
+		GetCertificate:              c.GetCertificate,
+		GetClientCertificate:        c.GetClientCertificate,
+		GetConfigForClient:          c.GetConfigForClient,
+		VerifyPeerCertificate:       c.VerifyPeerCertificate,
+		VerifyConnection:            c.VerifyConnection,
+		RootCAs:                     c.RootCAs,
+		ServerName:                  c.ServerName,
+		SendServerName:              c.SendServerName,
+		NextProtos:                  c.NextProtos,
+		InsecureSkipVerify:          c.InsecureSkipVerify,
+		ClientAuth:                  c.ClientAuth,
+		ClientCAs:                   c.ClientCAs,
+		AcceptServerAuthClientCerts: c.AcceptServerAuthClientCerts,
+		CipherSuites:                c.CipherSuites,
+		SessionCache:                c.serverSessionCache(),
+		SessionsDisabled:            c.SessionsDisabled,
+		ClientSessionCache:          c.ClientSessionCache,
+		ClientECDHEParamsAsVector:   c.ClientECDHEParamsAsVector,
+		ClientSignCertOnly:          c.ClientSignCertOnly,
 	}
 }
 

@@ -456,7 +456,7 @@ func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) er
 		if enc != nil {
 			intermediates = certs[2:]
 		}
-		chains, err := verifyPeerChains(certs[0], enc, intermediates, cfg.ClientCAs, "", cfg.now(), clientAuthUsages)
+		chains, err := verifyPeerChains(certs[0], enc, intermediates, cfg.ClientCAs, "", cfg.now(), cfg.clientCertUsages())
 		if err != nil {
 			return c.sendAlert(certificateAlert(err), fmt.Errorf("client certificate: %w", err))
 		}

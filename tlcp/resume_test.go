@@ -9,6 +9,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/smx509"
 )
 
 func TestResumptionAllSuites(t *testing.T) {
@@ -322,5 +323,48 @@ func TestSessionStateMarshal(t *testing.T) {
 		if _, err := ParseSessionState(b[:i]); err == nil {
 			t.Fatalf("truncated state of %d bytes parsed", i)
 		}
+	}
+}
+
+// TestClientCertificateExtendedKeyUsage: a client certificate must allow
+// clientAuth (or name no extended key usage, or any); serverAuth alone
+// passes only with AcceptServerAuthClientCerts.
+func TestClientCertificateExtendedKeyUsage(t *testing.T) {
+	p := getPKI(t)
+	withEKU := func(ekus ...smx509.ExtKeyUsage) Certificate {
+		return issueDual(t, p.ca, "client.test", nil, func(sign, enc *smx509.Certificate) {
+			sign.ExtKeyUsage, enc.ExtKeyUsage = ekus, ekus
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		cert    Certificate
+		lenient bool
+		ok      bool
+	}{
+		{"clientAuth", withEKU(smx509.ExtKeyUsageClientAuth), false, true},
+		{"no extended key usage", withEKU(), false, true},
+		{"anyExtendedKeyUsage", withEKU(smx509.ExtKeyUsageAny), false, true},
+		{"serverAuth only", withEKU(smx509.ExtKeyUsageServerAuth), false, false},
+		{"serverAuth only, lenient", withEKU(smx509.ExtKeyUsageServerAuth), true, true},
+		{"codeSigning only, lenient", withEKU(smx509.ExtKeyUsageCodeSigning), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, policy := range []ClientAuthType{VerifyClientCertIfGiven, RequireAndVerifyClientCert} {
+				ccfg := clientConfig(t)
+				ccfg.Certificates = []Certificate{tc.cert}
+				scfg := serverConfig(t)
+				scfg.ClientAuth = policy
+				scfg.AcceptServerAuthClientCerts = tc.lenient
+				_, _, cerr, serr := handshakePair(t, ccfg, scfg)
+				if tc.ok {
+					if cerr != nil || serr != nil {
+						t.Fatalf("%v: client %v, server %v", policy, cerr, serr)
+					}
+					continue
+				}
+				assertAlert(t, serr, cerr, AlertUnsupportedCertificate)
+			}
+		})
 	}
 }
