@@ -1,7 +1,9 @@
 package tlcp
 
 import (
+	"bytes"
 	"crypto/ecdsa"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -12,34 +14,61 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 )
 
-// certCache keeps parsed certificates by their DER bytes: a client talking
-// to the same servers, or a server seeing the same client certificates,
-// parses each certificate once. It is bounded; when full it starts over.
+// certCache keeps parsed certificates by the SHA-256 of their DER bytes: a
+// client talking to the same servers, or a server resuming the sessions of
+// the same clients, parses each certificate once. It is bounded in entries
+// and in bytes, and holds only certificates of a usual size; when full it
+// starts over.
 var certCache = struct {
 	sync.Mutex
-	m map[string]*smx509.Certificate
-}{m: make(map[string]*smx509.Certificate)}
+	m     map[[sha256.Size]byte]*smx509.Certificate
+	bytes int
+}{m: make(map[[sha256.Size]byte]*smx509.Certificate)}
 
-const certCacheSize = 1024
+const (
+	certCacheSize  = 1024
+	certCacheBytes = 1 << 20
+	// maxCachedCert is the largest certificate the cache keeps; larger
+	// ones (which anyone can make up) are parsed every time.
+	maxCachedCert = 4 << 10
+)
 
+// parseCertificate parses der, which it does not keep: the certificate
+// refers to a copy of its own, so that it never holds on to the handshake
+// message der came in.
 func parseCertificate(der []byte) (*smx509.Certificate, error) {
+	if len(der) > maxCachedCert {
+		return smx509.ParseCertificate(ownCopy(der))
+	}
+	sum := sha256.Sum256(der)
 	certCache.Lock()
-	c, ok := certCache.m[string(der)]
+	c, ok := certCache.m[sum]
 	certCache.Unlock()
-	if ok {
+	if ok && bytes.Equal(c.Raw, der) {
 		return c, nil
 	}
-	c, err := smx509.ParseCertificate(der)
+	c, err := smx509.ParseCertificate(ownCopy(der))
 	if err != nil {
 		return nil, err
 	}
 	certCache.Lock()
-	if len(certCache.m) >= certCacheSize {
+	if len(certCache.m) >= certCacheSize || certCache.bytes+len(der) > certCacheBytes {
 		clear(certCache.m)
+		certCache.bytes = 0
 	}
-	certCache.m[string(der)] = c
+	if _, ok := certCache.m[sum]; !ok {
+		certCache.m[sum] = c
+		certCache.bytes += len(der)
+	}
 	certCache.Unlock()
 	return c, nil
+}
+
+// ownCopy returns a copy of b in a buffer of exactly its size.
+func ownCopy(b []byte) []byte {
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
 
 func parseCertificates(list [][]byte) ([]*smx509.Certificate, error) {
@@ -140,6 +169,28 @@ func verifyPeerChains(sign, enc *smx509.Certificate, intermediates []*smx509.Cer
 		}
 	}
 	return chains, nil
+}
+
+// validAt reports whether now is within c's validity period.
+func validAt(c *smx509.Certificate, now time.Time) bool {
+	return !now.Before(c.NotBefore) && !now.After(c.NotAfter)
+}
+
+// chainValidAt reports whether a chain verified earlier still holds at now
+// under roots: every certificate is within its validity period and the
+// last one is still trusted (a lookup when it is in roots; nil roots are
+// the system's).
+func chainValidAt(chain []*smx509.Certificate, roots *smx509.CertPool, now time.Time) bool {
+	if len(chain) == 0 {
+		return false
+	}
+	for _, c := range chain {
+		if !validAt(c, now) {
+			return false
+		}
+	}
+	_, err := chain[len(chain)-1].Verify(smx509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []smx509.ExtKeyUsage{smx509.ExtKeyUsageAny}})
+	return err == nil
 }
 
 // certificateAlert chooses the alert for a certificate verification error.

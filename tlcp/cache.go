@@ -1,11 +1,15 @@
 package tlcp
 
 import (
+	"bytes"
 	"container/list"
+	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/crypto/cryptobyte"
 )
@@ -19,22 +23,157 @@ const (
 
 // SessionState is what a server keeps of a session for session-ID
 // resumption. Marshal and ParseSessionState turn it into bytes and back so
-// that a cache shared between processes can store it.
+// that a cache shared between processes can store it; such a cache must
+// store what Marshal returns, which also carries what the session is bound
+// to (see Config.SessionContext), or none of its sessions resumes.
+//
+// The slices of a state handed to or returned by a SessionCache must not
+// be modified.
 type SessionState struct {
 	Version     uint16
 	CipherSuite uint16
 	// MasterSecret is secret: whoever has it can read the session's traffic.
 	MasterSecret []byte
-	// PeerCertificates are the client's certificates (DER), if any.
+	// PeerCertificates are the client's certificates (DER), if any. Only
+	// verified certificates are kept, and a session whose certificates
+	// exceed maxSessionCertBytes is not cached.
 	PeerCertificates [][]byte
 	CreatedAt        time.Time
 	ServerName       string
 
-	// verifiedChains survive only in memory.
-	verifiedChains [][]*smx509.Certificate
+	// binding is the digest of what the session was made under (see
+	// serverHandshakeState.sessionBinding); a handshake under anything
+	// else does not resume it.
+	binding [sessionBindingSize]byte
+	// verified is set when PeerCertificates were verified.
+	verified bool
+	// chains are the verified chains of PeerCertificates, in memory only:
+	// without them a resumption verifies the certificates again.
+	chains []sessionChain
 }
 
-const sessionStateVersion = 1
+const sessionBindingSize = 32
+
+// Bounds of the client certificates a cached session keeps, so that a
+// cached session costs at most about 8 KiB however large the
+// certificates a client sends.
+const (
+	maxSessionCertBytes = 6 << 10
+	maxSessionCerts     = 8
+)
+
+// sessionChain is a verified chain of a session's client certificate,
+// kept without copies of certificates: each link is one of the session's
+// PeerCertificates (by index) or, when peer < 0, a certificate of the
+// ClientCAs pool the chain was verified against, shared with the pool.
+type sessionChain []chainLink
+
+type chainLink struct {
+	peer int
+	ca   *smx509.Certificate
+}
+
+// sessionChains records verified chains as links to peer, the client's
+// certificates in PeerCertificates order.
+func sessionChains(verified [][]*smx509.Certificate, peer []*smx509.Certificate) []sessionChain {
+	out := make([]sessionChain, 0, len(verified))
+	for _, chain := range verified {
+		sc := make(sessionChain, len(chain))
+		for i, c := range chain {
+			sc[i] = chainLink{peer: slices.Index(peer, c), ca: c}
+			if sc[i].peer >= 0 {
+				sc[i].ca = nil
+			}
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// chain rebuilds a chain with peer, the parsed PeerCertificates; nil when
+// a link points past them.
+func (sc sessionChain) chain(peer []*smx509.Certificate) []*smx509.Certificate {
+	chain := make([]*smx509.Certificate, len(sc))
+	for i, l := range sc {
+		switch {
+		case l.peer < 0:
+			chain[i] = l.ca
+		case l.peer < len(peer):
+			chain[i] = peer[l.peer]
+		default:
+			return nil
+		}
+	}
+	return chain
+}
+
+// bindingMemo keeps the binding of one (ClientCAs, certificate) pair: a
+// Config's Certificates, or what GetCertificate returns, rarely change.
+type bindingMemo struct {
+	pool *smx509.CertPool
+	cert *Certificate
+	sum  [sessionBindingSize]byte
+}
+
+// sessionBinding is the SM3 digest of what a session made under c with the
+// server certificate cert is bound to: SessionContext, the client
+// certificate policy (ClientAuth, AcceptServerAuthClientCerts), the
+// subjects of ClientCAs and cert's signing and encryption certificates.
+// Changing a CA in ClientCAs for another of the same subject is caught when
+// the session's chain is checked again on resumption.
+func (c *Config) sessionBinding(cert *Certificate) [sessionBindingSize]byte {
+	if m := c.bindingMemo.Load(); m != nil && m.pool == c.ClientCAs && m.cert == cert {
+		return m.sum
+	}
+	h := sm3.New()
+	field := func(b []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("tlcp session binding"))
+	field([]byte(c.SessionContext))
+	policy := []byte{byte(c.ClientAuth), 0}
+	if c.AcceptServerAuthClientCerts {
+		policy[1] = 1
+	}
+	field(policy)
+	if c.ClientCAs == nil {
+		field([]byte("system roots"))
+	} else {
+		// The pool is one the caller built, not a system pool, so its
+		// subjects are complete; their order does not matter.
+		//lint:ignore SA1019 the pool is never a system pool here
+		subjects := c.ClientCAs.Subjects()
+		slices.SortFunc(subjects, bytes.Compare)
+		field([]byte("client CAs"))
+		for _, subject := range subjects {
+			field(subject)
+		}
+	}
+	field(cert.SignCertificate[0])
+	field(cert.EncCertificate[0])
+	var sum [sessionBindingSize]byte
+	h.Sum(sum[:0])
+	c.bindingMemo.Store(&bindingMemo{pool: c.ClientCAs, cert: cert, sum: sum})
+	return sum
+}
+
+// sessionCertsFit reports whether certs are within what a session keeps.
+func sessionCertsFit(certs [][]byte) bool {
+	if len(certs) > maxSessionCerts {
+		return false
+	}
+	n := 0
+	for _, c := range certs {
+		n += len(c)
+	}
+	return n <= maxSessionCertBytes
+}
+
+// sessionStateVersion 2 added the binding and the verified flag.
+const sessionStateVersion = 2
 
 // Marshal encodes the session (secrets included) for a shared cache.
 func (s *SessionState) Marshal() ([]byte, error) {
@@ -45,6 +184,12 @@ func (s *SessionState) Marshal() ([]byte, error) {
 	b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(s.MasterSecret) })
 	b.AddUint64(uint64(s.CreatedAt.Unix()))
 	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(s.ServerName)) })
+	b.AddBytes(s.binding[:])
+	var flags uint8
+	if s.verified {
+		flags |= 1
+	}
+	b.AddUint8(flags)
 	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
 		for _, c := range s.PeerCertificates {
 			b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(c) })
@@ -55,28 +200,35 @@ func (s *SessionState) Marshal() ([]byte, error) {
 
 // ParseSessionState decodes what Marshal produced.
 func ParseSessionState(data []byte) (*SessionState, error) {
+	malformed := errors.New("tlcp: malformed session state")
 	s := cryptobyte.String(data)
-	var v uint8
+	var v, flags uint8
 	var st SessionState
-	var master, name, certs cryptobyte.String
+	var master, name, binding, certs cryptobyte.String
 	var created uint64
 	if !s.ReadUint8(&v) || v != sessionStateVersion ||
 		!s.ReadUint16(&st.Version) || !s.ReadUint16(&st.CipherSuite) ||
 		!s.ReadUint8LengthPrefixed(&master) || len(master) != masterSecretLength ||
-		!s.ReadUint64(&created) || !s.ReadUint16LengthPrefixed(&name) ||
+		!s.ReadUint64(&created) || !s.ReadUint16LengthPrefixed(&name) || len(name) > maxServerNameLen ||
+		!s.ReadBytes((*[]byte)(&binding), sessionBindingSize) || !s.ReadUint8(&flags) || flags > 1 ||
 		!s.ReadUint24LengthPrefixed(&certs) || !s.Empty() {
-		return nil, errors.New("tlcp: malformed session state")
+		return nil, malformed
 	}
 	for !certs.Empty() {
 		var c cryptobyte.String
-		if !certs.ReadUint24LengthPrefixed(&c) || c.Empty() {
-			return nil, errors.New("tlcp: malformed session state")
+		if !certs.ReadUint24LengthPrefixed(&c) || c.Empty() || len(st.PeerCertificates) == maxSessionCerts {
+			return nil, malformed
 		}
-		st.PeerCertificates = append(st.PeerCertificates, []byte(c))
+		st.PeerCertificates = append(st.PeerCertificates, bytes.Clone(c))
 	}
-	st.MasterSecret = []byte(master)
+	st.verified = flags&1 != 0
+	if st.verified != (len(st.PeerCertificates) > 0) || !sessionCertsFit(st.PeerCertificates) {
+		return nil, malformed
+	}
+	st.MasterSecret = bytes.Clone(master)
 	st.ServerName = string(name)
 	st.CreatedAt = time.Unix(int64(created), 0)
+	copy(st.binding[:], binding)
 	return &st, nil
 }
 

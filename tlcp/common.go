@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
@@ -283,8 +284,22 @@ type Config struct {
 
 	// SessionCache stores server sessions for session-ID resumption. When
 	// nil, a per-Config LRU cache (DefaultSessionCacheSize sessions,
-	// DefaultSessionLifetime) is used unless SessionsDisabled is set.
+	// DefaultSessionLifetime) is used unless SessionsDisabled is set;
+	// Clone shares it.
+	//
+	// Each session is bound to what it was made under: SessionContext,
+	// ClientAuth, AcceptServerAuthClientCerts, the subjects of ClientCAs
+	// and the server's signing and encryption certificates. A handshake
+	// where any of them differs does not resume it, so configurations
+	// (clones, reloads, certificate rotations) may share a cache without
+	// a laxer one letting clients past a stricter one. On resumption the
+	// client's certificates are checked again against the current policy,
+	// clock and ClientCAs.
 	SessionCache SessionCache
+	// SessionContext names what sessions belong to, such as a listener or
+	// a site; sessions resume only under the same name (as OpenSSL's
+	// session ID context).
+	SessionContext string
 	// SessionsDisabled turns off session resumption (server and client).
 	SessionsDisabled bool
 	// ClientSessionCache stores client sessions by server; no resumption
@@ -304,6 +319,8 @@ type Config struct {
 
 	defaultSessionCacheOnce sync.Once
 	defaultSessionCache     SessionCache
+	// bindingMemo is the last session binding computed for this Config.
+	bindingMemo atomic.Pointer[bindingMemo]
 }
 
 // Clone returns a shallow copy of c (callbacks, pools and caches shared).
@@ -330,6 +347,7 @@ func (c *Config) Clone() *Config {
 		AcceptServerAuthClientCerts: c.AcceptServerAuthClientCerts,
 		CipherSuites:                c.CipherSuites,
 		SessionCache:                c.serverSessionCache(),
+		SessionContext:              c.SessionContext,
 		SessionsDisabled:            c.SessionsDisabled,
 		ClientSessionCache:          c.ClientSessionCache,
 		ClientECDHEParamsAsVector:   c.ClientECDHEParamsAsVector,

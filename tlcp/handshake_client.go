@@ -143,13 +143,47 @@ func (hs *clientHandshakeState) makeClientHello() error {
 	}
 	if cfg.ClientSessionCache != nil && !cfg.SessionsDisabled {
 		hs.sessionKey = clientSessionCacheKey(c.conn.RemoteAddr(), cfg)
-		if s, ok := cfg.ClientSessionCache.Get(hs.sessionKey); ok && s != nil && slices.Contains(hello.cipherSuites, s.cipherSuite) {
+		if s, ok := cfg.ClientSessionCache.Get(hs.sessionKey); ok && s != nil && slices.Contains(hello.cipherSuites, s.cipherSuite) && hs.canResume(s) {
 			hs.session = s
 			hello.sessionID = s.sessionID
 		}
 	}
 	hs.hello = hello
 	return nil
+}
+
+// canResume reports whether the client may offer session s: only if its
+// configuration would accept the server's certificates now, as crypto/tls
+// checks. A session made with InsecureSkipVerify is not offered by a
+// configuration that verifies.
+func (hs *clientHandshakeState) canResume(s *ClientSessionState) bool {
+	cfg := hs.c.config
+	if len(s.serverCertificates) < 2 {
+		return false
+	}
+	now := cfg.now()
+	if !validAt(s.serverCertificates[0], now) || !validAt(s.serverCertificates[1], now) {
+		cfg.ClientSessionCache.Put(hs.sessionKey, nil)
+		return false
+	}
+	if cfg.InsecureSkipVerify {
+		return true
+	}
+	if len(s.verifiedChains) == 0 {
+		return false
+	}
+	// The cache key should see to the name; a cache keyed otherwise may
+	// not.
+	if s.serverCertificates[0].VerifyHostname(hostnameForVerify(cfg.ServerName)) != nil {
+		return false
+	}
+	for _, chain := range s.verifiedChains {
+		if chainValidAt(chain, cfg.RootCAs, now) {
+			return true
+		}
+	}
+	cfg.ClientSessionCache.Put(hs.sessionKey, nil)
+	return false
 }
 
 func (hs *clientHandshakeState) processServerHello() error {

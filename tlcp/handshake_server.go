@@ -33,8 +33,13 @@ type serverHandshakeState struct {
 	ecdheKey *ecdh.PrivateKey
 	// certRequested is set when a CertificateRequest was sent.
 	certRequested bool
-	// peerCerts are the client certificates as received.
-	peerCerts [][]byte
+	// clientCerts are the client's certificates, parsed. They are the
+	// client's identity (c.peerCertificates) unless the policy is
+	// NoClientCert, where they serve the ECDHE key exchange only.
+	clientCerts []*smx509.Certificate
+	// binding is what this handshake's session is bound to; set when
+	// sessions are cached.
+	binding [sessionBindingSize]byte
 }
 
 func (c *Conn) serverHandshake(ctx context.Context) error {
@@ -181,6 +186,9 @@ func (hs *serverHandshakeState) processClientHello() error {
 	}
 	c.cipherSuite = hs.suite.id
 	hs.hello.cipherSuite = hs.suite.id
+	if hs.config.serverSessionCache() != nil {
+		hs.binding = hs.config.sessionBinding(hs.cert)
+	}
 	return nil
 }
 
@@ -229,6 +237,9 @@ func checkServerCertificate(cert *Certificate) error {
 }
 
 // checkForResumption reports whether the client's session can be resumed.
+// A session resumes only under what it was made under (its binding) and,
+// like a full handshake, only if its client certificates satisfy the
+// policy now.
 func (hs *serverHandshakeState) checkForResumption() bool {
 	c := hs.c
 	cache := hs.config.serverSessionCache()
@@ -236,7 +247,7 @@ func (hs *serverHandshakeState) checkForResumption() bool {
 		return false
 	}
 	s, ok := cache.Get(hs.clientHello.sessionID)
-	if !ok || s == nil {
+	if !ok || s == nil || s.Version != VersionTLCP || s.binding != hs.binding {
 		return false
 	}
 	// The session's suite must still be enabled and offered.
@@ -249,24 +260,56 @@ func (hs *serverHandshakeState) checkForResumption() bool {
 	if suite == nil || len(s.MasterSecret) != masterSecretLength {
 		return false
 	}
-	// A session without a client certificate cannot satisfy a policy that
-	// now requires one.
-	if len(s.PeerCertificates) == 0 && (hs.config.ClientAuth.requiresCert() || suite.ecdhe) {
+	certs, chains, ok := hs.resumedClientIdentity(s, suite)
+	if !ok {
 		return false
 	}
-	if len(s.PeerCertificates) > 0 {
-		certs, err := parseCertificates(s.PeerCertificates)
-		if err != nil {
-			return false
-		}
-		c.peerCertificates = certs
-		c.verifiedChains = s.verifiedChains
-	}
+	c.peerCertificates = certs
+	c.verifiedChains = chains
 	hs.session = s
 	hs.suite = suite
 	c.cipherSuite = suite.id
 	hs.hello.cipherSuite = suite.id
 	return true
+}
+
+// resumedClientIdentity checks a session's client certificates against the
+// current policy, clock and ClientCAs, as crypto/tls does on resumption,
+// and returns them with their verified chains.
+func (hs *serverHandshakeState) resumedClientIdentity(s *SessionState, suite *cipherSuite) ([]*smx509.Certificate, [][]*smx509.Certificate, bool) {
+	cfg := hs.config
+	if len(s.PeerCertificates) == 0 {
+		return nil, nil, !cfg.ClientAuth.requiresCert()
+	}
+	// Sessions with certificates that were never verified are not cached,
+	// and none serves a policy that takes no certificate.
+	if !s.verified || cfg.ClientAuth == NoClientCert {
+		return nil, nil, false
+	}
+	certs, err := parseCertificates(s.PeerCertificates)
+	if err != nil {
+		return nil, nil, false
+	}
+	now := cfg.now()
+	sign, enc, _ := clientCertRoles(certs, suite.ecdhe)
+	if !validAt(sign, now) || (enc != nil && !validAt(enc, now)) {
+		return nil, nil, false
+	}
+	if !cfg.ClientAuth.verifies() {
+		return certs, nil, true
+	}
+	if s.chains == nil {
+		// A session from outside this process: verify again.
+		chains, err := cfg.verifyClientCertificates(certs, suite.ecdhe)
+		return certs, chains, err == nil
+	}
+	var chains [][]*smx509.Certificate
+	for _, sc := range s.chains {
+		if chain := sc.chain(certs); chain != nil && chainValidAt(chain, cfg.ClientCAs, now) {
+			chains = append(chains, chain)
+		}
+	}
+	return certs, chains, len(chains) > 0
 }
 
 func (hs *serverHandshakeState) doResumeHandshake() error {
@@ -283,7 +326,9 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	c := hs.c
 	cfg := hs.config
 
-	if cfg.serverSessionCache() != nil {
+	// Sessions with unverified client certificates are not cached (see
+	// storeSession): under RequireAnyClientCert no session ID is issued.
+	if cfg.serverSessionCache() != nil && cfg.ClientAuth != RequireAnyClientCert {
 		hs.hello.sessionID = make([]byte, 32)
 		if _, err := io.ReadFull(cfg.rand(), hs.hello.sessionID); err != nil {
 			return c.sendAlert(AlertInternalError, err)
@@ -362,7 +407,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.clientHello.random, hs.hello.random)
 	clear(preMasterSecret)
 
-	if len(hs.peerCerts) > 0 {
+	if len(hs.clientCerts) > 0 {
 		// The signature covers everything up to, not including, itself.
 		digest := hs.transcript.sum()
 		raw := hs.transcript.raw
@@ -374,7 +419,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 		if !ok {
 			return c.unexpectedMessageError("CertificateVerify", msg)
 		}
-		pub, err := leafSM2Key(c.peerCertificates[0])
+		pub, err := leafSM2Key(hs.clientCerts[0])
 		if err != nil {
 			return c.sendAlert(AlertUnsupportedCertificate, err)
 		}
@@ -422,7 +467,6 @@ func (hs *serverHandshakeState) serverKeyExchange() (*serverKeyExchangeMsg, erro
 func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) error {
 	c := hs.c
 	cfg := hs.config
-	hs.peerCerts = msg.certificates
 	if len(msg.certificates) == 0 {
 		if hs.suite.ecdhe {
 			return c.sendAlert(AlertHandshakeFailure, errors.New("client sent no certificate, but ECDHE suites need the client's signing and encryption certificates"))
@@ -439,24 +483,20 @@ func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) er
 	if err != nil {
 		return c.sendAlert(AlertBadCertificate, fmt.Errorf("client %v", err))
 	}
-	c.peerCertificates = certs
-	// With the ECC suites the client may send its signing certificate
-	// alone or with its encryption certificate: the second certificate is
-	// an encryption certificate only if its usages say so.
-	var enc *smx509.Certificate
-	if len(certs) > 1 && (hs.suite.ecdhe || isEncCertificate(certs[1])) {
-		enc = certs[1]
-	}
+	hs.clientCerts = certs
+	sign, enc, _ := clientCertRoles(certs, hs.suite.ecdhe)
 	// The client's encryption key never receives a pre-master secret.
-	if err := checkKeyUsages(certs[0], enc, false); err != nil {
+	if err := checkKeyUsages(sign, enc, false); err != nil {
 		return c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client %v", err))
 	}
+	if cfg.ClientAuth == NoClientCert {
+		// The ECDHE suites made us ask for these; they are not verified,
+		// so they are not the client's identity.
+		return nil
+	}
+	c.peerCertificates = certs
 	if cfg.ClientAuth.verifies() {
-		intermediates := certs[1:]
-		if enc != nil {
-			intermediates = certs[2:]
-		}
-		chains, err := verifyPeerChains(certs[0], enc, intermediates, cfg.ClientCAs, "", cfg.now(), cfg.clientCertUsages())
+		chains, err := cfg.verifyClientCertificates(certs, hs.suite.ecdhe)
 		if err != nil {
 			return c.sendAlert(certificateAlert(err), fmt.Errorf("client certificate: %w", err))
 		}
@@ -468,6 +508,25 @@ func (hs *serverHandshakeState) processClientCertificate(msg *certificateMsg) er
 		}
 	}
 	return nil
+}
+
+// clientCertRoles splits a client's certificate list: the signing
+// certificate, the encryption certificate (nil without one) and the
+// intermediates. With the ECC suites the client may send its signing
+// certificate alone or with its encryption certificate: the second
+// certificate is an encryption certificate only if its usages say so.
+func clientCertRoles(certs []*smx509.Certificate, ecdhe bool) (sign, enc *smx509.Certificate, intermediates []*smx509.Certificate) {
+	sign, intermediates = certs[0], certs[1:]
+	if len(certs) > 1 && (ecdhe || isEncCertificate(certs[1])) {
+		enc, intermediates = certs[1], certs[2:]
+	}
+	return sign, enc, intermediates
+}
+
+// verifyClientCertificates verifies a client's certificates under c.
+func (c *Config) verifyClientCertificates(certs []*smx509.Certificate, ecdhe bool) ([][]*smx509.Certificate, error) {
+	sign, enc, intermediates := clientCertRoles(certs, ecdhe)
+	return verifyPeerChains(sign, enc, intermediates, c.ClientCAs, "", c.now(), c.clientCertUsages())
 }
 
 // isEncCertificate reports whether a certificate's key usages mark it as
@@ -483,7 +542,7 @@ func (hs *serverHandshakeState) processClientKeyExchange(ckx *clientKeyExchangeM
 		if !ok {
 			return nil, c.sendAlert(AlertDecodeError, errors.New("malformed ECDHE ClientKeyExchange"))
 		}
-		peerEnc, err := leafSM2Key(c.peerCertificates[1])
+		peerEnc, err := leafSM2Key(hs.clientCerts[1])
 		if err != nil {
 			return nil, c.sendAlert(AlertUnsupportedCertificate, fmt.Errorf("client encryption certificate: %w", err))
 		}
@@ -557,6 +616,9 @@ func (hs *serverHandshakeState) sendFinished() error {
 	return c.writeHandshake(fin, &hs.transcript)
 }
 
+// storeSession caches the session of a full handshake. A session whose
+// client certificates were not verified is not cached: anyone can make up
+// certificates, and a cache of them is memory an attacker fills.
 func (hs *serverHandshakeState) storeSession() {
 	c := hs.c
 	cache := hs.config.serverSessionCache()
@@ -564,13 +626,27 @@ func (hs *serverHandshakeState) storeSession() {
 		return
 	}
 	s := &SessionState{
-		Version:          VersionTLCP,
-		CipherSuite:      hs.suite.id,
-		MasterSecret:     hs.masterSecret,
-		PeerCertificates: hs.peerCerts,
-		CreatedAt:        hs.config.now(),
-		ServerName:       c.serverName,
-		verifiedChains:   c.verifiedChains,
+		Version:      VersionTLCP,
+		CipherSuite:  hs.suite.id,
+		MasterSecret: hs.masterSecret,
+		CreatedAt:    hs.config.now(),
+		ServerName:   c.serverName,
+		binding:      hs.binding,
+	}
+	if certs := c.peerCertificates; len(certs) > 0 {
+		if len(c.verifiedChains) == 0 {
+			return
+		}
+		// Each Raw is a buffer of its own (see parseCertificate).
+		s.PeerCertificates = make([][]byte, len(certs))
+		for i, cert := range certs {
+			s.PeerCertificates[i] = cert.Raw
+		}
+		if !sessionCertsFit(s.PeerCertificates) {
+			return
+		}
+		s.verified = true
+		s.chains = sessionChains(c.verifiedChains, certs)
 	}
 	cache.Put(hs.hello.sessionID, s)
 }

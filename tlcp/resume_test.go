@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,8 +57,19 @@ func TestResumptionAllSuites(t *testing.T) {
 				if len(cs.PeerCertificates) != 2 {
 					t.Fatalf("resumed client sees %d server certificates", len(cs.PeerCertificates))
 				}
-				if (auth || cipherSuiteByID(suite).ecdhe) && len(ss.PeerCertificates) != 2 {
-					t.Fatalf("resumed server sees %d client certificates", len(ss.PeerCertificates))
+				wantClientCerts, wantChains := 0, 0
+				if auth {
+					wantClientCerts, wantChains = 2, 1
+				}
+				if len(ss.PeerCertificates) != wantClientCerts || len(ss.VerifiedChains) != wantChains {
+					t.Fatalf("resumed server sees %d client certificates and %d verified chains, want %d and %d",
+						len(ss.PeerCertificates), len(ss.VerifiedChains), wantClientCerts, wantChains)
+				}
+				if auth {
+					full, resumed := server.ConnectionState().VerifiedChains[0], ss.VerifiedChains[0]
+					if len(full) != len(resumed) || !slices.EqualFunc(full, resumed, func(a, b *smx509.Certificate) bool { return bytes.Equal(a.Raw, b.Raw) }) {
+						t.Fatal("resumed verified chain differs from the full handshake's")
+					}
 				}
 				exchange(t, client2, server2, 1000)
 			})
@@ -306,7 +319,8 @@ func TestECDHEClientKeyExchangeEncodings(t *testing.T) {
 
 func TestSessionStateMarshal(t *testing.T) {
 	s := &SessionState{Version: VersionTLCP, CipherSuite: ECC_SM4_GCM_SM3, MasterSecret: bytes.Repeat([]byte{7}, 48),
-		PeerCertificates: [][]byte{{1, 2, 3}, {4}}, CreatedAt: time.Unix(1700000000, 0), ServerName: "a.test"}
+		PeerCertificates: [][]byte{{1, 2, 3}, {4}}, CreatedAt: time.Unix(1700000000, 0), ServerName: "a.test", verified: true}
+	s.binding[0], s.binding[31] = 0xaa, 0x55
 	b, err := s.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -316,12 +330,27 @@ func TestSessionStateMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.CipherSuite != s.CipherSuite || !bytes.Equal(got.MasterSecret, s.MasterSecret) || len(got.PeerCertificates) != 2 ||
-		!got.CreatedAt.Equal(s.CreatedAt) || got.ServerName != s.ServerName {
+		!got.CreatedAt.Equal(s.CreatedAt) || got.ServerName != s.ServerName || got.binding != s.binding || !got.verified {
 		t.Fatalf("round trip: %+v", got)
 	}
 	for i := range b {
 		if _, err := ParseSessionState(b[:i]); err == nil {
 			t.Fatalf("truncated state of %d bytes parsed", i)
+		}
+	}
+	// What a session may not hold does not parse either.
+	for name, bad := range map[string]*SessionState{
+		"unverified certificates": {Version: VersionTLCP, MasterSecret: s.MasterSecret, PeerCertificates: s.PeerCertificates},
+		"too many certificate bytes": {Version: VersionTLCP, MasterSecret: s.MasterSecret, verified: true,
+			PeerCertificates: [][]byte{make([]byte, maxSessionCertBytes), {1}}},
+		"server name of 256 bytes": {Version: VersionTLCP, MasterSecret: s.MasterSecret, ServerName: strings.Repeat("a", 256)},
+	} {
+		b, err := bad.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseSessionState(b); err == nil {
+			t.Errorf("%s: parsed", name)
 		}
 	}
 }

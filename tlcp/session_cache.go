@@ -3,8 +3,6 @@ package tlcp
 import (
 	"sync"
 	"time"
-
-	"github.com/emmansun/gmsm/smx509"
 )
 
 // sessionKey is a session ID as a map key: its length, then its bytes.
@@ -27,19 +25,38 @@ func makeSessionKey(id []byte) (sessionKey, bool) {
 type sessionSlot struct {
 	key        sessionKey
 	master     [masterSecretLength]byte
+	binding    [sessionBindingSize]byte
 	version    uint16
 	suite      uint16
 	created    int64 // Unix nanoseconds
 	expires    int64 // Unix nanoseconds; 0 for no limit
 	prev, next int32 // LRU list, most recent at head; -1 ends it
 	hasExtras  bool
+	verified   bool
 }
 
 // sessionExtras is the part of a session that holds pointers.
 type sessionExtras struct {
+	// peerCertificates share one buffer of their exact size.
 	peerCertificates [][]byte
 	serverName       string
-	verifiedChains   [][]*smx509.Certificate
+	chains           []sessionChain
+}
+
+// compactCertificates copies certs into one buffer of their total size,
+// so that a cached session holds nothing of the message they came in.
+func compactCertificates(certs [][]byte) [][]byte {
+	n := 0
+	for _, c := range certs {
+		n += len(c)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(certs))
+	for i, c := range certs {
+		buf = append(buf, c...)
+		out[i] = buf[len(buf)-len(c) : len(buf) : len(buf)]
+	}
+	return out
 }
 
 // lruSessionCache is the default server SessionCache: at most capacity
@@ -143,20 +160,32 @@ func (c *lruSessionCache) Get(id []byte) (*SessionState, bool) {
 		CipherSuite:  s.suite,
 		MasterSecret: append([]byte(nil), s.master[:]...),
 		CreatedAt:    time.Unix(0, s.created),
+		binding:      s.binding,
+		verified:     s.verified,
 	}
 	if s.hasExtras {
 		x := c.extras[i]
 		st.PeerCertificates = x.peerCertificates
 		st.ServerName = x.serverName
-		st.verifiedChains = x.verifiedChains
+		st.chains = x.chains
 	}
 	return st, true
 }
 
+// Put keeps a copy of st. A state with more client certificate bytes
+// than a session may keep is not stored.
 func (c *lruSessionCache) Put(id []byte, st *SessionState) {
 	k, ok := makeSessionKey(id)
-	if !ok || st == nil || len(st.MasterSecret) != masterSecretLength {
+	if !ok || st == nil || len(st.MasterSecret) != masterSecretLength || !sessionCertsFit(st.PeerCertificates) {
 		return
+	}
+	var x *sessionExtras
+	if len(st.PeerCertificates) > 0 || st.ServerName != "" {
+		// Copied before taking the lock.
+		x = &sessionExtras{serverName: st.ServerName, chains: st.chains}
+		if len(st.PeerCertificates) > 0 {
+			x.peerCertificates = compactCertificates(st.PeerCertificates)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -169,14 +198,14 @@ func (c *lruSessionCache) Put(id []byte, st *SessionState) {
 	i := c.free
 	c.free = c.slots[i].next
 	s := &c.slots[i]
-	*s = sessionSlot{key: k, version: st.Version, suite: st.CipherSuite, created: st.CreatedAt.UnixNano()}
+	*s = sessionSlot{key: k, binding: st.binding, version: st.Version, suite: st.CipherSuite, created: st.CreatedAt.UnixNano(), verified: st.verified}
 	copy(s.master[:], st.MasterSecret)
 	if c.lifetime > 0 {
 		s.expires = c.now().Add(c.lifetime).UnixNano()
 	}
-	if len(st.PeerCertificates) > 0 || st.ServerName != "" || st.verifiedChains != nil {
+	if x != nil {
 		s.hasExtras = true
-		c.extras[i] = &sessionExtras{peerCertificates: st.PeerCertificates, serverName: st.ServerName, verifiedChains: st.verifiedChains}
+		c.extras[i] = x
 	}
 	c.index[k] = i
 	c.pushFront(i)
