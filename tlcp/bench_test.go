@@ -170,6 +170,10 @@ func BenchmarkHandshake(b *testing.B) {
 			ccfg, scfg := suiteConfigs(b, suite, false)
 			benchHandshake(b, ccfg, scfg, true)
 		})
+		b.Run(name+"/resumed-mutual", func(b *testing.B) {
+			ccfg, scfg := suiteConfigs(b, suite, true)
+			benchHandshake(b, ccfg, scfg, true)
+		})
 	}
 }
 

@@ -51,6 +51,19 @@
 //     master secret or renegotiation (a HelloRequest or renegotiating
 //     ClientHello gets a no_renegotiation warning).
 //
+// # Sessions and client identities
+//
+// A server session resumes only under what it was made under: the
+// Config's SessionContext, client-auth policy, ClientCAs and the server's
+// certificate pair (see Config.SessionCache). Resuming checks the client's
+// certificates again as a full handshake would (policy, validity, chains
+// under the current ClientCAs). Sessions with client certificates that
+// were not verified are not cached, and a cached session keeps at most
+// 6 KiB of certificates. Under NoClientCert, the certificates the ECDHE
+// suites require are used for the key exchange only and are not the
+// client's PeerCertificates. A client offers a session only if its current
+// configuration accepts the server's certificates.
+//
 // CBC records are checked in constant time (padding and MAC, with the
 // Lucky 13 countermeasure); Finished messages are compared in constant time.
 //

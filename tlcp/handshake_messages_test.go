@@ -1,6 +1,7 @@
 package tlcp
 
 import (
+	"bytes"
 	"crypto/rand"
 	"fmt"
 	"math"
@@ -318,16 +319,30 @@ func FuzzCertificateVerify(f *testing.F) { fuzzMessage(f, typeCertificateVerify,
 func FuzzFinished(f *testing.F)          { fuzzMessage(f, typeFinished, nil) }
 
 func FuzzSessionState(f *testing.F) {
-	s := &SessionState{Version: VersionTLCP, CipherSuite: ECC_SM4_GCM_SM3, MasterSecret: make([]byte, 48), PeerCertificates: [][]byte{{1}}}
-	b, _ := s.Marshal()
-	f.Add(b)
+	for _, s := range []*SessionState{
+		{Version: VersionTLCP, CipherSuite: ECC_SM4_GCM_SM3, MasterSecret: make([]byte, 48), PeerCertificates: [][]byte{{1}, {2, 3}}, verified: true, ServerName: "a.test"},
+		{Version: VersionTLCP, CipherSuite: ECDHE_SM4_GCM_SM3, MasterSecret: make([]byte, 48), binding: [sessionBindingSize]byte{1, 2, 3}},
+	} {
+		b, err := s.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		st, err := ParseSessionState(data)
 		if err != nil {
 			return
 		}
-		if _, err := st.Marshal(); err != nil {
+		if !sessionCertsFit(st.PeerCertificates) || len(st.ServerName) > maxServerNameLen {
+			t.Fatal("parsed a state over the session bounds")
+		}
+		b, err := st.Marshal()
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !bytes.Equal(b, data) {
+			t.Fatalf("re-marshaled state differs:\n%x\n%x", b, data)
 		}
 	})
 }
