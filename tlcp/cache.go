@@ -60,6 +60,7 @@ const sessionBindingSize = 32
 const (
 	maxSessionCertBytes = 6 << 10
 	maxSessionCerts     = 8
+	maxSessionChains    = 4
 )
 
 // sessionChain is a verified chain of a session's client certificate,
@@ -76,6 +77,8 @@ type chainLink struct {
 // sessionChains records verified chains as links to peer, the client's
 // certificates in PeerCertificates order.
 func sessionChains(verified [][]*smx509.Certificate, peer []*smx509.Certificate) []sessionChain {
+	// A few chains are plenty to find one that still holds.
+	verified = verified[:min(len(verified), maxSessionChains)]
 	out := make([]sessionChain, 0, len(verified))
 	for _, chain := range verified {
 		sc := make(sessionChain, len(chain))
@@ -142,9 +145,10 @@ func (c *Config) sessionBinding(cert *Certificate) [sessionBindingSize]byte {
 	if c.ClientCAs == nil {
 		field([]byte("system roots"))
 	} else {
-		// The pool is one the caller built, not a system pool, so its
-		// subjects are complete; their order does not matter.
-		//lint:ignore SA1019 the pool is never a system pool here
+		// Subjects lists what the caller added to the pool (for a copy of
+		// the system pool, not the system roots, which the chain check on
+		// resumption covers); their order does not matter.
+		//lint:ignore SA1019 the added subjects are what is wanted here
 		subjects := c.ClientCAs.Subjects()
 		slices.SortFunc(subjects, bytes.Compare)
 		field([]byte("client CAs"))
