@@ -134,6 +134,20 @@ type TLCP struct {
 	ClientAuth string `yaml:"client_auth"`
 	// ClientCA is a PEM file of CAs that verify client certificates.
 	ClientCA string `yaml:"client_ca"`
+	// AcceptServerAuthClientCerts also accepts client certificates whose
+	// extended key usage allows serverAuth but not clientAuth, as some GM
+	// CAs issue them.
+	AcceptServerAuthClientCerts bool `yaml:"accept_server_auth_client_certs"`
+	// SessionCache bounds the sessions kept for resumption.
+	SessionCache *SessionCache `yaml:"session_cache"`
+}
+
+// SessionCache is a listener's TLCP session cache.
+type SessionCache struct {
+	// Size is how many sessions are kept; 0 turns resumption off.
+	Size *int `yaml:"size"`
+	// Lifetime is how long a session may be resumed.
+	Lifetime Duration `yaml:"lifetime"`
 }
 
 // TLS is a listener's TLS identity (RSA or ECDSA) and policy.
@@ -159,12 +173,24 @@ type Route struct {
 
 // SessionHeaders are the names of headers describing the client's session.
 type SessionHeaders struct {
-	Protocol          string `yaml:"protocol"`
-	Suite             string `yaml:"suite"`
-	Resumed           string `yaml:"resumed"`
+	Protocol string `yaml:"protocol"`
+	Suite    string `yaml:"suite"`
+	Resumed  string `yaml:"resumed"`
+	// ClientSubject, ClientSerial and ClientFingerprint describe the
+	// client's signing certificate; they are sent only when its chain was
+	// verified.
 	ClientSubject     string `yaml:"client_subject"`
 	ClientSerial      string `yaml:"client_serial"`
 	ClientFingerprint string `yaml:"client_fingerprint"`
+	// ClientVerified says whether the client presented a certificate that
+	// was verified (true or false).
+	ClientVerified string `yaml:"client_verified"`
+}
+
+// HasClientIdentity reports whether any header names the client's
+// certificate.
+func (h SessionHeaders) HasClientIdentity() bool {
+	return h.ClientSubject != "" || h.ClientSerial != "" || h.ClientFingerprint != ""
 }
 
 // Upstream selection policies.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 func TestLoadGood(t *testing.T) {
@@ -28,6 +30,22 @@ func TestLoadGood(t *testing.T) {
 	db := cfg.Listeners[1]
 	if db.Protocol != ProtocolTLCP || len(db.TLCP.Suites) != 4 {
 		t.Errorf("db listener defaults: protocol %q suites %v", db.Protocol, db.TLCP.Suites)
+	}
+	// Session cache: the defaults, or off with size 0 (and the default
+	// lifetime, unused).
+	if sc := edge.TLCP.SessionCache; *sc.Size != tlcp.DefaultSessionCacheSize || sc.Lifetime.D() != tlcp.DefaultSessionLifetime {
+		t.Errorf("edge session cache defaults: %d, %s", *sc.Size, sc.Lifetime)
+	}
+	if sc := db.TLCP.SessionCache; *sc.Size != 0 || sc.Lifetime.D() != tlcp.DefaultSessionLifetime {
+		t.Errorf("db session cache: %d, %s", *sc.Size, sc.Lifetime)
+	}
+	if edge.TLCP.AcceptServerAuthClientCerts || !db.TLCP.AcceptServerAuthClientCerts {
+		t.Errorf("accept_server_auth_client_certs: edge %v, db %v", edge.TLCP.AcceptServerAuthClientCerts, db.TLCP.AcceptServerAuthClientCerts)
+	}
+	// A listener that names a client identity header gets client_verified
+	// too; one that names none does not.
+	if edge.SessionHeaders.ClientVerified != DefaultClientVerifiedHeader || db.SessionHeaders.ClientVerified != "" {
+		t.Errorf("client_verified: edge %q, db %q", edge.SessionHeaders.ClientVerified, db.SessionHeaders.ClientVerified)
 	}
 	up := cfg.Upstreams["legacy-api"]
 	if up.Policy != PolicyLeastConn || up.Health.Interval.D() != 5*time.Second || up.Health.Timeout.D() != DefaultHealthTimeout {
@@ -131,6 +149,23 @@ listeners:
 `, []string{
 			"limits.max_connections: expected a whole number, found a string `many`",
 			"listeners: expected a list, found a mapping",
+		}},
+		{"session cache and headers", `
+listeners:
+  - listen: ":1"
+    tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d, session_cache: {size: -1, lifetime: 48h}}
+    session_headers: {client_verified: "Client Verified"}
+    routes: [{upstream: u}]
+  - listen: ":2"
+    tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d, session_cache: {size: 2000000, lifetime: -1s}}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"listeners[0].tlcp.session_cache.lifetime: 48h0m0s is out of range",
+			"listeners[0].tlcp.session_cache.size: -1 is out of range",
+			"listeners[0].session_headers.client_verified: \"Client Verified\" is not a valid header name",
+			"listeners[1].tlcp.session_cache.lifetime: -1s is out of range",
+			"listeners[1].tlcp.session_cache.size: 2000000 is out of range",
 		}},
 		{"duplicates", `
 listeners:

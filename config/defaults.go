@@ -27,6 +27,15 @@ const (
 	DefaultPassiveMaxFails  = 3
 	DefaultEjectFor         = 30 * time.Second
 	DefaultRetries          = 1
+	// DefaultClientVerifiedHeader is the client_verified session header
+	// of a listener that names a client identity header and not this one.
+	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"
+	// MaxSessionCacheSize bounds tlcp.session_cache.size: the cache's
+	// table is allocated whole, about 150 bytes a session.
+	MaxSessionCacheSize = 1000000
+	// MaxSessionLifetime bounds tlcp.session_cache.lifetime (RFC 5246
+	// advises at most a day).
+	MaxSessionLifetime = 24 * time.Hour
 )
 
 // Defaults fills in every value the file leaves out. It is the only place
@@ -71,6 +80,16 @@ func Defaults(c *Config) {
 				}
 			}
 			setString(&l.TLCP.ClientAuth, "none")
+			if l.TLCP.SessionCache == nil {
+				l.TLCP.SessionCache = &SessionCache{}
+			}
+			setIntPtr(&l.TLCP.SessionCache.Size, tlcp.DefaultSessionCacheSize)
+			setDuration(&l.TLCP.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+		}
+		if l.SessionHeaders.HasClientIdentity() {
+			// An upstream that reads who the client is should also learn
+			// whether anyone vouched for it.
+			setString(&l.SessionHeaders.ClientVerified, DefaultClientVerifiedHeader)
 		}
 		if l.TLS != nil {
 			setString(&l.TLS.MinVersion, "1.2")

@@ -40,6 +40,7 @@ listeners:
       enc_key: file:/etc/gmgate/site.enc.key?password-env=GMGATE_ENC_KEY_PASSWORD
       suites: [ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3]
       client_auth: none           # none | request | require | verify_if_given | require_and_verify
+      session_cache: {size: 20000, lifetime: 12h}   # size 0 turns resumption off
     tls:                          # the certificate legacy TLS clients already trust
       cert: /etc/gmgate/site.rsa.crt
       key: /etc/gmgate/site.rsa.key
@@ -47,7 +48,8 @@ listeners:
     session_headers:              # tell the service how the client connected
       protocol: X-TLCP-Protocol
       suite: X-TLCP-Suite
-      client_subject: X-TLCP-Client-Subject
+      client_subject: X-TLCP-Client-Subject    # only for a verified client certificate
+      client_verified: X-TLCP-Client-Verified  # true or false
     routes:
       - host: api.example.cn
         path: /

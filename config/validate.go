@@ -174,6 +174,7 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 		{"client_subject", l.SessionHeaders.ClientSubject},
 		{"client_serial", l.SessionHeaders.ClientSerial},
 		{"client_fingerprint", l.SessionHeaders.ClientFingerprint},
+		{"client_verified", l.SessionHeaders.ClientVerified},
 	} {
 		if h.name != "" && !validHeaderName(h.name) {
 			v.add(p+".session_headers."+h.field, fmt.Sprintf("%q is not a valid header name", h.name), "use letters, digits and '-', such as X-TLCP-Suite")
@@ -242,6 +243,14 @@ func (v *validator) tlcp(p string, t *TLCP) {
 		}
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
+	if sc := t.SessionCache; sc != nil {
+		if sc.Size != nil && (*sc.Size < 0 || *sc.Size > MaxSessionCacheSize) {
+			v.add(p+".session_cache.size", fmt.Sprintf("%d is out of range", *sc.Size), fmt.Sprintf("use 0 (no resumption) to %d sessions", MaxSessionCacheSize))
+		}
+		if sc.Lifetime < 0 || sc.Lifetime.D() > MaxSessionLifetime {
+			v.add(p+".session_cache.lifetime", fmt.Sprintf("%s is out of range", sc.Lifetime), "use a duration from 1s to 24h")
+		}
+	}
 }
 
 func (v *validator) tls(p string, t *TLS) {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,21 +20,51 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // connInfo describes an established client connection: what the
 // handshake negotiated. It travels in each request's context, since
 // http.Request.TLS knows only crypto/tls.
 type connInfo struct {
-	listener    string
-	client      net.Addr // after the PROXY header, when one was used
-	protocol    string   // tlcp, tls1.2, tls1.3
-	suite       string
-	sni         string
-	resumed     bool
-	handshake   time.Duration
-	peerCert    *smx509.Certificate // the client's signing certificate
+	listener  string
+	client    net.Addr // after the PROXY header, when one was used
+	protocol  string   // tlcp, tls1.2, tls1.3
+	suite     string
+	sni       string
+	resumed   bool
+	handshake time.Duration
+	// peerCert is the client's signing certificate, set only when its
+	// chain was verified: an unverified certificate says nothing about
+	// who the client is.
+	peerCert    *smx509.Certificate
 	peerCertDER []byte
+	// clientVerified is set when the client's certificate was verified.
+	clientVerified bool
+}
+
+// setTLCPClient records the client's identity from a TLCP handshake.
+func (ci *connInfo) setTLCPClient(cs tlcp.ConnectionState) {
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return
+	}
+	ci.clientVerified = true
+	ci.peerCert = cs.PeerCertificates[0]
+	ci.peerCertDER = cs.PeerCertificates[0].Raw
+}
+
+// setTLSClient records the client's identity from a TLS handshake.
+func (ci *connInfo) setTLSClient(cs tls.ConnectionState) {
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return
+	}
+	cert, err := smx509.ParseCertificate(cs.PeerCertificates[0].Raw)
+	if err != nil {
+		return
+	}
+	ci.clientVerified = true
+	ci.peerCert = cert
+	ci.peerCertDER = cert.Raw
 }
 
 type connInfoKey struct{}
@@ -210,8 +241,10 @@ func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
 	set(h.Suite, ci.suite)
 	if ci.protocol != "unknown" {
 		set(h.Resumed, strconv.FormatBool(ci.resumed))
+		set(h.ClientVerified, strconv.FormatBool(ci.clientVerified))
 	} else {
 		set(h.Resumed, "")
+		set(h.ClientVerified, "")
 	}
 	subject, serial, fingerprint := "", "", ""
 	if ci.peerCert != nil {

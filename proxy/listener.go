@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
@@ -339,10 +338,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (
 		info.suite = tls.CipherSuiteName(cs.CipherSuite)
 		info.sni = cs.ServerName
 		info.resumed = cs.DidResume
-		if len(cs.PeerCertificates) > 0 {
-			info.peerCertDER = cs.PeerCertificates[0].Raw
-			info.peerCert, _ = smx509.ParseCertificate(info.peerCertDER)
-		}
+		info.setTLSClient(cs)
 		return info, tc, nil
 	}
 	info.protocol = "tlcp"
@@ -354,10 +350,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (
 	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
 	info.sni = cs.ServerName
 	info.resumed = cs.DidResume
-	if len(cs.PeerCertificates) > 0 {
-		info.peerCert = cs.PeerCertificates[0]
-		info.peerCertDER = cs.PeerCertificates[0].Raw
-	}
+	info.setTLCPClient(cs)
 	return info, tc, nil
 }
 

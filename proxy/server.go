@@ -67,8 +67,12 @@ type Server struct {
 	draining  atomic.Bool
 	closed    bool
 
-	// sessionCaches keep TLCP sessions across reloads, by listener.
-	sessionCaches map[string]tlcp.SessionCache
+	// sessionCaches keep TLCP sessions across reloads, by listener. A
+	// session resumes only under the configuration it was made under
+	// (tlcp binds it), so a reload that tightens client_auth or
+	// client_ca, or a certificate rotation, sends clients through a full
+	// handshake.
+	sessionCaches map[string]*sessionCache
 
 	// retired are listeners removed by a reload whose connections may
 	// still be finishing.
@@ -103,7 +107,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		opts:          opts,
 		metrics:       newMetrics(),
 		listeners:     map[string]*runningListener{},
-		sessionCaches: map[string]tlcp.SessionCache{},
+		sessionCaches: map[string]*sessionCache{},
 		conns:         map[*trackedConn]struct{}{},
 	}
 	s.log = opts.Logger
@@ -318,8 +322,14 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 				}
 				return nil, errors.New("no TLCP certificate for listener " + name)
 			},
-			ClientAuth:   tlcpClientAuth(lc.TLCP.ClientAuth),
-			SessionCache: s.sessionCache(name),
+			ClientAuth:                  tlcpClientAuth(lc.TLCP.ClientAuth),
+			AcceptServerAuthClientCerts: lc.TLCP.AcceptServerAuthClientCerts,
+			SessionContext:              name,
+		}
+		if cache := s.sessionCache(name, lc.TLCP.SessionCache); cache != nil {
+			tc.SessionCache = cache
+		} else {
+			tc.SessionsDisabled = true
 		}
 		suites, err := s.listenerSuites(lc, store)
 		if err != nil {
@@ -393,13 +403,35 @@ func (s *Server) listenerSuites(lc config.Listener, store *certs.Store) ([]uint1
 	return kept, nil
 }
 
-func (s *Server) sessionCache(listener string) tlcp.SessionCache {
+// sessionCache is a listener's TLCP session cache and its settings.
+type sessionCache struct {
+	size     int
+	lifetime time.Duration
+	cache    tlcp.SessionCache
+}
+
+// sessionCache returns the listener's session cache, kept across reloads
+// unless its settings change; nil when resumption is off.
+func (s *Server) sessionCache(listener string, sc *config.SessionCache) tlcp.SessionCache {
+	size, lifetime := tlcp.DefaultSessionCacheSize, tlcp.DefaultSessionLifetime
+	if sc != nil {
+		if sc.Size != nil {
+			size = *sc.Size
+		}
+		if sc.Lifetime != 0 {
+			lifetime = sc.Lifetime.D()
+		}
+	}
+	if size == 0 {
+		delete(s.sessionCaches, listener)
+		return nil
+	}
 	c, ok := s.sessionCaches[listener]
-	if !ok {
-		c = tlcp.NewLRUSessionCache(tlcp.DefaultSessionCacheSize, tlcp.DefaultSessionLifetime)
+	if !ok || c.size != size || c.lifetime != lifetime {
+		c = &sessionCache{size: size, lifetime: lifetime, cache: tlcp.NewLRUSessionCache(size, lifetime)}
 		s.sessionCaches[listener] = c
 	}
-	return c
+	return c.cache
 }
 
 func loadSMPool(file string) (*smx509.CertPool, error) {
