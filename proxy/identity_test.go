@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
@@ -47,25 +46,8 @@ func writePEM(t testing.TB, path string, ders ...[]byte) string {
 // client can make.
 func selfSignedSM2(t testing.TB, cn string) tlcp.Certificate {
 	t.Helper()
-	var cert tlcp.Certificate
-	for i, ku := range []smx509.KeyUsage{smx509.KeyUsageDigitalSignature, smx509.KeyUsageKeyEncipherment | smx509.KeyUsageKeyAgreement} {
-		key, err := sm2.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &smx509.Certificate{SerialNumber: big.NewInt(int64(i + 1)), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: ku}
-		der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			cert.SignCertificate, cert.SignKey = [][]byte{der}, key
-		} else {
-			cert.EncCertificate, cert.EncKey = [][]byte{der}, key
-		}
-	}
-	return cert
+	d := testpki.SelfSigned(t, cn, nil)
+	return tlcp.Certificate{SignCertificate: [][]byte{d.SignCert}, SignKey: d.SignKey, EncCertificate: [][]byte{d.EncCert}, EncKey: d.EncKey}
 }
 
 // freshConnClient is an HTTP client that makes a new TLCP connection for

@@ -190,6 +190,21 @@ func readRawRecord(c net.Conn) (recordType, []byte, error) {
 	return recordType(hdr[0]), body, nil
 }
 
+// readServerFlight reads the server's first flight, up to ServerHelloDone.
+func readServerFlight(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, body, err := readRawRecord(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body[0] == typeServerHelloDone {
+			return
+		}
+	}
+}
+
 // readRawAlert reads records until an alert and returns its description.
 func readRawAlert(t *testing.T, c net.Conn) Alert {
 	t.Helper()
@@ -400,16 +415,7 @@ func TestNothingWrittenAfterPeerFatalAlert(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) {
 		c, errc := serveRaw(t, serverConfig(t))
 		writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, rawClientHello(t, VersionTLCP, []uint16{ECC_SM4_GCM_SM3}, nil))
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		for {
-			_, body, err := readRawRecord(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if body[0] == typeServerHelloDone {
-				break
-			}
-		}
+		readServerFlight(t, c)
 		writeRawRecord(t, c, recordTypeAlert, VersionTLCP, []byte{alertLevelError, byte(AlertBadCertificate)})
 		var ae *AlertError
 		if err := <-errc; !errors.As(err, &ae) || !ae.Remote {

@@ -284,15 +284,7 @@ func TestECDHEWithoutClientEncryptionCertificate(t *testing.T) {
 		// signing certificate.
 		c, errc := serveRaw(t, serverConfig(t))
 		writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, rawClientHello(t, VersionTLCP, []uint16{ECDHE_SM4_GCM_SM3}, nil))
-		for {
-			_, body, err := readRawRecord(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if body[0] == typeServerHelloDone {
-				break
-			}
-		}
+		readServerFlight(t, c)
 		certMsg, _ := (&certificateMsg{certificates: p.client.SignCertificate}).marshal()
 		writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, certMsg)
 		if got := readRawAlert(t, c); got != AlertHandshakeFailure {

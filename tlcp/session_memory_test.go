@@ -2,16 +2,15 @@ package tlcp
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/x509/pkix"
 	"encoding/asn1"
-	"math/big"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmgate/gmgate/internal/testpki"
 )
 
 // padding is a non-critical private extension of n bytes, to make
@@ -24,34 +23,11 @@ func padding(n int) pkix.Extension {
 // are about signSize and encSize bytes: what any client can send.
 func selfSignedDual(t testing.TB, signSize, encSize int) Certificate {
 	t.Helper()
-	var cert Certificate
-	for i, size := range []int{signSize, encSize} {
-		key, err := sm2.GenerateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &smx509.Certificate{
-			SerialNumber:    big.NewInt(int64(i + 1)),
-			Subject:         pkix.Name{CommonName: "admin"},
-			NotBefore:       time.Now().Add(-time.Hour),
-			NotAfter:        time.Now().Add(time.Hour),
-			KeyUsage:        smx509.KeyUsageDigitalSignature,
-			ExtraExtensions: []pkix.Extension{padding(size)},
-		}
-		if i == 1 {
-			tmpl.KeyUsage = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageKeyAgreement
-		}
-		der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			cert.SignCertificate, cert.SignKey = [][]byte{der}, key
-		} else {
-			cert.EncCertificate, cert.EncKey = [][]byte{der}, key
-		}
-	}
-	return cert
+	d := testpki.SelfSigned(t, "admin", func(sign, enc *smx509.Certificate) {
+		sign.ExtraExtensions = []pkix.Extension{padding(signSize)}
+		enc.ExtraExtensions = []pkix.Extension{padding(encSize)}
+	})
+	return Certificate{SignCertificate: [][]byte{d.SignCert}, SignKey: d.SignKey, EncCertificate: [][]byte{d.EncCert}, EncKey: d.EncKey}
 }
 
 // certBytes is the size of a certificate pair.

@@ -126,3 +126,36 @@ func (ca *CA) issueKey(t testing.TB, tmpl *smx509.Certificate) ([]byte, *sm2.Pri
 	}
 	return ca.Issue(t, tmpl, &key.PublicKey), key
 }
+
+// SelfSigned makes a pair of self-signed TLCP certificates for cn with
+// fresh keys, valid from an hour ago for two hours, first changed by
+// adjust if it is not nil: what any client can make up.
+func SelfSigned(t testing.TB, cn string, adjust Adjust) Dual {
+	t.Helper()
+	sign, enc := Template(cn, nil, false), Template(cn, nil, true)
+	for _, c := range []*smx509.Certificate{sign, enc} {
+		c.NotAfter = time.Now().Add(time.Hour)
+		c.ExtKeyUsage = nil
+	}
+	if adjust != nil {
+		adjust(sign, enc)
+	}
+	var d Dual
+	d.SignCert, d.SignKey = selfSign(t, sign)
+	d.EncCert, d.EncKey = selfSign(t, enc)
+	return d
+}
+
+// selfSign generates a key and signs tmpl with it.
+func selfSign(t testing.TB, tmpl *smx509.Certificate) ([]byte, *sm2.PrivateKey) {
+	t.Helper()
+	key, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := smx509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der, key
+}
