@@ -69,8 +69,10 @@ const (
 type ClientAuthType int
 
 const (
-	// NoClientCert asks for no client certificate (except with ECDHE
-	// suites, which need the client's encryption certificate; see Config).
+	// NoClientCert asks for no client certificate, except with the ECDHE
+	// suites, which need the client's encryption certificate: those
+	// certificates serve the key exchange only and are not the client's
+	// PeerCertificates.
 	NoClientCert ClientAuthType = iota
 	// RequestClientCert asks for a certificate but does not require one.
 	RequestClientCert
@@ -180,7 +182,9 @@ type ConnectionState struct {
 	// name the client verified against (client side).
 	ServerName string
 	// PeerCertificates are the peer's certificates as sent: signing
-	// certificate, encryption certificate (when present), then chain.
+	// certificate, encryption certificate (when present), then chain. A
+	// server under NoClientCert has none, even with the ECDHE suites.
+	// They are the peer's identity only when VerifiedChains is not empty.
 	PeerCertificates []*smx509.Certificate
 	// VerifiedChains are the chains that verified the peer's signing
 	// certificate; empty when verification was skipped.
