@@ -19,6 +19,9 @@ import (
 
 // Config is the whole configuration file.
 type Config struct {
+	// StateDir holds what gmgate writes for itself: the ACME account,
+	// keys and certificates (under acme/).
+	StateDir  string               `yaml:"state_dir"`
 	Admin     Admin                `yaml:"admin"`
 	Log       Log                  `yaml:"log"`
 	Limits    Limits               `yaml:"limits"`
@@ -29,6 +32,15 @@ type Config struct {
 	// File is the file the configuration was read from ("" when parsed
 	// from memory without a name).
 	File string `yaml:"-"`
+	// idx maps field paths to lines of File, for problems found after
+	// parsing (certificates, addresses).
+	idx *nodeIndex
+}
+
+// Problem returns a problem at the field path, with the file and line it
+// has in the configuration the problem belongs to.
+func (c *Config) Problem(path, msg, fix string) Problem {
+	return Problem{File: c.File, Line: c.idx.line(path), Path: path, Msg: msg, Fix: fix}
 }
 
 // Admin is the listener for /metrics, /healthz and /readyz. The data plane
@@ -86,6 +98,10 @@ const (
 	ProtocolTLCP = "tlcp"
 	ProtocolTLS  = "tls"
 	ProtocolAuto = "auto"
+	// ProtocolHTTP is plain HTTP: the port-80 listener that redirects to
+	// HTTPS and answers ACME HTTP-01 challenges, or a local listener that
+	// forwards to upstreams.
+	ProtocolHTTP = "http"
 )
 
 // Listener is one address the gateway accepts clients on.
@@ -93,9 +109,13 @@ type Listener struct {
 	Name string `yaml:"name"`
 	// Listen is host:port.
 	Listen string `yaml:"listen"`
-	// Protocol is tlcp, tls or auto (both on one port, chosen by the
-	// first record of each connection).
-	Protocol      string         `yaml:"protocol"`
+	// Protocol is tlcp, tls, auto (both on one port, chosen by the
+	// first record of each connection) or http (plain HTTP).
+	Protocol string `yaml:"protocol"`
+	// RedirectHTTPS answers every request of an http listener with a
+	// redirect to the same host and path on the HTTPS port (the first tls
+	// or auto listener's), except ACME HTTP-01 challenges.
+	RedirectHTTPS bool           `yaml:"redirect_https"`
 	ProxyProtocol *ProxyProtocol `yaml:"proxy_protocol"`
 	TLCP          *TLCP          `yaml:"tlcp"`
 	TLS           *TLS           `yaml:"tls"`
@@ -150,14 +170,44 @@ type SessionCache struct {
 	Lifetime Duration `yaml:"lifetime"`
 }
 
-// TLS is a listener's TLS identity (RSA or ECDSA) and policy.
+// TLS is a listener's TLS identity (RSA or ECDSA) and policy. The
+// certificate comes from files (Cert, Key) or from an ACME CA (ACME).
 type TLS struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+	// ACME obtains and renews the certificate instead of Cert and Key.
+	ACME *ACME `yaml:"acme"`
 	// MinVersion is "1.2" or "1.3".
 	MinVersion string `yaml:"min_version"`
 	ClientAuth string `yaml:"client_auth"`
 	ClientCA   string `yaml:"client_ca"`
+}
+
+// ACME challenge types.
+const (
+	ChallengeHTTP01    = "http-01"
+	ChallengeTLSALPN01 = "tls-alpn-01"
+)
+
+// ACME is the ACME account and the names a TLS certificate is obtained
+// for. Certificates, keys and the account live under StateDir/acme.
+type ACME struct {
+	// Domains are the names the certificate is for.
+	Domains []string `yaml:"domains"`
+	// Email is the account's contact for expiry notices (optional).
+	Email string `yaml:"email"`
+	// CA is the ACME directory URL; Let's Encrypt's production directory
+	// by default.
+	CA string `yaml:"ca"`
+	// CARoot is a PEM file of CAs that verify the ACME server's own HTTPS
+	// certificate, for a private ACME CA; the system roots by default.
+	CARoot string `yaml:"ca_root"`
+	// Challenges are the challenge types allowed: http-01 (answered by an
+	// http listener) and tls-alpn-01 (answered on this listener's port).
+	// By default tls-alpn-01, and http-01 when there is an http listener.
+	Challenges []string `yaml:"challenges"`
+	// KeyType of the certificate's key: p256, p384, rsa2048 or rsa4096.
+	KeyType string `yaml:"key_type"`
 }
 
 // Route sends requests for a host and path prefix to an upstream. Routes

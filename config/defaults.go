@@ -36,11 +36,18 @@ const (
 	// MaxSessionLifetime bounds tlcp.session_cache.lifetime (RFC 5246
 	// advises at most a day).
 	MaxSessionLifetime = 24 * time.Hour
+	// DefaultStateDir is where the systemd unit (StateDirectory=) and the
+	// container image keep gmgate's state.
+	DefaultStateDir = "/var/lib/gmgate"
+	// DefaultACMECA is Let's Encrypt's production directory.
+	DefaultACMECA      = "https://acme-v02.api.letsencrypt.org/directory"
+	DefaultACMEKeyType = "p256"
 )
 
 // Defaults fills in every value the file leaves out. It is the only place
 // defaults are set; `gmgate config show` prints its result.
 func Defaults(c *Config) {
+	setString(&c.StateDir, DefaultStateDir)
 	setString(&c.Admin.Listen, DefaultAdminListen)
 	setString(&c.Log.Level, "info")
 	setString(&c.Log.Access, "stdout")
@@ -65,6 +72,8 @@ func Defaults(c *Config) {
 				l.Protocol = ProtocolAuto
 			case l.TLS != nil:
 				l.Protocol = ProtocolTLS
+			case l.TLCP == nil && l.RedirectHTTPS:
+				l.Protocol = ProtocolHTTP
 			default:
 				l.Protocol = ProtocolTLCP
 			}
@@ -72,6 +81,11 @@ func Defaults(c *Config) {
 		if l.Name == "" {
 			l.Name = "listener" + strconv.Itoa(i)
 		}
+	}
+	// A second pass: ACME's default challenges depend on the protocols
+	// of every listener.
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
 		if l.TLCP != nil {
 			if len(l.TLCP.Suites) == 0 {
 				l.TLCP.SuitesDefaulted = true
@@ -94,6 +108,16 @@ func Defaults(c *Config) {
 		if l.TLS != nil {
 			setString(&l.TLS.MinVersion, "1.2")
 			setString(&l.TLS.ClientAuth, "none")
+			if a := l.TLS.ACME; a != nil {
+				setString(&a.CA, DefaultACMECA)
+				setString(&a.KeyType, DefaultACMEKeyType)
+				if len(a.Challenges) == 0 {
+					a.Challenges = []string{ChallengeTLSALPN01}
+					if c.hasHTTPListener() {
+						a.Challenges = append([]string{ChallengeHTTP01}, a.Challenges...)
+					}
+				}
+			}
 		}
 		for j := range l.Routes {
 			setString(&l.Routes[j].Path, "/")
@@ -112,6 +136,15 @@ func Defaults(c *Config) {
 		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
 		setIntPtr(&u.Retries, DefaultRetries)
 	}
+}
+
+func (c *Config) hasHTTPListener() bool {
+	for _, l := range c.Listeners {
+		if l.Protocol == ProtocolHTTP {
+			return true
+		}
+	}
+	return false
 }
 
 func setString(p *string, v string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -74,7 +75,9 @@ func (e *Error) Error() string {
 }
 
 // Load reads, decodes, defaults and validates the configuration file at
-// path.
+// path. Relative paths in the file (certificates, keys, the access log,
+// the state directory) are taken relative to the file's directory, so
+// that the file means the same whatever the working directory.
 func Load(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -88,17 +91,32 @@ func Load(path string) (*Config, error) {
 	if len(data) > maxFileSize {
 		return nil, fmt.Errorf("%s: larger than %d bytes; is it the right file?", path, maxFileSize)
 	}
-	return Parse(path, data)
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data, dir)
 }
 
 // Parse decodes, defaults and validates a configuration; name is the file
 // name used in problems. Every problem found is reported in one *Error.
+// Relative paths stay as written.
 func Parse(name string, data []byte) (*Config, error) {
+	return parse(name, data, "")
+}
+
+// parse is Parse with relative paths resolved against dir (unless it is
+// empty).
+func parse(name string, data []byte, dir string) (*Config, error) {
 	cfg, idx, probs := decode(name, data)
 	if cfg == nil {
 		return nil, &Error{Problems: probs}
 	}
+	cfg.idx = idx
 	Defaults(cfg)
+	if dir != "" {
+		cfg.resolvePaths(dir)
+	}
 	// A value that could not be decoded is reported once, by the decoder,
 	// not again as the empty value validation then sees.
 	decoded := map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 	for i := range c.Listeners {
 		v.listener(c, i, names, addrs)
 	}
+	v.addressOverlaps(c)
 	upNames := make([]string, 0, len(c.Upstreams))
 	for name := range c.Upstreams {
 		upNames = append(upNames, name)
@@ -126,7 +128,12 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 			addrs[l.Listen] = i
 		}
 	}
+	if l.RedirectHTTPS && l.Protocol != ProtocolHTTP {
+		v.add(p+".redirect_https", "only an http listener redirects to HTTPS", "remove redirect_https, or set protocol: http on a port-80 listener")
+	}
 	switch l.Protocol {
+	case ProtocolHTTP:
+		v.httpListener(c, p, l)
 	case ProtocolTLCP:
 		v.needTLCP(p, l)
 		if l.TLS != nil {
@@ -145,13 +152,13 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 			v.add(p+".tls", "an auto listener needs a tls section for its TLS clients", "add tls: with cert and key, or set protocol: tlcp")
 		}
 	default:
-		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls or auto")
+		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls, auto or http")
 	}
 	if l.TLCP != nil {
 		v.tlcp(p+".tlcp", l.TLCP)
 	}
 	if l.TLS != nil {
-		v.tls(p+".tls", l.TLS)
+		v.tls(c, p+".tls", l.TLS)
 	}
 	if pp := l.ProxyProtocol; pp != nil {
 		if len(pp.Trusted) == 0 {
@@ -180,7 +187,7 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 			v.add(p+".session_headers."+h.field, fmt.Sprintf("%q is not a valid header name", h.name), "use letters, digits and '-', such as X-TLCP-Suite")
 		}
 	}
-	if len(l.Routes) == 0 {
+	if len(l.Routes) == 0 && !l.RedirectHTTPS {
 		v.add(p+".routes", "the listener has no route", "add routes: with at least one upstream")
 	}
 	seen := map[string]int{}
@@ -253,13 +260,169 @@ func (v *validator) tlcp(p string, t *TLCP) {
 	}
 }
 
-func (v *validator) tls(p string, t *TLS) {
-	v.certFile("cert", p, t.Cert)
-	v.keyRef(p+".key", t.Key)
+func (v *validator) tls(c *Config, p string, t *TLS) {
+	if t.ACME != nil {
+		v.acme(c, p, t)
+	} else {
+		v.certFile("cert", p, t.Cert)
+		v.keyRef(p+".key", t.Key)
+	}
 	if t.MinVersion != "1.2" && t.MinVersion != "1.3" {
 		v.add(p+".min_version", fmt.Sprintf("unknown TLS version %q", t.MinVersion), `use "1.2" or "1.3"`)
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
+}
+
+// httpListener checks a plain HTTP listener: it has no TLCP or TLS
+// identity, and it either redirects every request to HTTPS or routes
+// them.
+func (v *validator) httpListener(c *Config, p string, l *Listener) {
+	if l.TLCP != nil {
+		v.add(p+".tlcp", "an http listener does not use a tlcp section", "remove it, or set protocol: tlcp")
+	}
+	if l.TLS != nil {
+		v.add(p+".tls", "an http listener does not use a tls section", "remove it, or set protocol: tls")
+	}
+	if !l.RedirectHTTPS {
+		return
+	}
+	if len(l.Routes) > 0 {
+		v.add(p+".routes", "an http listener with redirect_https redirects every request, so its routes are never used", "remove routes, or remove redirect_https")
+	}
+	if _, ok := c.HTTPSPort(); !ok {
+		v.add(p+".redirect_https", "there is no tls or auto listener to redirect to", "add a listener with protocol: tls or auto (browsers cannot speak TLCP), or remove redirect_https")
+	}
+}
+
+// HTTPSPort returns the port of the first tls or auto listener, where
+// http listeners redirect to.
+func (c *Config) HTTPSPort() (string, bool) {
+	for _, l := range c.Listeners {
+		if l.Protocol == ProtocolTLS || l.Protocol == ProtocolAuto {
+			if _, port, err := net.SplitHostPort(l.Listen); err == nil {
+				return port, true
+			}
+		}
+	}
+	return "", false
+}
+
+// ACMEKeyTypes are the values of acme.key_type.
+var ACMEKeyTypes = []string{"p256", "p384", "rsa2048", "rsa4096"}
+
+func (v *validator) acme(c *Config, p string, t *TLS) {
+	a, ap := t.ACME, p+".acme"
+	if t.Cert != "" || t.Key != "" {
+		v.add(ap, "acme is set together with cert/key", "remove cert and key to let ACME obtain the certificate, or remove acme to serve the files")
+	}
+	if len(a.Domains) == 0 {
+		v.add(ap+".domains", "no domain given", "list the names the certificate is for, such as [www.example.cn]")
+	}
+	for i, d := range a.Domains {
+		dp := fmt.Sprintf("%s.domains[%d]", ap, i)
+		switch {
+		case strings.HasPrefix(d, "*."):
+			v.add(dp, fmt.Sprintf("%q is a wildcard, which needs the DNS-01 challenge that gmgate does not answer", d), "list each name, or use a certificate file for the wildcard")
+		case !validHost(d) || net.ParseIP(d) != nil:
+			v.add(dp, fmt.Sprintf("%q is not a domain name", d), "write a name such as www.example.cn")
+		}
+	}
+	if u, err := url.Parse(a.CA); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		v.add(ap+".ca", fmt.Sprintf("%q is not an ACME directory URL", a.CA), "write the directory's https:// URL, or remove ca for Let's Encrypt")
+	}
+	if a.CARoot != "" {
+		v.notInline(ap+".ca_root", a.CARoot)
+	}
+	if !slices.Contains(ACMEKeyTypes, a.KeyType) {
+		v.add(ap+".key_type", fmt.Sprintf("unknown key type %q", a.KeyType), "use one of "+strings.Join(ACMEKeyTypes, ", "))
+	}
+	for i, ch := range a.Challenges {
+		cp := fmt.Sprintf("%s.challenges[%d]", ap, i)
+		switch ch {
+		case ChallengeHTTP01:
+			if !c.hasHTTPListener() {
+				v.add(cp, "http-01 is answered by an http listener, and there is none", `add a listener with protocol: http on ":80" (redirect_https: true is usual), or remove http-01`)
+			}
+		case ChallengeTLSALPN01:
+		default:
+			v.add(cp, fmt.Sprintf("unknown challenge %q", ch), "use http-01 or tls-alpn-01")
+		}
+	}
+	if c.StateDir == "" {
+		v.add("state_dir", "ACME needs a state directory for its account and certificates", "set state_dir, or remove it to use "+DefaultStateDir)
+	}
+}
+
+// addressOverlaps reports listener and admin addresses that cannot be
+// bound together: the same port on the same host, or on a wildcard host
+// and any other. Exact duplicates of listeners are reported by listener.
+func (v *validator) addressOverlaps(c *Config) {
+	type bound struct{ path, addr string }
+	var all []bound
+	for i, l := range c.Listeners {
+		all = append(all, bound{fmt.Sprintf("listeners[%d].listen", i), l.Listen})
+	}
+	if c.Admin.Listen != "off" {
+		all = append(all, bound{"admin.listen", c.Admin.Listen})
+	}
+	for j := 1; j < len(all); j++ {
+		for i := 0; i < j; i++ {
+			a, b := all[i], all[j]
+			if a.addr == b.addr && b.path != "admin.listen" {
+				continue // reported as "already used"
+			}
+			if !addressesOverlap(a.addr, b.addr) {
+				continue
+			}
+			what := strings.TrimSuffix(a.path, ".listen")
+			if a.addr == b.addr {
+				v.add(b.path, fmt.Sprintf("%q is also the address of %s", b.addr, what), "give the admin listener a port of its own, such as 127.0.0.1:9180")
+				continue
+			}
+			v.add(b.path, fmt.Sprintf("%q and %q of %s share a port, and a wildcard address takes that port on every interface, so both cannot be bound", b.addr, a.addr, what), "give each its own port, or bind both to specific addresses")
+		}
+	}
+}
+
+// addressesOverlap reports whether two host:port addresses cannot both be
+// bound. Port 0 (any free port) never overlaps. Host names are compared
+// as written.
+func addressesOverlap(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wa, wb := wildcardFamily(ha), wildcardFamily(hb)
+	switch {
+	case ha == hb:
+		return true
+	case wa == "any" || wb == "any":
+		return true
+	case wa == "ip4":
+		return wb == "ip4" || isIPv4OrName(hb)
+	case wb == "ip4":
+		return isIPv4OrName(ha)
+	}
+	return false
+}
+
+// wildcardFamily says which addresses a wildcard host takes: "any" for
+// "" and "::" (both families on Linux), "ip4" for 0.0.0.0, "" for a
+// specific host.
+func wildcardFamily(h string) string {
+	switch h {
+	case "", "::", "[::]":
+		return "any"
+	case "0.0.0.0":
+		return "ip4"
+	}
+	return ""
+}
+
+func isIPv4OrName(h string) bool {
+	ip, err := netip.ParseAddr(h)
+	return err != nil || ip.Is4() || ip.Is4In6()
 }
 
 // ClientAuthModes are the values of client_auth.
