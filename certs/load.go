@@ -42,6 +42,10 @@ type LoadOptions struct {
 	Now func() time.Time
 	// Context bounds opening keys (hardware backends); Background when nil.
 	Context context.Context
+	// Offline checks the certificates without opening any key: for
+	// checking a configuration where its keys, passwords and devices are
+	// not at hand. What it loads cannot serve.
+	Offline bool
 }
 
 func (o *LoadOptions) ctx() context.Context {
@@ -63,80 +67,197 @@ func LoadTLS(cert, keyRef string) (*tls.Certificate, error) {
 	return c, err
 }
 
+// FieldError is a problem with one field of a certificate set: a
+// certificate file or a key reference. LoadTLCPFiles, LoadTLSFiles and
+// NewStore report every problem they find, each as a *FieldError, joined
+// with errors.Join when there are several.
+type FieldError struct {
+	// Source is the name of the store source ("" outside a Store).
+	Source string
+	// Side is "tlcp" or "tls".
+	Side string
+	// Field is sign_cert, sign_key, enc_cert, enc_key (tlcp) or cert,
+	// key (tls); "" for a problem of the pair as a whole.
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	if e.Source != "" {
+		return e.Source + ": " + e.Side + ": " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// problems collects the FieldErrors of one certificate set.
+type problems struct {
+	side string
+	errs []error
+}
+
+func (p *problems) add(field string, err error) {
+	p.errs = append(p.errs, &FieldError{Side: p.side, Field: field, Err: err})
+}
+
+func (p *problems) err() error {
+	switch len(p.errs) {
+	case 0:
+		return nil
+	case 1:
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
+}
+
 // LoadTLCPFiles loads a TLCP identity and checks it: both certificates
 // SM2; each key belongs to its certificate (and the sign/enc roles are not
-// swapped); the signing certificate has digitalSignature and the
-// encryption certificate keyEncipherment, dataEncipherment or keyAgreement;
-// both are valid now; each file's chain is in order; with opts.Roots, both
-// verify. The error names the field, the file and the fix. Warnings are
-// problems some peers reject but the proxy can serve (subjects that differ
-// between the pair, for instance).
+// swapped); a key on a device passes accel.SelfTest; the signing
+// certificate has digitalSignature and the encryption certificate
+// keyEncipherment, dataEncipherment or keyAgreement; both are valid now;
+// each file's chain is in order; with opts.Roots, both verify. Each
+// problem names the field, the file and the fix; problems of independent
+// parts (the two certificates, the two keys) are all reported. Warnings
+// are problems some peers reject but the proxy can serve (subjects that
+// differ between the pair, for instance).
+//
+// With opts.Offline the keys are not opened: the certificates are
+// checked, and the result has no keys and cannot serve.
 func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, error) {
-	signChain, err := loadCertChain("sign_cert", f.SignCert, opts)
-	if err != nil {
-		return nil, nil, err
+	probs := &problems{side: "tlcp"}
+	signChain := loadSM2Chain(probs, "sign_cert", f.SignCert, opts)
+	encChain := loadSM2Chain(probs, "enc_cert", f.EncCert, opts)
+	if signChain != nil && encChain != nil && string(signChain[0].Raw) == string(encChain[0].Raw) {
+		probs.add("enc_cert", fmt.Errorf("enc_cert %s is the same certificate as sign_cert %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", f.EncCert, f.SignCert))
 	}
-	encChain, err := loadCertChain("enc_cert", f.EncCert, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	sign, enc := signChain[0], encChain[0]
-	for _, c := range []struct {
-		field, path string
-		cert        *smx509.Certificate
-	}{{"sign_cert", f.SignCert, sign}, {"enc_cert", f.EncCert, enc}} {
-		if !sm2.IsSM2PublicKey(c.cert.PublicKey) {
-			return nil, nil, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", c.field, c.path, describePublicKey(c.cert.PublicKey), c.path)
+	if opts.Offline {
+		if signChain != nil && encChain != nil && len(probs.errs) == 0 {
+			if err := checkPairUsages(f, signChain[0], encChain[0]); err != nil {
+				probs.add("", err)
+			}
 		}
-	}
-	if string(sign.Raw) == string(enc.Raw) {
-		return nil, nil, fmt.Errorf("enc_cert %s is the same certificate as sign_cert %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", f.EncCert, f.SignCert)
+		if err := probs.err(); err != nil {
+			return nil, nil, err
+		}
+		return tlcpCertificate(signChain, encChain, nil, nil), pairWarnings(f, signChain[0], encChain[0]), nil
 	}
 
 	signKey, err := openKey(opts.ctx(), "sign_key", f.SignKey)
 	if err != nil {
-		return nil, nil, err
+		probs.add("sign_key", err)
 	}
 	encKey, err := openKey(opts.ctx(), "enc_key", f.EncKey)
 	if err != nil {
-		signKey.Close()
-		return nil, nil, err
+		probs.add("enc_key", err)
 	}
-	fail := func(err error) (*tlcp.Certificate, []string, error) {
-		signKey.Close()
-		encKey.Close()
-		return nil, nil, err
+	fail := func() (*tlcp.Certificate, []string, error) {
+		for _, k := range []accel.Key{signKey, encKey} {
+			if k != nil {
+				k.Close()
+			}
+		}
+		return nil, nil, probs.err()
 	}
+	if len(probs.errs) > 0 {
+		return fail()
+	}
+	sign, enc := signChain[0], encChain[0]
 
 	signOK := publicKeysEqual(signKey.Public(), sign.PublicKey)
 	encOK := publicKeysEqual(encKey.Public(), enc.PublicKey)
 	switch {
 	case !signOK && !encOK && publicKeysEqual(signKey.Public(), enc.PublicKey) && publicKeysEqual(encKey.Public(), sign.PublicKey):
 		if looksLikeEnc(sign) && looksLikeSign(enc) {
-			return fail(fmt.Errorf("sign_cert %s and enc_cert %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange sign_cert and enc_cert",
+			probs.add("sign_cert", fmt.Errorf("sign_cert %s and enc_cert %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange sign_cert and enc_cert",
 				f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), f.EncCert, keyUsageString(enc.KeyUsage)))
+			return fail()
 		}
-		return fail(fmt.Errorf("sign_key %s and enc_key %s are swapped: %s belongs to enc_cert %s and %s to sign_cert %s; exchange sign_key and enc_key",
+		probs.add("sign_key", fmt.Errorf("sign_key %s and enc_key %s are swapped: %s belongs to enc_cert %s and %s to sign_cert %s; exchange sign_key and enc_key",
 			f.SignKey, f.EncKey, f.SignKey, f.EncCert, f.EncKey, f.SignCert))
-	case !signOK:
-		return fail(fmt.Errorf("sign_key %s does not belong to sign_cert %s (the public keys differ); give the key that was generated with this certificate", f.SignKey, f.SignCert))
-	case !encOK:
-		return fail(fmt.Errorf("enc_key %s does not belong to enc_cert %s (the public keys differ); give the key that was generated with this certificate", f.EncKey, f.EncCert))
+		return fail()
 	}
-	if looksLikeEnc(sign) && looksLikeSign(enc) {
-		return fail(fmt.Errorf("sign_cert %s and enc_cert %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange sign_cert/sign_key with enc_cert/enc_key",
-			f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage)))
+	if !signOK {
+		probs.add("sign_key", fmt.Errorf("sign_key %s does not belong to sign_cert %s (the public keys differ); give the key that was generated with this certificate", f.SignKey, f.SignCert))
 	}
-	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
-		return fail(fmt.Errorf("sign_cert %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", f.SignCert, keyUsageString(sign.KeyUsage)))
+	if !encOK {
+		probs.add("enc_key", fmt.Errorf("enc_key %s does not belong to enc_cert %s (the public keys differ); give the key that was generated with this certificate", f.EncKey, f.EncCert))
 	}
-	if enc.KeyUsage != 0 && enc.KeyUsage&EncKeyUsage == 0 {
-		return fail(fmt.Errorf("enc_cert %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", f.EncCert, keyUsageString(enc.KeyUsage)))
+	if len(probs.errs) > 0 {
+		return fail()
+	}
+	if err := checkPairUsages(f, sign, enc); err != nil {
+		probs.add("", err)
+		return fail()
 	}
 	if _, ok := encKey.(crypto.Decrypter); !ok {
-		return fail(fmt.Errorf("enc_key %s: the key cannot decrypt, which the TLCP encryption key must", f.EncKey))
+		probs.add("enc_key", fmt.Errorf("enc_key %s: the key cannot decrypt, which the TLCP encryption key must", f.EncKey))
+		return fail()
 	}
+	// A key on a device is exercised once before it serves: the public
+	// key it reports could match while the device cannot use the key.
+	for _, k := range []struct {
+		field, ref string
+		key        accel.Key
+		cert       *smx509.Certificate
+		use        accel.Use
+	}{{"sign_key", f.SignKey, signKey, sign, accel.UseSign}, {"enc_key", f.EncKey, encKey, enc, accel.UseEnc}} {
+		if k.key.Backend() == softwareBackend {
+			continue
+		}
+		if err := accel.SelfTest(opts.ctx(), k.key, k.cert, k.use); err != nil {
+			probs.add(k.field, fmt.Errorf("%s %s: self-test failed: %w", k.field, secretRedacted(k.ref), err))
+		}
+	}
+	if len(probs.errs) > 0 {
+		return fail()
+	}
+	return tlcpCertificate(signChain, encChain, signKey, encKey), pairWarnings(f, sign, enc), nil
+}
 
+// softwareBackend is the name accel gives keys held in memory.
+const softwareBackend = "software"
+
+// secretRedacted returns a key reference safe for messages.
+func secretRedacted(ref string) string {
+	if r, err := accel.ParseRef(ref); err == nil {
+		return r.String()
+	}
+	return "(key reference)"
+}
+
+// loadSM2Chain loads a certificate file of a TLCP pair and checks that
+// its leaf is SM2; it adds the problem and returns nil otherwise.
+func loadSM2Chain(probs *problems, field, path string, opts LoadOptions) []*smx509.Certificate {
+	chain, err := loadCertChain(field, path, opts)
+	if err != nil {
+		probs.add(field, err)
+		return nil
+	}
+	if !sm2.IsSM2PublicKey(chain[0].PublicKey) {
+		probs.add(field, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", field, path, describePublicKey(chain[0].PublicKey), path))
+		return nil
+	}
+	return chain
+}
+
+// checkPairUsages checks the key usages of a TLCP pair: not swapped, and
+// each fit for its role.
+func checkPairUsages(f TLCPFiles, sign, enc *smx509.Certificate) error {
+	if looksLikeEnc(sign) && looksLikeSign(enc) {
+		return fmt.Errorf("sign_cert %s and enc_cert %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange sign_cert/sign_key with enc_cert/enc_key",
+			f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage))
+	}
+	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
+		return fmt.Errorf("sign_cert %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", f.SignCert, keyUsageString(sign.KeyUsage))
+	}
+	if enc.KeyUsage != 0 && enc.KeyUsage&EncKeyUsage == 0 {
+		return fmt.Errorf("enc_cert %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", f.EncCert, keyUsageString(enc.KeyUsage))
+	}
+	return nil
+}
+
+func pairWarnings(f TLCPFiles, sign, enc *smx509.Certificate) []string {
 	var warnings []string
 	if string(sign.RawSubject) != string(enc.RawSubject) {
 		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s have different subjects (%q, %q); GmSSL peers reject such a pair", f.SignCert, f.EncCert, sign.Subject.String(), enc.Subject.String()))
@@ -147,57 +268,97 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 	if sanString(sign) != sanString(enc) {
 		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", f.SignCert, f.EncCert, sanString(sign), sanString(enc)))
 	}
+	return warnings
+}
 
-	cert := &tlcp.Certificate{SignKey: signKey, EncKey: encKey, SignLeaf: sign, EncLeaf: enc}
+func tlcpCertificate(signChain, encChain []*smx509.Certificate, signKey, encKey accel.Key) *tlcp.Certificate {
+	cert := &tlcp.Certificate{SignLeaf: signChain[0], EncLeaf: encChain[0]}
+	if signKey != nil {
+		cert.SignKey = signKey
+	}
+	if encKey != nil {
+		cert.EncKey = encKey
+	}
 	for _, c := range signChain {
 		cert.SignCertificate = append(cert.SignCertificate, c.Raw)
 	}
 	for _, c := range encChain {
 		cert.EncCertificate = append(cert.EncCertificate, c.Raw)
 	}
-	return cert, warnings, nil
+	return cert
 }
 
 // LoadTLSFiles loads a TLS certificate and checks it: an RSA, ECDSA or
 // Ed25519 key that belongs to the certificate, usable for TLS servers,
 // valid now, with its chain in order (and verifying against opts.Roots
-// when set).
+// when set). Problems of the certificate and of the key are both
+// reported. With opts.Offline the key is not opened.
 func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, error) {
+	probs := &problems{side: "tls"}
+	leaf, chain := checkTLSChain(probs, f, opts)
+	if opts.Offline {
+		if err := probs.err(); err != nil {
+			return nil, nil, err
+		}
+		return tlsCertificate(chain, leaf, nil), nil, nil
+	}
+	key, err := openKey(opts.ctx(), "key", f.Key)
+	if err != nil {
+		probs.add("key", err)
+	}
+	if leaf != nil && key != nil && !publicKeysEqual(key.Public(), leaf.PublicKey) {
+		probs.add("key", fmt.Errorf("key %s does not belong to cert %s (the public keys differ); give the key that was generated with this certificate", f.Key, f.Cert))
+	}
+	if err := probs.err(); err != nil {
+		if key != nil {
+			key.Close()
+		}
+		return nil, nil, err
+	}
+	return tlsCertificate(chain, leaf, key), nil, nil
+}
+
+// checkTLSChain loads the certificate of a TLS identity and checks its
+// key type and usage; it adds the problems and returns a nil leaf on
+// failure.
+func checkTLSChain(probs *problems, f TLSFiles, opts LoadOptions) (*x509.Certificate, []*smx509.Certificate) {
 	chain, err := loadCertChain("cert", f.Cert, opts)
 	if err != nil {
-		return nil, nil, err
+		probs.add("cert", err)
+		return nil, nil
 	}
 	leaf := chain[0]
 	if sm2.IsSM2PublicKey(leaf.PublicKey) {
-		return nil, nil, fmt.Errorf("cert %s is an SM2 certificate, which TLS clients cannot use; give it as a tlcp sign_cert/enc_cert, and an RSA or ECDSA certificate for tls", f.Cert)
+		probs.add("cert", fmt.Errorf("cert %s is an SM2 certificate, which TLS clients cannot use; give it as a tlcp sign_cert/enc_cert, and an RSA or ECDSA certificate for tls", f.Cert))
+		return nil, nil
 	}
 	switch leaf.PublicKey.(type) {
 	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
 	default:
-		return nil, nil, fmt.Errorf("cert %s has an unsupported %s key for TLS", f.Cert, describePublicKey(leaf.PublicKey))
-	}
-	key, err := openKey(opts.ctx(), "key", f.Key)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !publicKeysEqual(key.Public(), leaf.PublicKey) {
-		key.Close()
-		return nil, nil, fmt.Errorf("key %s does not belong to cert %s (the public keys differ); give the key that was generated with this certificate", f.Key, f.Cert)
+		probs.add("cert", fmt.Errorf("cert %s has an unsupported %s key for TLS", f.Cert, describePublicKey(leaf.PublicKey)))
+		return nil, nil
 	}
 	if leaf.KeyUsage != 0 && leaf.KeyUsage&(smx509.KeyUsageDigitalSignature|smx509.KeyUsageKeyEncipherment) == 0 {
-		key.Close()
-		return nil, nil, fmt.Errorf("cert %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", f.Cert, keyUsageString(leaf.KeyUsage))
+		probs.add("cert", fmt.Errorf("cert %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", f.Cert, keyUsageString(leaf.KeyUsage)))
+		return nil, nil
 	}
 	parsed, err := x509.ParseCertificate(leaf.Raw)
 	if err != nil {
-		key.Close()
-		return nil, nil, fmt.Errorf("cert %s: %v", f.Cert, err)
+		probs.add("cert", fmt.Errorf("cert %s: %v", f.Cert, err))
+		return nil, nil
 	}
-	out := &tls.Certificate{PrivateKey: key, Leaf: parsed}
+	return parsed, chain
+}
+
+func tlsCertificate(chain []*smx509.Certificate, leaf *x509.Certificate, key accel.Key) *tls.Certificate {
+	out := &tls.Certificate{Leaf: leaf}
+	if key != nil {
+		out.PrivateKey = key
+	}
 	for _, c := range chain {
 		out.Certificate = append(out.Certificate, c.Raw)
 	}
-	return out, nil, nil
+	return out
 }
 
 // loadCertChain reads a certificate file and checks the leaf's dates and

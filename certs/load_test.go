@@ -1,6 +1,8 @@
 package certs
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +186,72 @@ func TestLoadHostileInputDoesNotPanic(t *testing.T) {
 		if _, err := describeEncryptedPKCS8([]byte(data)); err == nil && data != "" {
 			t.Errorf("%s: described as an encrypted key", name)
 		}
+	}
+}
+
+// Problems of independent parts are reported together, each with its
+// field, so that a configuration check can list all of them at once.
+func TestLoadReportsEveryProblem(t *testing.T) {
+	ca := newTestCA(t, false)
+	dir := t.TempDir()
+	good := writeTestPair(t, ca, dir, "good", nil, "good.example.cn")
+	f := files(good)
+	f.SignCert = filepath.Join(dir, "missing.crt")
+	f.EncKey = "file:" + good.EncKey + "?password-env=GMGATE_TEST_UNSET_PASSWORD"
+	_, _, err := LoadTLCPFiles(f, LoadOptions{})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	var fields []string
+	for _, e := range joined(err) {
+		fe, ok := e.(*FieldError)
+		if !ok {
+			t.Fatalf("%T is not a *FieldError: %v", e, e)
+		}
+		fields = append(fields, fe.Side+"."+fe.Field)
+	}
+	if strings.Join(fields, " ") != "tlcp.sign_cert tlcp.enc_key" {
+		t.Errorf("fields = %v (%v)", fields, err)
+	}
+
+	// A store names the source of each problem, across sources.
+	bad := files(good)
+	bad.SignKey = good.EncKey
+	_, err = NewStore(StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Source{Name: "a", TLCP: &f},
+		Source{Name: "b", TLCP: &bad, TLS: &TLSFiles{Cert: good.SignCert, Key: good.SignKey}})
+	if err == nil {
+		t.Fatal("store loaded")
+	}
+	var got []string
+	for _, e := range joined(err) {
+		fe := e.(*FieldError)
+		got = append(got, fe.Source+":"+fe.Side+"."+fe.Field)
+	}
+	if want := "a:tlcp.sign_cert a:tlcp.enc_key b:tlcp.sign_key b:tls.cert"; strings.Join(got, " ") != want {
+		t.Errorf("store problems = %v, want %s\n%v", got, want, err)
+	}
+}
+
+// Offline, certificates are checked and keys are not opened.
+func TestLoadOffline(t *testing.T) {
+	ca := newTestCA(t, false)
+	dir := t.TempDir()
+	good := writeTestPair(t, ca, dir, "good", nil, "good.example.cn")
+	f := files(good)
+	f.SignKey = "file:" + filepath.Join(dir, "absent.key") + "?password-env=GMGATE_TEST_UNSET_PASSWORD"
+	f.EncKey = "sdf:/nonexistent/libsdf.so?index=1&key=enc&pin-env=GMGATE_TEST_UNSET_PIN"
+	c, _, err := LoadTLCPFiles(f, LoadOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SignKey != nil || c.EncKey != nil || c.SignLeaf == nil {
+		t.Errorf("offline load: %+v", c)
+	}
+	swapped := f
+	swapped.SignCert, swapped.EncCert = good.EncCert, good.SignCert
+	wantAll(t, loadErr(t, swapped, LoadOptions{Offline: true}), "are swapped")
+	if _, _, err := LoadTLSFiles(TLSFiles{Cert: good.SignCert, Key: "nope"}, LoadOptions{Offline: true}); err == nil {
+		t.Error("an SM2 certificate on the TLS side passed offline")
 	}
 }

@@ -61,7 +61,14 @@ type Store struct {
 }
 
 type certSet struct {
-	entries []storeEntry
+	entries  []storeEntry
+	warnings []Warning
+}
+
+// Warning is something about a served certificate set that some peers
+// reject but the proxy can serve.
+type Warning struct {
+	Source, Side, Msg string
 }
 
 type storeEntry struct {
@@ -70,7 +77,8 @@ type storeEntry struct {
 	tls  *tls.Certificate
 }
 
-// NewStore loads every source; it fails when any of them is invalid.
+// NewStore loads every source; it fails when any of them is invalid, with
+// every problem of every source (see FieldError).
 func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
 	if len(sources) == 0 {
 		return nil, errors.New("no certificate sources")
@@ -100,33 +108,87 @@ func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
 	return s, nil
 }
 
+// load loads every source, and reports the problems of all of them.
 func (s *Store) load() (*certSet, error) {
 	set := &certSet{}
+	var errs []error
+	failed := func(name string, err error) {
+		for _, leaf := range joined(err) {
+			var fe *FieldError
+			if errors.As(leaf, &fe) {
+				fe.Source = name
+				errs = append(errs, fe)
+			} else {
+				errs = append(errs, fmt.Errorf("%s: %w", name, leaf))
+			}
+		}
+	}
+	warn := func(name, side string, warnings []string) {
+		for _, w := range warnings {
+			s.log.Warn("certificate warning", "name", name, "warning", w)
+			set.warnings = append(set.warnings, Warning{Source: name, Side: side, Msg: w})
+		}
+	}
 	for _, src := range s.sources {
 		e := storeEntry{name: src.Name}
 		if src.TLCP != nil {
 			c, warnings, err := LoadTLCPFiles(*src.TLCP, s.opts.Load)
 			if err != nil {
-				return nil, fmt.Errorf("%s: tlcp: %w", src.Name, err)
+				failed(src.Name, err)
 			}
-			for _, w := range warnings {
-				s.log.Warn("certificate warning", "name", src.Name, "warning", w)
-			}
+			warn(src.Name, "tlcp", warnings)
 			e.tlcp = c
 		}
 		if src.TLS != nil {
 			c, warnings, err := LoadTLSFiles(*src.TLS, s.opts.Load)
 			if err != nil {
-				return nil, fmt.Errorf("%s: tls: %w", src.Name, err)
+				failed(src.Name, err)
 			}
-			for _, w := range warnings {
-				s.log.Warn("certificate warning", "name", src.Name, "warning", w)
-			}
+			warn(src.Name, "tls", warnings)
 			e.tls = c
 		}
 		set.entries = append(set.entries, e)
 	}
+	if len(errs) > 0 {
+		set.close()
+		if len(errs) == 1 {
+			return nil, errs[0]
+		}
+		return nil, errors.Join(errs...)
+	}
 	return set, nil
+}
+
+// close releases the keys of a set that will not serve.
+func (set *certSet) close() {
+	for _, e := range set.entries {
+		if e.tlcp != nil {
+			closeKey(e.tlcp.SignKey)
+			closeKey(e.tlcp.EncKey)
+		}
+		if e.tls != nil {
+			closeKey(e.tls.PrivateKey)
+		}
+	}
+}
+
+func closeKey(k any) {
+	if c, ok := k.(interface{ Close() error }); ok {
+		c.Close()
+	}
+}
+
+// joined returns the errors err joins (errors.Join), or err itself.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Warnings returns the warnings of the certificates in service.
+func (s *Store) Warnings() []Warning {
+	return s.current.Load().warnings
 }
 
 // Reload loads every source again and swaps the new set in. When any
