@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -47,6 +48,9 @@ type ACMEOptions struct {
 	KeyType string
 	// Logger receives certmagic's messages; slog.Default when nil.
 	Logger *slog.Logger
+	// Name labels the managed certificates in logs and metrics (the
+	// listener's name, say).
+	Name string
 }
 
 // ACME obtains and renews TLS certificates with certmagic.
@@ -56,9 +60,14 @@ type ACME struct {
 	cache   *certmagic.Cache
 	domains []string
 
+	name string
+	log  *slog.Logger
+
 	mu       sync.Mutex
 	obtained map[string]bool
 	failures map[string]string
+	// issuance counts obtain and renewal results, by kind and result.
+	issuance map[[2]string]uint64
 	changed  chan struct{}
 }
 
@@ -84,7 +93,11 @@ func NewACME(opts ACMEOptions) (*ACME, error) {
 		log = slog.Default()
 	}
 	zl := zap.New(&slogCore{log: log.With("component", "acme")})
-	a := &ACME{domains: append([]string(nil), opts.Domains...), obtained: map[string]bool{}, failures: map[string]string{}, changed: make(chan struct{}, 1)}
+	a := &ACME{
+		domains: append([]string(nil), opts.Domains...), name: opts.Name, log: log,
+		obtained: map[string]bool{}, failures: map[string]string{}, issuance: map[[2]string]uint64{},
+		changed: make(chan struct{}, 1),
+	}
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.cfg, nil },
 		Logger:           zl,
@@ -121,14 +134,26 @@ func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) err
 	if name == "" {
 		return nil
 	}
+	kind := "new"
+	if renewal, _ := data["renewal"].(bool); renewal {
+		kind = "renewal"
+	}
 	a.mu.Lock()
 	switch event {
 	case "cert_obtained":
 		a.obtained[name] = true
+		a.issuance[[2]string{kind, "success"}]++
 	case "cert_failed":
 		a.failures[name] = fmt.Sprint(data["error"])
+		a.issuance[[2]string{kind, "failure"}]++
 	}
 	a.mu.Unlock()
+	switch event {
+	case "cert_obtained":
+		a.log.Info("ACME certificate obtained", "name", a.name, "domain", name, "kind", kind)
+	case "cert_failed":
+		a.log.Error("ACME certificate not obtained; certmagic retries", "name", a.name, "domain", name, "kind", kind, "cause", fmt.Sprint(data["error"]))
+	}
 	select {
 	case a.changed <- struct{}{}:
 	default:
@@ -177,6 +202,58 @@ func (a *ACME) Manage(ctx context.Context) error {
 				lastErr = ctx.Err().Error()
 			}
 			return fmt.Errorf("acme: no certificate yet for %s (certmagic keeps retrying): %s", strings.Join(pending, ", "), lastErr)
+		}
+	}
+}
+
+// SetChallengePorts says where gmgate itself answers the challenges:
+// the port of the http listener (HTTP-01) and of the TLS listener
+// (TLS-ALPN-01). certmagic finds them in use and leaves them to gmgate
+// instead of starting servers of its own. Call it before Start.
+func (a *ACME) SetChallengePorts(httpPort, tlsALPNPort int) {
+	a.issuer.AltHTTPPort = httpPort
+	a.issuer.AltTLSALPNPort = tlsALPNPort
+}
+
+// Start loads the domains' certificates from the state directory and
+// obtains the missing ones in the background, then keeps them renewed
+// until Stop. It does not wait for issuance (see Manage).
+func (a *ACME) Start(ctx context.Context) error {
+	if err := a.cfg.ManageAsync(ctx, a.domains); err != nil {
+		return fmt.Errorf("acme: %w", err)
+	}
+	return nil
+}
+
+// Domains returns the names the certificates are for.
+func (a *ACME) Domains() []string { return a.domains }
+
+var acmeIssuanceDesc = prometheus.NewDesc("gmgate_acme_issuance_total",
+	"ACME certificate orders by certificate set, kind (new, renewal) and result (success, failure).", []string{"name", "kind", "result"}, nil)
+
+// Describe implements prometheus.Collector.
+func (a *ACME) Describe(ch chan<- *prometheus.Desc) {
+	ch <- acmeIssuanceDesc
+	ch <- expiryDesc
+}
+
+// Collect implements prometheus.Collector: the issuance counters and the
+// expiry of each managed certificate (gmgate_certificate_expiry_timestamp_seconds
+// with role "acme" and the domain as name).
+func (a *ACME) Collect(ch chan<- prometheus.Metric) {
+	a.mu.Lock()
+	for _, kind := range []string{"new", "renewal"} {
+		for _, result := range []string{"success", "failure"} {
+			ch <- prometheus.MustNewConstMetric(acmeIssuanceDesc, prometheus.CounterValue, float64(a.issuance[[2]string{kind, result}]), a.name, kind, result)
+		}
+	}
+	a.mu.Unlock()
+	for _, d := range a.domains {
+		for _, c := range a.cache.AllMatchingCertificates(d) {
+			if c.Leaf != nil {
+				ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(c.Leaf.NotAfter.Unix()), d, "acme")
+				break
+			}
 		}
 	}
 }

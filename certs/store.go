@@ -78,11 +78,9 @@ type storeEntry struct {
 }
 
 // NewStore loads every source; it fails when any of them is invalid, with
-// every problem of every source (see FieldError).
+// every problem of every source (see FieldError). A store without sources
+// serves nothing but TLSFallback.
 func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
-	if len(sources) == 0 {
-		return nil, errors.New("no certificate sources")
-	}
 	seen := map[string]bool{}
 	for i, src := range sources {
 		if src.Name == "" {
@@ -184,6 +182,12 @@ func joined(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// Close releases the keys of the certificates in service (sessions on a
+// crypto card); the store serves no more after it.
+func (s *Store) Close() {
+	s.current.Load().close()
 }
 
 // Warnings returns the warnings of the certificates in service.

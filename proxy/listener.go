@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
 )
@@ -54,10 +53,7 @@ type runningListener struct {
 }
 
 func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, error) {
-	// Every listener's client speaks first (TLCP, TLS or a PROXY header):
-	// the kernel hands a connection over once its first bytes are in, or
-	// after the handshake timeout.
-	ln, err := tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: gen.cfg.Timeouts.Handshake.D()}.Listen(context.Background(), lc.Listen)
+	ln, err := listen(gen.cfg, lc)
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}

@@ -32,6 +32,8 @@ type Metrics struct {
 
 	// certs is the collector of the certificate store in service.
 	certs atomic.Pointer[prometheus.Collector]
+	// acme are the collectors of the ACME managers in service.
+	acme atomic.Pointer[[]prometheus.Collector]
 }
 
 // latencyBuckets run from 100µs to 10s: SM2 handshakes take about a
@@ -119,9 +121,16 @@ func (c certsCollector) Collect(ch chan<- prometheus.Metric) {
 	if p := c.m.certs.Load(); p != nil {
 		(*p).Collect(ch)
 	}
+	if p := c.m.acme.Load(); p != nil {
+		for _, a := range *p {
+			a.Collect(ch)
+		}
+	}
 }
 
 func (m *Metrics) setCerts(c prometheus.Collector) { m.certs.Store(&c) }
+
+func (m *Metrics) setACME(c []prometheus.Collector) { m.acme.Store(&c) }
 
 func (m *Metrics) handshake(protocol, suite, result string, d time.Duration) {
 	m.handshakes.WithLabelValues(protocol, suite, result).Inc()

@@ -25,6 +25,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options are what a Server takes besides its configuration.
@@ -46,6 +48,9 @@ type Options struct {
 	AccessLog *slog.Logger
 	// Started, when set, is called by Run once the server serves.
 	Started func(*Server)
+	// ReopenLogs, when it receives, makes Run reopen the access log file
+	// (after logrotate moved it; SIGUSR1).
+	ReopenLogs <-chan struct{}
 }
 
 // Server is a running gateway.
@@ -94,15 +99,79 @@ type generation struct {
 	pools       map[string]*pool
 	handshakes  *handshakeLimiter
 	states      map[string]*listenerState
+	// acme are the ACME managers by listener name.
+	acme map[string]*acmeSite
+	// warnings are what the configuration check reports without
+	// refusing the configuration.
+	warnings []config.Problem
 }
 
 // New loads the certificates and keys of cfg, binds its listeners and the
 // admin listener, and returns a server ready to Start. It fails, holding
 // nothing, when any part cannot be set up: the process never half-starts.
+// The error is a *config.Error with every problem found (certificates,
+// keys, addresses), the same problems Check reports.
 func New(cfg *config.Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	s := newServer(cfg, opts)
+	var probs []config.Problem
+	access, closer, err := openAccessLog(cfg.Log.Access, opts.AccessLog)
+	if err != nil {
+		probs = append(probs, accessLogProblem(cfg, err))
+	}
+	s.access, s.accessClose = access, closer
+
+	gen, err := s.build(cfg, nil, buildOptions{})
+	if err != nil {
+		probs = append(probs, problemsOf(err)...)
+	}
+	// Bind everything before serving anything. When the configuration
+	// cannot serve anyway, the addresses are still checked, so that every
+	// problem is reported at once.
+	if gen == nil {
+		probs = append(probs, checkAddresses(cfg, 0)...)
+	} else {
+		for i, lc := range cfg.Listeners {
+			rl, err := s.bind(lc, gen)
+			if err != nil {
+				probs = append(probs, bindProblem(cfg, fmt.Sprintf("listeners[%d].listen", i), lc.Listen, err))
+				continue
+			}
+			s.listeners[lc.Name] = rl
+		}
+	}
+	if cfg.Admin.Listen != "off" && gen != nil {
+		ln, err := net.Listen("tcp", cfg.Admin.Listen)
+		if err != nil {
+			probs = append(probs, bindProblem(cfg, "admin.listen", cfg.Admin.Listen, err))
+		} else {
+			s.adminLn = ln
+		}
+	}
+	if len(probs) > 0 {
+		s.unbindAll()
+		if s.adminLn != nil {
+			s.adminLn.Close()
+		}
+		if gen != nil {
+			gen.close()
+		}
+		s.closeAccessLog()
+		return nil, configError(probs)
+	}
+	s.gen = gen
+	accel.SetObserver(accelObserver{s.metrics})
+	s.metrics.setCerts(gen.store)
+	s.metrics.setACME(gen.acmeCollectors())
+	for _, w := range gen.warnings {
+		s.log.Warn("configuration warning", "warning", w.String())
+	}
+	return s, nil
+}
+
+func newServer(cfg *config.Config, opts Options) *Server {
 	s := &Server{
 		opts:          opts,
 		metrics:       newMetrics(),
@@ -116,42 +185,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &s.level}))
 	}
 	s.stdErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
-	access, closer, err := openAccessLog(cfg.Log.Access, opts.AccessLog)
-	if err != nil {
-		return nil, err
-	}
-	s.access, s.accessClose = access, closer
-
-	gen, err := s.build(cfg, nil)
-	if err != nil {
-		s.closeAccessLog()
-		return nil, err
-	}
-	// Bind everything before serving anything.
-	for _, lc := range cfg.Listeners {
-		rl, err := s.bind(lc, gen)
-		if err != nil {
-			s.unbindAll()
-			gen.close()
-			s.closeAccessLog()
-			return nil, err
-		}
-		s.listeners[lc.Name] = rl
-	}
-	if cfg.Admin.Listen != "off" {
-		ln, err := net.Listen("tcp", cfg.Admin.Listen)
-		if err != nil {
-			s.unbindAll()
-			gen.close()
-			s.closeAccessLog()
-			return nil, fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
-		}
-		s.adminLn = ln
-	}
-	s.gen = gen
-	accel.SetObserver(accelObserver{s.metrics})
-	s.metrics.setCerts(gen.store)
-	return s, nil
+	return s
 }
 
 func parseLevel(s string) slog.Level {
@@ -197,29 +231,44 @@ func (s *Server) accessLog(ctx context.Context, msg string, attrs ...slog.Attr) 
 	}
 }
 
-// build makes a generation from cfg, reusing the pools of prev whose
-// configuration did not change.
-func (s *Server) build(cfg *config.Config, prev *generation) (*generation, error) {
+// buildOptions say what a generation is built for.
+type buildOptions struct {
+	// check builds to report problems, not to serve: no ACME manager is
+	// made.
+	check bool
+	// offline opens no key (see certs.LoadOptions.Offline); with check.
+	offline bool
+}
+
+// build makes a generation from cfg, reusing the pools and ACME managers
+// of prev whose configuration did not change. It loads and checks every
+// certificate and key, and reports every problem it finds in one
+// *config.Error.
+func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
+	var probs []config.Problem
 	var sources []certs.Source
 	for _, l := range cfg.Listeners {
 		src := certs.Source{Name: l.Name}
-		if l.TLCP != nil && l.Protocol != config.ProtocolTLS {
+		if l.TLCP != nil && l.Protocol != config.ProtocolTLS && l.Protocol != config.ProtocolHTTP {
 			src.TLCP = &certs.TLCPFiles{SignCert: l.TLCP.SignCert, SignKey: l.TLCP.SignKey, EncCert: l.TLCP.EncCert, EncKey: l.TLCP.EncKey}
 		}
-		if l.TLS != nil && l.Protocol != config.ProtocolTLCP {
+		if l.TLS != nil && l.TLS.ACME == nil && (l.Protocol == config.ProtocolTLS || l.Protocol == config.ProtocolAuto) {
 			src.TLS = &certs.TLSFiles{Cert: l.TLS.Cert, Key: l.TLS.Key}
 		}
-		sources = append(sources, src)
+		if src.TLCP != nil || src.TLS != nil {
+			sources = append(sources, src)
+		}
 	}
-	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log}, sources...)
+	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log, Load: certs.LoadOptions{Offline: bo.offline}}, sources...)
 	if err != nil {
-		return nil, err
+		probs = append(probs, certProblems(cfg, err)...)
 	}
 	gen := &generation{
 		cfg:    cfg,
 		store:  store,
 		pools:  map[string]*pool{},
 		states: map[string]*listenerState{},
+		acme:   map[string]*acmeSite{},
 	}
 	if prev != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
 		// Keep counting the handshakes in progress across the reload.
@@ -236,27 +285,48 @@ func (s *Server) build(cfg *config.Config, prev *generation) (*generation, error
 		}
 		p, err := newPool(name, uc, cfg.Timeouts, s.log, s.metrics)
 		if err != nil {
-			gen.closeNew(prev)
-			return nil, err
+			probs = append(probs, cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), ""))
+			continue
 		}
 		gen.pools[name] = p
 	}
-	for _, lc := range cfg.Listeners {
+	probs = append(probs, s.acmeSites(cfg, prev, gen, bo.check)...)
+	for i, lc := range cfg.Listeners {
 		st, err := s.listenerState(lc, gen)
 		if err != nil {
-			gen.closeNew(prev)
-			return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
+			probs = append(probs, listenerProblem(cfg, i, err))
+			continue
 		}
 		gen.states[lc.Name] = st
 	}
+	if len(probs) > 0 {
+		gen.closeNew(prev)
+		return nil, configError(probs)
+	}
+	gen.warnings = s.warnings(cfg, gen)
 	return gen, nil
 }
 
-// closeNew closes the pools of g that prev does not share.
+// acmeCollectors are the metrics of g's ACME managers.
+func (g *generation) acmeCollectors() []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, site := range g.acme {
+		out = append(out, site.mgr)
+	}
+	return out
+}
+
+// closeNew closes the pools and ACME managers of g that prev does not
+// share.
 func (g *generation) closeNew(prev *generation) {
 	for name, p := range g.pools {
 		if prev == nil || prev.pools[name] != p {
 			p.close()
+		}
+	}
+	for name, site := range g.acme {
+		if prev == nil || prev.acme[name] != site {
+			site.mgr.Stop()
 		}
 	}
 }
@@ -287,6 +357,11 @@ func (g *generation) closeExcept(next *generation) {
 			p.close()
 		}
 	}
+	for name, site := range g.acme {
+		if next == nil || next.acme[name] != site {
+			site.mgr.Stop()
+		}
+	}
 }
 
 func (g *generation) close() { g.closeExcept(nil) }
@@ -306,6 +381,9 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 	}
 	for _, rc := range lc.Routes {
 		p := gen.pools[rc.Upstream]
+		if p == nil {
+			continue // the pool's problem is reported
+		}
 		path := rc.Path
 		if p.scheme == "tcp" {
 			path = ""
@@ -314,7 +392,7 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 	}
 	name := lc.Name
 	store := gen.store
-	if lc.TLCP != nil && lc.Protocol != config.ProtocolTLS {
+	if lc.TLCP != nil && (lc.Protocol == config.ProtocolTLCP || lc.Protocol == config.ProtocolAuto) {
 		tc := &tlcp.Config{
 			GetCertificate: func(*tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
 				if c := store.TLCPCertificate(name); c != nil {
@@ -339,13 +417,13 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		if lc.TLCP.ClientCA != "" {
 			pool, err := loadSMPool(lc.TLCP.ClientCA)
 			if err != nil {
-				return nil, fmt.Errorf("tlcp.client_ca: %w", err)
+				return nil, &fieldError{"tlcp.client_ca", err}
 			}
 			tc.ClientCAs = pool
 		}
 		st.tlcp = tc
 	}
-	if lc.TLS != nil && lc.Protocol != config.ProtocolTLCP {
+	if lc.TLS != nil && (lc.Protocol == config.ProtocolTLS || lc.Protocol == config.ProtocolAuto) {
 		tc := &tls.Config{
 			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 				if c := store.TLSCertificate(name); c != nil {
@@ -357,17 +435,21 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 			NextProtos: []string{"http/1.1"},
 			ClientAuth: tlsClientAuth(lc.TLS.ClientAuth),
 		}
+		if site := gen.acme[name]; site != nil {
+			tc.GetCertificate = site.mgr.GetCertificate
+			tc.NextProtos = append(tc.NextProtos, acmeTLSProtocol)
+		}
 		if lc.TLS.MinVersion == "1.3" {
 			tc.MinVersion = tls.VersionTLS13
 		}
 		if lc.TLS.ClientCA != "" {
 			pem, err := os.ReadFile(lc.TLS.ClientCA)
 			if err != nil {
-				return nil, fmt.Errorf("tls.client_ca: %w", err)
+				return nil, &fieldError{"tls.client_ca", err}
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls.client_ca %s holds no PEM certificate", lc.TLS.ClientCA)
+				return nil, &fieldError{"tls.client_ca", fmt.Errorf("%s holds no PEM certificate", lc.TLS.ClientCA)}
 			}
 			tc.ClientCAs = pool
 		}
@@ -391,12 +473,16 @@ func (s *Server) listenerSuites(lc config.Listener, store *certs.Store) ([]uint1
 			}
 		}
 	}
-	cert := store.TLCPCertificate(lc.Name)
-	if len(ecdhe) == 0 || cert == nil || accel.SupportsKeyAgreement(cert.EncKey) {
+	var cert *tlcp.Certificate
+	if store != nil {
+		cert = store.TLCPCertificate(lc.Name)
+	}
+	// Without a key (an offline check) the key's abilities are unknown.
+	if len(ecdhe) == 0 || cert == nil || cert.EncKey == nil || accel.SupportsKeyAgreement(cert.EncKey) {
 		return suites, nil
 	}
 	if !lc.TLCP.SuitesDefaulted {
-		return nil, fmt.Errorf("listener %s: tlcp.suites: %w", lc.Name, accel.RequireKeyAgreement(lc.TLCP.EncKey, cert.EncKey))
+		return nil, &fieldError{"tlcp.suites", accel.RequireKeyAgreement(lc.TLCP.EncKey, cert.EncKey)}
 	}
 	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
 	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", lc.Name, "suites", len(kept))
@@ -493,6 +579,7 @@ func (s *Server) Start() {
 	}
 	s.started = true
 	s.gen.start(nil, s.log)
+	s.startACME(s.gen)
 	for _, rl := range s.listeners {
 		s.serve(rl)
 	}
@@ -556,7 +643,7 @@ func (s *Server) reload(cfg *config.Config) error {
 		return errors.New("server is shut down")
 	}
 	prev := s.gen
-	gen, err := s.build(cfg, prev)
+	gen, err := s.build(cfg, prev, buildOptions{})
 	if err != nil {
 		return err
 	}
@@ -580,7 +667,7 @@ func (s *Server) reload(cfg *config.Config) error {
 				a.ln.Close()
 			}
 			gen.closeNew(prev)
-			return err
+			return configError([]config.Problem{bindProblem(cfg, listenPath(cfg, lc.Name), lc.Listen, err)})
 		}
 		added = append(added, rl)
 	}
@@ -604,11 +691,25 @@ func (s *Server) reload(cfg *config.Config) error {
 	}
 	s.gen = gen
 	s.metrics.setCerts(gen.store)
+	s.metrics.setACME(gen.acmeCollectors())
 	if s.started {
 		gen.start(prev, s.log)
+		s.startACME(gen)
 	}
 	prev.closeExcept(gen)
+	for _, w := range gen.warnings {
+		s.log.Warn("configuration warning", "warning", w.String())
+	}
 	return nil
+}
+
+func listenPath(cfg *config.Config, name string) string {
+	for i, l := range cfg.Listeners {
+		if l.Name == name {
+			return fmt.Sprintf("listeners[%d].listen", i)
+		}
+	}
+	return "listeners"
 }
 
 func listenAddr(cfg *config.Config, name string) string {

@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"golang.org/x/sys/unix"
+)
+
+// acmeTLSProtocol is the ALPN protocol of TLS-ALPN-01 challenges
+// (RFC 8737): a connection that negotiates it only proves control of the
+// name and carries no data.
+const acmeTLSProtocol = "acme-tls/1"
+
+// errACMEChallenge ends a connection that answered a TLS-ALPN-01
+// challenge.
+var errACMEChallenge = errors.New("TLS-ALPN-01 challenge answered")
+
+// acmeSite is the ACME manager of one tls or auto listener. A reload
+// that leaves the listener's ACME settings alone keeps it, with its
+// renewal schedule.
+type acmeSite struct {
+	spec    acmeSpec
+	mgr     *certs.ACME
+	started bool
+}
+
+// acmeSpec is what an acmeSite is made from.
+type acmeSpec struct {
+	acme     config.ACME
+	stateDir string
+}
+
+// acmeDir is where ACME state lives under the state directory.
+func acmeDir(stateDir string) string { return filepath.Join(stateDir, "acme") }
+
+// checkStateDir reports whether gmgate could create and write the ACME
+// state directory, without creating anything.
+func checkStateDir(stateDir string) error {
+	dir := acmeDir(stateDir)
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", p)
+			}
+			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("%s is not writable by this user: %w", p, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || filepath.Dir(p) == p {
+			return err
+		}
+	}
+}
+
+// acmeSites checks and (unless checking) makes the ACME managers of cfg,
+// reusing those of prev whose settings did not change.
+func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation, check bool) []config.Problem {
+	var probs []config.Problem
+	stateChecked := false
+	for i, lc := range cfg.Listeners {
+		if lc.TLS == nil || lc.TLS.ACME == nil || lc.Protocol == config.ProtocolTLCP {
+			continue
+		}
+		p := fmt.Sprintf("listeners[%d].tls.acme", i)
+		spec := acmeSpec{acme: *lc.TLS.ACME, stateDir: cfg.StateDir}
+		if prev != nil {
+			if old, ok := prev.acme[lc.Name]; ok && reflect.DeepEqual(old.spec, spec) {
+				gen.acme[lc.Name] = old
+				continue
+			}
+		}
+		if !stateChecked {
+			stateChecked = true
+			if err := checkStateDir(cfg.StateDir); err != nil {
+				probs = append(probs, cfg.Problem("state_dir", "ACME cannot keep its account and certificates under "+acmeDir(cfg.StateDir)+": "+err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))
+			}
+		}
+		var roots *x509.CertPool
+		if ca := spec.acme.CARoot; ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				probs = append(probs, cfg.Problem(p+".ca_root", err.Error(), "give the PEM file of the CA that issued the ACME server's HTTPS certificate"))
+				continue
+			}
+			roots = x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(pem) {
+				probs = append(probs, cfg.Problem(p+".ca_root", ca+" holds no PEM certificate", "give the PEM file of the CA that issued the ACME server's HTTPS certificate"))
+				continue
+			}
+		}
+		if check || len(probs) > 0 {
+			continue
+		}
+		if err := os.MkdirAll(acmeDir(cfg.StateDir), 0o700); err != nil {
+			probs = append(probs, cfg.Problem("state_dir", err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))
+			continue
+		}
+		mgr, err := certs.NewACME(certs.ACMEOptions{
+			Name:                    lc.Name,
+			StateDir:                cfg.StateDir,
+			Domains:                 spec.acme.Domains,
+			DirectoryURL:            spec.acme.CA,
+			Email:                   spec.acme.Email,
+			TrustedRoots:            roots,
+			DisableHTTPChallenge:    !slices.Contains(spec.acme.Challenges, config.ChallengeHTTP01),
+			DisableTLSALPNChallenge: !slices.Contains(spec.acme.Challenges, config.ChallengeTLSALPN01),
+			KeyType:                 spec.acme.KeyType,
+			Logger:                  s.log,
+		})
+		if err != nil {
+			probs = append(probs, cfg.Problem(p, err.Error(), ""))
+			continue
+		}
+		gen.acme[lc.Name] = &acmeSite{spec: spec, mgr: mgr}
+	}
+	return probs
+}
+
+// startACME starts the managers of g that are new, now that the
+// listeners that answer their challenges are bound.
+func (s *Server) startACME(g *generation) {
+	httpPort := 0
+	for _, lc := range g.cfg.Listeners {
+		if lc.Protocol == config.ProtocolHTTP {
+			httpPort = s.boundPort(lc.Name)
+			break
+		}
+	}
+	for name, site := range g.acme {
+		if site.started {
+			continue
+		}
+		site.started = true
+		site.mgr.SetChallengePorts(httpPort, s.boundPort(name))
+		if err := site.mgr.Start(context.Background()); err != nil {
+			s.log.Error("ACME could not start; the listener serves no TLS certificate until it does", "listener", name, "cause", err.Error())
+			continue
+		}
+		s.log.Info("ACME manages the TLS certificate", "listener", name, "domains", site.mgr.Domains(), "ca", site.spec.acme.CA)
+	}
+}
+
+// boundPort returns the port the named listener is bound to (0 when it
+// is not bound); called with s.mu held or before Start.
+func (s *Server) boundPort(name string) int {
+	if rl, ok := s.listeners[name]; ok {
+		if a, ok := rl.ln.Addr().(*net.TCPAddr); ok {
+			return a.Port
+		}
+	}
+	return 0
+}

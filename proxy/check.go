@@ -1,0 +1,313 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/tcplisten"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// CheckOptions adjust Check.
+type CheckOptions struct {
+	// Offline checks what the files say, not what this machine has: no
+	// private key, crypto card, password or PIN is opened, and no address
+	// is bound. For pipelines that have the configuration and the
+	// certificates but not the secrets.
+	Offline bool
+	// RunningPID is the process ID of the gmgate that serves now, when
+	// checking a configuration before a reload: the ports that process
+	// listens on count as free, since a reload keeps them.
+	RunningPID int
+	// Logger receives what loading logs; discarded when nil.
+	Logger *slog.Logger
+}
+
+// CheckResult is what Check found besides problems.
+type CheckResult struct {
+	// Warnings are things that serve but that the operator should know
+	// about, each with its field and fix.
+	Warnings []config.Problem
+	// Skipped says what an offline check did not look at.
+	Skipped []string
+}
+
+// Check runs on cfg what New runs before it serves: the certificates and
+// keys are loaded and checked (passwords and PINs from their variables
+// and files, key against certificate, the pair's shape, expiry, crypto
+// cards opened and self-tested), the suites against the keys, the ACME
+// settings and state directory, the access log, and whether each address
+// can be bound. It returns a *config.Error with every problem, or nil
+// when New would start. Nothing is left open.
+func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := newServer(cfg, Options{Logger: logger})
+	res := &CheckResult{}
+	var probs []config.Problem
+	gen, err := s.build(cfg, nil, buildOptions{check: true, offline: opts.Offline})
+	if err != nil {
+		probs = append(probs, problemsOf(err)...)
+	} else {
+		res.Warnings = gen.warnings
+		gen.close()
+		gen.store.Close()
+	}
+	if opts.Offline {
+		res.Skipped = append(res.Skipped, "private keys, crypto cards, passwords and PINs", "binding addresses", "the access log file")
+	} else {
+		if _, closer, err := openAccessLog(cfg.Log.Access, nil); err != nil {
+			probs = append(probs, accessLogProblem(cfg, err))
+		} else if closer != nil {
+			closer.Close()
+		}
+		probs = append(probs, checkAddresses(cfg, opts.RunningPID)...)
+	}
+	if len(probs) > 0 {
+		return res, configError(probs)
+	}
+	return res, nil
+}
+
+// checkAddresses binds each address of cfg as New does and releases it at
+// once. A port that the process runningPID listens on is not a problem.
+func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {
+	var probs []config.Problem
+	try := func(path, addr string, ln net.Listener, err error) {
+		if err == nil {
+			ln.Close()
+			return
+		}
+		if runningPID > 0 && errors.Is(err, syscall.EADDRINUSE) && listensOn(runningPID, addr) {
+			return
+		}
+		probs = append(probs, bindProblem(cfg, path, addr, err))
+	}
+	for i, lc := range cfg.Listeners {
+		ln, err := listen(cfg, lc)
+		try(fmt.Sprintf("listeners[%d].listen", i), lc.Listen, ln, err)
+	}
+	if cfg.Admin.Listen != "off" {
+		ln, err := net.Listen("tcp", cfg.Admin.Listen)
+		try("admin.listen", cfg.Admin.Listen, ln, err)
+	}
+	return probs
+}
+
+// listen binds a listener's address the way every listener is bound.
+func listen(cfg *config.Config, lc config.Listener) (net.Listener, error) {
+	// Every listener's client speaks first (TLCP, TLS, HTTP or a PROXY
+	// header): the kernel hands a connection over once its first bytes
+	// are in, or after the handshake timeout.
+	return tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: cfg.Timeouts.Handshake.D()}.Listen(context.Background(), lc.Listen)
+}
+
+// problemsOf returns the problems of a *config.Error, or err as one
+// problem.
+func problemsOf(err error) []config.Problem {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return ce.Problems
+	}
+	return []config.Problem{{Msg: err.Error()}}
+}
+
+func configError(probs []config.Problem) error {
+	sort.SliceStable(probs, func(i, j int) bool {
+		if probs[i].Line != probs[j].Line {
+			return probs[i].Line < probs[j].Line
+		}
+		return probs[i].Path < probs[j].Path
+	})
+	return &config.Error{Problems: probs}
+}
+
+// certProblems turns the errors of certs.NewStore into problems at the
+// fields of the listeners they belong to.
+func certProblems(cfg *config.Config, err error) []config.Problem {
+	var probs []config.Problem
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var fe *certs.FieldError
+		if !errors.As(e, &fe) {
+			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
+			continue
+		}
+		path := fe.Side
+		for i, l := range cfg.Listeners {
+			if l.Name == fe.Source {
+				path = fmt.Sprintf("listeners[%d].%s", i, fe.Side)
+			}
+		}
+		if fe.Field != "" {
+			path += "." + fe.Field
+		}
+		probs = append(probs, cfg.Problem(path, fe.Err.Error(), ""))
+	}
+	return probs
+}
+
+// fieldError is a problem with one field of a listener, named by its
+// path under the listener ("tlcp.client_ca").
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func listenerProblem(cfg *config.Config, i int, err error) config.Problem {
+	path := fmt.Sprintf("listeners[%d]", i)
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return cfg.Problem(path+"."+fe.field, fe.err.Error(), "")
+	}
+	return cfg.Problem(path, err.Error(), "")
+}
+
+func accessLogProblem(cfg *config.Config, err error) config.Problem {
+	return cfg.Problem("log.access", strings.TrimPrefix(err.Error(), "log.access: "), "create the directory writable by the user gmgate runs as, or log to stdout")
+}
+
+// bindProblem explains why an address could not be bound.
+func bindProblem(cfg *config.Config, path, addr string, err error) config.Problem {
+	_, port, _ := net.SplitHostPort(addr)
+	fix := ""
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		fix = fmt.Sprintf("stop what listens there (`ss -ltnp 'sport = :%s'` shows it) or choose another port", port)
+		err = fmt.Errorf("%s is already in use", addr)
+	case errors.Is(err, syscall.EACCES):
+		fix = "ports below 1024 need root or CAP_NET_BIND_SERVICE (deploy/gmgate.service grants it)"
+		err = fmt.Errorf("no permission to bind %s", addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		fix = fmt.Sprintf("use an address of this machine, or \":%s\" for all of them", port)
+		err = fmt.Errorf("%s is not an address of this machine", addr)
+	default:
+		err = fmt.Errorf("cannot bind %s: %w", addr, err)
+	}
+	return cfg.Problem(path, err.Error(), fix)
+}
+
+// warnings are what Check reports about a configuration that serves.
+func (s *Server) warnings(cfg *config.Config, gen *generation) []config.Problem {
+	var out []config.Problem
+	for i, lc := range cfg.Listeners {
+		p := fmt.Sprintf("listeners[%d]", i)
+		if st := gen.states[lc.Name]; st != nil && st.tlcp != nil && st.tlcp.ClientAuth == tlcp.NoClientCert && st.tlcp.ClientCAs == nil && servesECDHE(st.tlcp.CipherSuites) {
+			out = append(out, cfg.Problem(p+".tlcp.client_ca",
+				"client_auth: none with the ECDHE suites still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
+				"set client_ca to the CAs that issue your clients' certificates"))
+		}
+		if lc.Protocol == config.ProtocolHTTP && len(lc.Routes) > 0 && !loopbackListen(lc.Listen) {
+			out = append(out, cfg.Problem(p+".listen",
+				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
+				"bind it to 127.0.0.1 for local applications, or use redirect_https on a public port-80 listener"))
+		}
+	}
+	if gen.store != nil {
+		for _, w := range gen.store.Warnings() {
+			path := w.Side
+			for i, l := range cfg.Listeners {
+				if l.Name == w.Source {
+					path = fmt.Sprintf("listeners[%d].%s", i, w.Side)
+				}
+			}
+			out = append(out, cfg.Problem(path, w.Msg, ""))
+		}
+	}
+	return out
+}
+
+func servesECDHE(suites []uint16) bool {
+	for _, id := range suites {
+		for _, cs := range tlcp.CipherSuites() {
+			if cs.ID == id && cs.ECDHE {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listensOn reports whether process pid holds a listening TCP socket on
+// addr's port. It reads /proc (Linux): the sockets listening on the port
+// from /proc/net/tcp and tcp6, and the process's descriptors from
+// /proc/PID/fd, which the same user (or root) may read.
+func listensOn(pid int, addr string) bool {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return false
+	}
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fields := strings.Fields(line)
+			// sl local_address rem_address st ... inode (10th)
+			if len(fields) < 10 || fields[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && p == port {
+				inodes[fields[9]] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(dir + "/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
+			return true
+		}
+	}
+	return false
+}
