@@ -270,6 +270,12 @@ func (a *ACME) HTTPChallengeHandler(next http.Handler) http.Handler {
 	return a.issuer.HTTPChallengeHandler(next)
 }
 
+// HandleHTTPChallenge answers r when it is an HTTP-01 challenge request
+// and reports whether it was.
+func (a *ACME) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
+	return a.issuer.HandleHTTPChallenge(w, r)
+}
+
 // Stop ends background renewal.
 func (a *ACME) Stop() { a.cache.Stop() }
 

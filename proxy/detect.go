@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 )
 
 // Wire protocols a client can speak on an auto listener.
@@ -31,6 +32,38 @@ const recordHeaderLen = 5
 
 var errNotHandshake = errors.New("the first bytes are not a TLCP or TLS handshake record")
 
+// errPlainHTTP is a plain HTTP request on a TLCP/TLS port; it was answered
+// with a 400 that says so, as nginx does.
+var errPlainHTTP = errors.New("plain HTTP request on a TLCP/TLS port")
+
+// plainHTTPAnswer is the answer to a plain HTTP request on a TLCP/TLS
+// port: a browser shows the reason instead of a reset connection.
+var plainHTTPAnswer = "HTTP/1.1 400 Bad Request\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\n" +
+	"Connection: close\r\n" +
+	"Content-Length: " + strconv.Itoa(len(plainHTTPBody)) + "\r\n\r\n" +
+	plainHTTPBody
+
+const plainHTTPBody = "400 Bad Request: a plain HTTP request was sent to a TLCP/TLS (HTTPS) port.\n"
+
+// looksLikeHTTP reports whether the first bytes of a connection start an
+// HTTP/1 request line: an upper-case method and a space ("GET /").
+func looksLikeHTTP(hdr []byte) bool {
+	if string(hdr) == "PROXY" {
+		return false // a PROXY header this listener does not expect
+	}
+	for i, c := range hdr {
+		switch {
+		case c >= 'A' && c <= 'Z':
+		case c == ' ' && i >= 3:
+			return true
+		default:
+			return false
+		}
+	}
+	return len(hdr) == recordHeaderLen
+}
+
 // detectProtocol tells TLCP from TLS by the header of the first record: a
 // handshake record (type 22) with version 1.1 (01 01) is TLCP, one with
 // major version 3 is TLS. Everything else, including SSLv2-style hellos
@@ -56,7 +89,8 @@ func detectProtocol(hdr []byte) (wireProtocol, error) {
 }
 
 // peekProtocol reads the first record header from c and returns the
-// protocol with a connection that replays it.
+// protocol with a connection that replays it. A plain HTTP request is
+// answered with a 400 and errPlainHTTP.
 func peekProtocol(c net.Conn) (wireProtocol, net.Conn, error) {
 	var hdr [recordHeaderLen]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
@@ -64,9 +98,26 @@ func peekProtocol(c net.Conn) (wireProtocol, net.Conn, error) {
 	}
 	p, err := detectProtocol(hdr[:])
 	if err != nil {
+		if looksLikeHTTP(hdr[:]) {
+			answerPlainHTTP(c)
+			return 0, c, errPlainHTTP
+		}
 		return 0, c, err
 	}
 	return p, &replayConn{Conn: c, prefix: hdr[:]}, nil
+}
+
+// answerPlainHTTP writes the 400 and lets the client read it: the rest of
+// its request is drained (within the handshake deadline already set on c)
+// so that closing does not reset the connection under the answer.
+func answerPlainHTTP(c net.Conn) {
+	if _, err := io.WriteString(c, plainHTTPAnswer); err != nil {
+		return
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 }
 
 // replayConn returns prefix before reading from the connection again.

@@ -145,13 +145,18 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.listener.state.Load()
 	ci := infoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
-	rt := st.router.match(r.Host, r.URL.Path, false)
+	var rt *route
+	if st.plain == nil || !st.plain.intercept(rec, r) {
+		rt = st.router.match(r.Host, r.URL.Path, false)
+		if rt == nil {
+			plainError(rec, http.StatusNotFound, "no route for this host and path")
+		}
+	}
 	upstreamName := ""
-	if rt == nil {
-		plainError(rec, http.StatusNotFound, "no route for this host and path")
-	} else {
+	if rt != nil {
 		upstreamName = rt.upstream.name
 		rp := h.srv.reverseProxy(rt.upstream, st.headers)
+		rp.ModifyResponse = rec.noteTarget
 		rp.ServeHTTP(rec, r)
 	}
 	d := time.Since(start)
@@ -163,6 +168,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.Int("status", rec.status()),
 		slog.Int64("bytes", rec.bytes),
 		slog.String("upstream", upstreamName),
+		slog.String("target", rec.target),
+		slog.String("user_agent", r.UserAgent()),
 		slog.Float64("duration_ms", ms(d)),
 	)...)
 }
@@ -218,13 +225,17 @@ func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
 	pr.SetXForwarded()
 	// SetXForwarded takes the protocol from r.TLS, which TLCP
 	// connections do not set.
-	pr.Out.Header.Set("X-Forwarded-Proto", "https")
+	proto := "https"
+	if ci.protocol == "http" {
+		proto = "http"
+	}
+	pr.Out.Header.Set("X-Forwarded-Proto", proto)
 	clientIP := stripPort(pr.In.RemoteAddr)
 	forwardedFor := clientIP
 	if strings.Contains(clientIP, ":") {
 		forwardedFor = `"[` + clientIP + `]"`
 	}
-	pr.Out.Header.Set("Forwarded", fmt.Sprintf("for=%s;host=%s;proto=https", forwardedFor, quoteIfNeeded(pr.In.Host)))
+	pr.Out.Header.Set("Forwarded", "for="+forwardedFor+";host="+quoteIfNeeded(pr.In.Host)+";proto="+proto)
 
 	// The operator's session headers: whatever the client sent under
 	// these names is dropped first, so they cannot be forged.
@@ -291,6 +302,9 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, upstream
 		target = ue.target
 		err = ue.err
 	}
+	if rec, ok := w.(*recorder); ok {
+		rec.target = target
+	}
 	s.log.Warn("upstream failed", "upstream", upstream, "target", target, "status", status, "cause", err.Error(),
 		"method", r.Method, "host", r.Host, "path", r.URL.Path)
 	plainError(w, status, what)
@@ -327,6 +341,17 @@ type recorder struct {
 	http.ResponseWriter
 	code  int
 	bytes int64
+	// target is the upstream address that answered (or failed).
+	target string
+}
+
+// noteTarget records which target answered; a ReverseProxy's
+// ModifyResponse.
+func (r *recorder) noteTarget(resp *http.Response) error {
+	if resp.Request != nil {
+		r.target = resp.Request.URL.Host
+	}
+	return nil
 }
 
 func (r *recorder) WriteHeader(code int) {

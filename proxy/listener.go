@@ -38,6 +38,8 @@ type listenerState struct {
 	idle          time.Duration
 	upstreamDial  time.Duration
 	handshakes    *handshakeLimiter
+	// plain is set on http listeners.
+	plain *plainHTTP
 }
 
 // runningListener is a bound socket with the HTTP server that serves its
@@ -230,6 +232,10 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		_ = tc.SetDeadline(deadline)
 	}
 
+	if st.protocol == config.ProtocolHTTP {
+		s.servePlainHTTP(rl, conn, client)
+		return
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if !st.handshakes.acquire(ctx) {
@@ -312,16 +318,17 @@ func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
 // handshake. info.protocol is set as far as it is known, even on failure.
 func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (*connInfo, net.Conn, error) {
 	info := &connInfo{protocol: "unknown"}
+	p, replay, err := peekProtocol(c)
+	if err != nil {
+		return info, nil, err
+	}
+	c = replay
 	proto := wireTLCP
 	switch st.protocol {
 	case config.ProtocolTLS:
 		proto = wireTLS
 	case config.ProtocolAuto:
-		p, replay, err := peekProtocol(c)
-		if err != nil {
-			return info, nil, err
-		}
-		proto, c = p, replay
+		proto = p
 	}
 	if proto == wireTLS {
 		info.protocol = "tls"
@@ -330,6 +337,10 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (
 			return info, nil, err
 		}
 		cs := tc.ConnectionState()
+		if cs.NegotiatedProtocol == acmeTLSProtocol {
+			tc.Close()
+			return info, nil, errACMEChallenge
+		}
 		info.protocol = tlsVersionName(cs.Version)
 		info.suite = tls.CipherSuiteName(cs.CipherSuite)
 		info.sni = cs.ServerName
@@ -381,6 +392,10 @@ func handshakeResult(err error) string {
 	switch {
 	case errors.Is(err, errNotHandshake):
 		return "not_tlcp_or_tls"
+	case errors.Is(err, errPlainHTTP):
+		return "plain_http"
+	case errors.Is(err, errACMEChallenge):
+		return "acme_challenge"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):

@@ -149,9 +149,18 @@ func TestMetricsShowHandshakesAndLatency(t *testing.T) {
 		c.Close()
 		t.Fatal("handshake with no common suite succeeded")
 	}
-	// Something that is neither TLCP nor TLS.
+	// Plain HTTP on the TLCP/TLS port: a 400 that says why.
 	if c, err := net.Dial("tcp", s.Addr("edge").String()); err == nil {
-		fmt.Fprint(c, "GET / HTTP/1.1\r\n\r\n")
+		fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		answer, _ := io.ReadAll(c)
+		c.Close()
+		if !strings.HasPrefix(string(answer), "HTTP/1.1 400 Bad Request\r\n") || !strings.HasSuffix(string(answer), "a plain HTTP request was sent to a TLCP/TLS (HTTPS) port.\n") {
+			t.Errorf("plain HTTP got %q", answer)
+		}
+	}
+	// Something that is neither TLCP, TLS nor HTTP.
+	if c, err := net.Dial("tcp", s.Addr("edge").String()); err == nil {
+		c.Write([]byte{0, 1, 2, 3, 4, 5})
 		_, _ = io.ReadAll(c)
 		c.Close()
 	}
@@ -160,7 +169,8 @@ func TestMetricsShowHandshakesAndLatency(t *testing.T) {
 	waitFor(t, "the failed handshakes to be counted", func() bool {
 		mf = scrape(t, s)
 		v, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "unknown", "result": "not_tlcp_or_tls"})
-		return v == 1
+		v2, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "unknown", "result": "plain_http"})
+		return v == 1 && v2 == 1
 	})
 	checks := []struct {
 		name   string

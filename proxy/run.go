@@ -7,16 +7,20 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/fsnotify/fsnotify"
 	"github.com/gmgate/gmgate/config"
 )
 
 // Run serves the configuration file at path until ctx is done, then
 // shuts down gracefully within timeouts.shutdown. A value on reload (sent
-// on SIGHUP) or a change of the file reloads the configuration and the
-// certificates; a configuration that does not load is logged and the
-// running one stays. It returns without serving when the file has
-// problems or any listener cannot be set up.
+// on SIGHUP) reopens the access log and reloads the configuration and the
+// certificates, as a change of the file does (without the reopen); a
+// configuration that does not load is logged and the running one stays.
+// A value on opts.ReopenLogs (SIGUSR1) reopens the access log. It returns
+// without serving when the file has problems or any listener cannot be
+// set up. Under systemd (Type=notify) it reports READY=1 once serving,
+// RELOADING=1/READY=1 around reloads and STOPPING=1 when draining.
 func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options) error {
 	// Watch before the first load, so that no change made after it (or
 	// once the server has started) can go unnoticed.
@@ -39,6 +43,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	if opts.Started != nil {
 		opts.Started(s)
 	}
+	s.notify(daemon.SdNotifyReady)
 
 	changed := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -62,6 +67,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	for {
 		select {
 		case <-ctx.Done():
+			s.notify(daemon.SdNotifyStopping)
 			sctx, cancel := context.WithTimeout(context.Background(), s.gen.cfg.Timeouts.Shutdown.D())
 			err := s.Shutdown(sctx)
 			cancel()
@@ -72,9 +78,12 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 			}
 			return err
 		case <-reload:
+			s.ReopenLogs()
 			s.reloadFile(path)
 		case <-changed:
 			s.reloadFile(path)
+		case <-opts.ReopenLogs:
+			s.ReopenLogs()
 		}
 	}
 }
@@ -82,6 +91,10 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 // reloadFile loads the configuration again; the new generation reads the
 // certificate files afresh, so this reloads certificates too.
 func (s *Server) reloadFile(path string) {
+	s.notify(reloadingState())
+	// The old configuration stays in service when the new one fails, so
+	// the process is ready again either way.
+	defer s.notify(daemon.SdNotifyReady)
 	cfg, err := config.Load(path)
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("failure").Inc()

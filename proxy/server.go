@@ -161,6 +161,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		s.closeAccessLog()
 		return nil, configError(probs)
 	}
+	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
 	s.gen = gen
 	accel.SetObserver(accelObserver{s.metrics})
 	s.metrics.setCerts(gen.store)
@@ -210,7 +211,7 @@ func openAccessLog(dest string, override *slog.Logger) (*slog.Logger, io.Closer,
 	case "stderr":
 		w = os.Stderr
 	default:
-		f, err := os.OpenFile(dest, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+		f, err := openAccessFile(dest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("log.access: %w", err)
 		}
@@ -389,6 +390,9 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 			path = ""
 		}
 		st.router.routes = append(st.router.routes, route{host: lowerASCII(rc.Host), path: path, upstream: p})
+	}
+	if lc.Protocol == config.ProtocolHTTP {
+		st.plain = newPlainHTTP(lc, gen)
 	}
 	name := lc.Name
 	store := gen.store
@@ -671,6 +675,17 @@ func (s *Server) reload(cfg *config.Config) error {
 		}
 		added = append(added, rl)
 	}
+	resolveRedirectPorts(gen, func(name string) *runningListener {
+		for _, a := range added {
+			if a.name == name {
+				return a
+			}
+		}
+		if rl, ok := s.listeners[name]; ok && rl.listen == listenAddr(cfg, name) {
+			return rl
+		}
+		return nil
+	})
 	keep := map[string]bool{}
 	for _, lc := range cfg.Listeners {
 		keep[lc.Name] = true

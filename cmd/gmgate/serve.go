@@ -26,7 +26,10 @@ func init() {
 		Short: "Run the gateway from a configuration file, or the demo",
 		Long: `Run the gateway. With -c it serves the configuration file: SIGHUP (or a
 change of the file) reloads it and the certificates without dropping
-connections, SIGTERM drains connections in flight and exits.
+connections, SIGUSR1 (and SIGHUP) reopens the access log file after log
+rotation, SIGTERM drains connections in flight and exits. Relative paths
+in the file are relative to the file's directory. Under systemd
+(Type=notify) it reports when it is ready, reloading and stopping.
 
 With --demo it needs no file: it makes a local SM2 CA and certificates in
 a state directory (reused on the next start), starts a small backend, and
@@ -56,19 +59,9 @@ serves TLCP and TLS on one port in front of it.`,
 			if listen != "" || admin != "" || stateDir != "" {
 				return fmt.Errorf("--listen, --admin and --state go with --demo; set addresses in the configuration file")
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			reload := make(chan struct{}, 1)
-			go func() {
-				for range hup {
-					select {
-					case reload <- struct{}{}:
-					default:
-					}
-				}
-			}()
-			err := proxy.Run(ctx, configFile, reload, proxy.Options{})
+			reload := signalChan(syscall.SIGHUP)
+			reopen := signalChan(syscall.SIGUSR1)
+			err := proxy.Run(ctx, configFile, reload, proxy.Options{ReopenLogs: reopen})
 			if err != nil {
 				return configError(err)
 			}
@@ -81,6 +74,23 @@ serves TLCP and TLS on one port in front of it.`,
 	cmd.Flags().StringVar(&listen, "listen", "", "demo gateway address (default: a free loopback port)")
 	cmd.Flags().StringVar(&admin, "admin", "", "demo admin address for /metrics (default: a free loopback port)")
 	rootCmd.AddCommand(cmd)
+}
+
+// signalChan delivers sig as a value on the returned channel; signals
+// that arrive while one is pending are folded into it.
+func signalChan(sig os.Signal) <-chan struct{} {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, sig)
+	out := make(chan struct{}, 1)
+	go func() {
+		for range sigs {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
 }
 
 // selfCommand is how the user can run this program again: "go run
