@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"strings"
 	"time"
@@ -160,6 +161,14 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 		return nil, nil, probs.err()
 	}
 	if len(probs.errs) > 0 {
+		// What did load is still matched, so that a key from another
+		// pair is reported together with the other half's problem.
+		if signKey != nil && signChain != nil && !publicKeysEqual(signKey.Public(), signChain[0].PublicKey) {
+			probs.add("sign_key", keyMismatch("sign_key", f.SignKey, "sign_cert", f.SignCert))
+		}
+		if encKey != nil && encChain != nil && !publicKeysEqual(encKey.Public(), encChain[0].PublicKey) {
+			probs.add("enc_key", keyMismatch("enc_key", f.EncKey, "enc_cert", f.EncCert))
+		}
 		return fail()
 	}
 	sign, enc := signChain[0], encChain[0]
@@ -178,10 +187,10 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 		return fail()
 	}
 	if !signOK {
-		probs.add("sign_key", fmt.Errorf("sign_key %s does not belong to sign_cert %s (the public keys differ); give the key that was generated with this certificate", f.SignKey, f.SignCert))
+		probs.add("sign_key", keyMismatch("sign_key", f.SignKey, "sign_cert", f.SignCert))
 	}
 	if !encOK {
-		probs.add("enc_key", fmt.Errorf("enc_key %s does not belong to enc_cert %s (the public keys differ); give the key that was generated with this certificate", f.EncKey, f.EncCert))
+		probs.add("enc_key", keyMismatch("enc_key", f.EncKey, "enc_cert", f.EncCert))
 	}
 	if len(probs.errs) > 0 {
 		return fail()
@@ -213,6 +222,10 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 		return fail()
 	}
 	return tlcpCertificate(signChain, encChain, signKey, encKey), pairWarnings(f, sign, enc), nil
+}
+
+func keyMismatch(keyField, key, certField, cert string) error {
+	return fmt.Errorf("%s %s does not belong to %s %s (the public keys differ); give the key that was generated with this certificate", keyField, key, certField, cert)
 }
 
 // softwareBackend is the name accel gives keys held in memory.
@@ -368,6 +381,9 @@ func loadCertChain(field, path string, opts LoadOptions) ([]*smx509.Certificate,
 		return nil, fmt.Errorf("%s is not set; give the path of the PEM certificate file", field)
 	}
 	chain, err := readCertificates(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s %s does not exist; give the path of the PEM certificate file (a relative path is relative to the configuration file's directory)", field, path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %w", field, err)
 	}

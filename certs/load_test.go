@@ -154,7 +154,7 @@ func TestLoadBadInput(t *testing.T) {
 	t.Run("missing file", func(t *testing.T) {
 		f := files(good)
 		f.EncCert = filepath.Join(dir, "nope.crt")
-		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_cert", "nope.crt", "no such file")
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_cert "+f.EncCert+" does not exist", "give the path of the PEM certificate file")
 	})
 	t.Run("SM2 certificate on the TLS side", func(t *testing.T) {
 		_, _, err := LoadTLSFiles(TLSFiles{Cert: good.SignCert, Key: good.SignKey}, LoadOptions{})

@@ -61,7 +61,7 @@ but not the secrets.`,
 			if res != nil && len(res.Warnings) > 0 {
 				fmt.Fprintf(out, "%s: %s:\n", checkFile, plural(len(res.Warnings), "warning"))
 				for _, w := range res.Warnings {
-					fmt.Fprintf(out, "  %s\n", w)
+					fmt.Fprintf(out, "  warning: %s\n", w)
 				}
 			}
 			if err != nil {
