@@ -284,3 +284,41 @@ func TestCheckAndServeAgree(t *testing.T) {
 		})
 	}
 }
+
+// --offline checks the certificates but opens no key, card or secret and
+// binds nothing: what a CI pipeline without the secrets can check.
+func TestCheckOffline(t *testing.T) {
+	p := newCheckPKI(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	l := p.listener("edge", busy.Addr().String())
+	l.signCert, l.signKey = p.encrypted.SignCert, "file:"+p.encrypted.SignKey+"?password-env=GMGATE_TEST_UNSET"
+	l.encCert, l.encKey = p.encrypted.EncCert, "sdf:/nonexistent/libsdf.so?index=1&key=enc&pin-env=GMGATE_TEST_UNSET"
+	file := filepath.Join(t.TempDir(), "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(configYAML("127.0.0.1:0", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != 0 || !strings.Contains(out, file+": ok (1 listener, 1 upstream)") || !strings.Contains(out, "not checked (--offline): private keys") {
+		t.Errorf("offline check: exit %d\n%s", code, out)
+	}
+	// Offline still reads the certificates.
+	l.tlsCert = p.good.SignCert
+	if err := os.WriteFile(file, []byte(configYAML("127.0.0.1:0", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != 1 || !strings.Contains(out, "listeners[0].tls.cert: cert "+p.good.SignCert+" is an SM2 certificate") {
+		t.Errorf("offline check of a bad certificate: exit %d\n%s", code, out)
+	}
+	// Online, the same file has its key, card and address problems too.
+	out, code = runGmgate(t, nil, "config", "check", "-c", file)
+	for _, want := range []string{"listeners[0].listen:", "listeners[0].tlcp.sign_key:", "listeners[0].tlcp.enc_key:"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("online check lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}
