@@ -186,19 +186,7 @@ upstreams:
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte(c.yaml))
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("err = %v, want *Error", err)
-			}
-			if len(ce.Problems) != len(c.want) {
-				t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(c.want), err)
-			}
-			for i, w := range c.want {
-				if s := ce.Problems[i].String(); !strings.Contains(s, w) {
-					t.Errorf("problem %d = %q, want it to contain %q", i, s, w)
-				}
-			}
+			err := wantProblems(t, c.yaml, c.want)
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Error("the error repeats a secret")
 			}
@@ -283,4 +271,24 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("show: %v", err)
 		}
 	})
+}
+
+// wantProblems parses yaml and checks that its problems contain want, in
+// order; it returns the error.
+func wantProblems(t *testing.T, yaml string, want []string) error {
+	t.Helper()
+	_, err := Parse("x.yaml", []byte(yaml))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	if len(ce.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)
+	}
+	for i, w := range want {
+		if s := ce.Problems[i].String(); !strings.Contains(s, w) {
+			t.Errorf("problem %d = %q, want it to contain %q", i, s, w)
+		}
+	}
+	return err
 }

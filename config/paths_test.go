@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,21 +148,7 @@ upstreams: {u: {targets: ["http://h:1"]}}
 		}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte(c.yaml))
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("err = %v, want *Error", err)
-			}
-			if len(ce.Problems) != len(c.want) {
-				t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(c.want), err)
-			}
-			for i, w := range c.want {
-				if s := ce.Problems[i].String(); !strings.Contains(s, w) {
-					t.Errorf("problem %d = %q, want it to contain %q", i, s, w)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { wantProblems(t, c.yaml, c.want) })
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/proxy/probe"
 )
 
@@ -85,21 +84,7 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 // and exits 0.
 func TestServeDrainsOnSIGTERM(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.Write(dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := pair.Write(dir, "localhost", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := writeDualPair(t, dir)
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
