@@ -7,10 +7,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/gmgate/gmgate/internal/testacme"
+	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -77,5 +82,43 @@ func TestACMEWithPebble(t *testing.T) {
 	}
 	if leaf.Issuer.String() == leaf.Subject.String() {
 		t.Fatal("served a self-signed certificate")
+	}
+}
+
+// Renewals and failures reported by certmagic show in the metrics and the
+// log, by kind.
+func TestACMEIssuanceMetrics(t *testing.T) {
+	var logs testlog.Buffer
+	a, err := NewACME(ACMEOptions{Name: "edge", StateDir: t.TempDir(), Domains: []string{acmeTestDomain},
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	ctx := context.Background()
+	_ = a.onEvent(ctx, "cert_obtained", map[string]any{"identifier": acmeTestDomain, "renewal": false})
+	_ = a.onEvent(ctx, "cert_obtained", map[string]any{"identifier": acmeTestDomain, "renewal": true})
+	_ = a.onEvent(ctx, "cert_failed", map[string]any{"identifier": acmeTestDomain, "renewal": true, "error": "rate limited"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a)
+	got, err := testutil.GatherAndCount(reg, "gmgate_acme_issuance_total")
+	if err != nil || got != 4 {
+		t.Fatalf("series: %d, %v", got, err)
+	}
+	want := `
+# HELP gmgate_acme_issuance_total ACME certificate orders by certificate set, kind (new, renewal) and result (success, failure).
+# TYPE gmgate_acme_issuance_total counter
+gmgate_acme_issuance_total{kind="new",name="edge",result="failure"} 0
+gmgate_acme_issuance_total{kind="new",name="edge",result="success"} 1
+gmgate_acme_issuance_total{kind="renewal",name="edge",result="failure"} 1
+gmgate_acme_issuance_total{kind="renewal",name="edge",result="success"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gmgate_acme_issuance_total"); err != nil {
+		t.Error(err)
+	}
+	for _, line := range []string{`"msg":"ACME certificate obtained","name":"edge","domain":"` + acmeTestDomain + `","kind":"renewal"`, `"cause":"rate limited"`} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("log lacks %s:\n%s", line, logs.String())
+		}
 	}
 }
