@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
-	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel/internal/secret"
+	"github.com/gmgate/gmgate/internal/keyenc"
 )
 
 func init() { Register("file", softwareBackend{}) }
@@ -29,6 +29,10 @@ type softwareBackend struct{}
 // ErrKeyPassword is returned (wrapped) when an encrypted key cannot be
 // decrypted with the password given.
 var ErrKeyPassword = errors.New("wrong password for encrypted private key")
+
+// ErrKeyEncryption is returned (wrapped) when an encrypted key uses an
+// algorithm gmgate does not implement; the message names it.
+var ErrKeyEncryption = errors.New("unsupported key encryption")
 
 func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
 	data, err := os.ReadFile(ref.Path)
@@ -61,9 +65,19 @@ func ParsePEMPrivateKey(data, password []byte) (crypto.Signer, error) {
 			if password == nil {
 				return nil, errors.New("the key is encrypted; give its password with password-env=VAR or password-file=PATH")
 			}
-			k, _, err := pkcs8.ParsePrivateKey(block.Bytes, password)
+			plain, err := keyenc.Decrypt(block.Bytes, password)
+			var unsupported *keyenc.UnsupportedError
+			switch {
+			case errors.As(err, &unsupported):
+				return nil, fmt.Errorf("%w: %v; gmgate reads %s: decrypt the key with the tool that wrote it and encrypt it again with one of these (gmgate writes PBES2/PBKDF2-hmacWithSM3/SM4-CBC)", ErrKeyEncryption, err, keyenc.Supported)
+			case errors.Is(err, keyenc.ErrWrongPassword):
+				return nil, ErrKeyPassword
+			case err != nil:
+				return nil, fmt.Errorf("encrypted key: %w", err)
+			}
+			k, err := smx509.ParsePKCS8PrivateKey(plain)
 			if err != nil {
-				return nil, fmt.Errorf("%w (%v)", ErrKeyPassword, err)
+				return nil, fmt.Errorf("parsing the decrypted PKCS#8 key: %w", err)
 			}
 			return asSigner(k)
 		case "PRIVATE KEY":
