@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -29,7 +32,65 @@ const (
 	KeySM2 KeyAlgorithm = "sm2"
 	// KeyECDSAP256 is an ECDSA P-256 key, for the TLS side.
 	KeyECDSAP256 KeyAlgorithm = "ecdsa-p256"
+	// KeyECDSAP384 is an ECDSA P-384 key, for the TLS side.
+	KeyECDSAP384 KeyAlgorithm = "ecdsa-p384"
+	// KeyRSA2048, KeyRSA3072 and KeyRSA4096 are RSA keys, for the TLS
+	// side.
+	KeyRSA2048 KeyAlgorithm = "rsa-2048"
+	KeyRSA3072 KeyAlgorithm = "rsa-3072"
+	KeyRSA4096 KeyAlgorithm = "rsa-4096"
 )
+
+// KeyAlgorithms lists the key types gmgate generates.
+var KeyAlgorithms = []KeyAlgorithm{KeySM2, KeyECDSAP256, KeyECDSAP384, KeyRSA2048, KeyRSA3072, KeyRSA4096}
+
+// ParseKeyAlgorithm reads a key type name such as "sm2" or "rsa-2048".
+func ParseKeyAlgorithm(s string) (KeyAlgorithm, error) {
+	for _, a := range KeyAlgorithms {
+		if string(a) == strings.ToLower(strings.TrimSpace(s)) {
+			return a, nil
+		}
+	}
+	names := make([]string, len(KeyAlgorithms))
+	for i, a := range KeyAlgorithms {
+		names[i] = string(a)
+	}
+	return "", fmt.Errorf("key type %q: give one of %s", s, strings.Join(names, ", "))
+}
+
+// IsSM2 reports whether the algorithm is SM2 (TLCP) rather than one for
+// the TLS side.
+func (a KeyAlgorithm) IsSM2() bool { return a == "" || a == KeySM2 }
+
+// family names the kind of key in a CA's default common name.
+func (a KeyAlgorithm) family() string {
+	switch {
+	case a.IsSM2():
+		return "SM2"
+	case strings.HasPrefix(string(a), "rsa-"):
+		return "RSA"
+	case strings.HasPrefix(string(a), "ecdsa-"):
+		return "ECDSA"
+	}
+	return strings.ToUpper(string(a))
+}
+
+// keyAlgorithmOf names the algorithm of a public key ("sm2",
+// "ecdsa-p256", "rsa-2048", ...).
+func keyAlgorithmOf(pub crypto.PublicKey) KeyAlgorithm {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if sm2.IsSM2PublicKey(k) {
+			return KeySM2
+		}
+		return KeyAlgorithm("ecdsa-" + strings.ToLower(strings.ReplaceAll(k.Curve.Params().Name, "-", "")))
+	case *rsa.PublicKey:
+		return KeyAlgorithm(fmt.Sprintf("rsa-%d", k.N.BitLen()))
+	case ed25519.PublicKey:
+		return "ed25519"
+	}
+	return KeyAlgorithm(fmt.Sprintf("%T", pub))
+}
 
 // Validity limits. The strictest deployed TLCP peer (GmSSL) rejects
 // certificates valid for longer than MaxValidity.
@@ -60,8 +121,8 @@ type CAOptions struct {
 	// Intermediate adds an intermediate CA that issues the leaves, so that
 	// the root key can be kept offline.
 	Intermediate bool
-	// KeyAlgorithm is KeySM2 (the default) for TLCP, or KeyECDSAP256 for a
-	// CA that issues TLS certificates.
+	// KeyAlgorithm is KeySM2 (the default) for TLCP, or an ECDSA or RSA
+	// algorithm for a CA that issues TLS certificates.
 	KeyAlgorithm KeyAlgorithm
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
@@ -115,10 +176,7 @@ func (ca *CA) KeyAlgorithm() KeyAlgorithm {
 	if ca.Intermediate != nil {
 		c = ca.Intermediate
 	}
-	if sm2.IsSM2PublicKey(c.PublicKey) {
-		return KeySM2
-	}
-	return KeyECDSAP256
+	return keyAlgorithmOf(c.PublicKey)
 }
 
 func now(f func() time.Time) time.Time {
@@ -135,8 +193,17 @@ func generateKey(alg KeyAlgorithm) (crypto.Signer, error) {
 		return sm2.GenerateKey(rand.Reader)
 	case KeyECDSAP256:
 		return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case KeyECDSAP384:
+		return ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	case KeyRSA2048:
+		return rsa.GenerateKey(rand.Reader, 2048)
+	case KeyRSA3072:
+		return rsa.GenerateKey(rand.Reader, 3072)
+	case KeyRSA4096:
+		return rsa.GenerateKey(rand.Reader, 4096)
 	}
-	return nil, fmt.Errorf("unknown key algorithm %q (want %q or %q)", alg, KeySM2, KeyECDSAP256)
+	_, err := ParseKeyAlgorithm(string(alg))
+	return nil, err
 }
 
 // randomSerial returns a positive 128-bit serial whose DER encoding is
@@ -171,10 +238,7 @@ func NewCA(opts CAOptions) (*CA, error) {
 	}
 	subject := opts.Subject
 	if subject.CommonName == "" {
-		subject.CommonName = "gmgate local SM2 root CA"
-		if opts.KeyAlgorithm == KeyECDSAP256 {
-			subject.CommonName = "gmgate local ECDSA root CA"
-		}
+		subject.CommonName = "gmgate local " + opts.KeyAlgorithm.family() + " root CA"
 	}
 	t := now(opts.Now)
 	rootKey, err := generateKey(opts.KeyAlgorithm)
@@ -215,10 +279,7 @@ func NewCA(opts CAOptions) (*CA, error) {
 	interSubject := subject
 	interSubject.CommonName = subject.CommonName + " - intermediate"
 	if opts.Subject.CommonName == "" {
-		interSubject.CommonName = "gmgate local SM2 intermediate CA"
-		if opts.KeyAlgorithm == KeyECDSAP256 {
-			interSubject.CommonName = "gmgate local ECDSA intermediate CA"
-		}
+		interSubject.CommonName = "gmgate local " + opts.KeyAlgorithm.family() + " intermediate CA"
 	}
 	itmpl := &smx509.Certificate{
 		SerialNumber:          serial,
@@ -253,8 +314,8 @@ func createCertificate(tmpl, parent *smx509.Certificate, pub crypto.PublicKey, k
 
 // Write stores the CA in dir: ca.crt and ca.key, plus intermediate.crt and
 // intermediate.key when there is an intermediate. Keys are written 0600,
-// encrypted (PBES2/PBKDF2-hmacWithSM3/SM4-CBC) when password is not empty.
-func (ca *CA) Write(dir string, password []byte) error {
+// encrypted as enc says (nil: not encrypted).
+func (ca *CA) Write(dir string, enc *KeyEncryption) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -262,7 +323,7 @@ func (ca *CA) Write(dir string, password []byte) error {
 		return err
 	}
 	if ca.RootKey != nil {
-		if err := writeKeyFile(filepath.Join(dir, CAKeyFile), ca.RootKey, password); err != nil {
+		if err := writeKeyFile(filepath.Join(dir, CAKeyFile), ca.RootKey, enc); err != nil {
 			return err
 		}
 	}
@@ -270,7 +331,7 @@ func (ca *CA) Write(dir string, password []byte) error {
 		if err := writeCertFile(filepath.Join(dir, IntermediateCertFile), ca.Intermediate); err != nil {
 			return err
 		}
-		if err := writeKeyFile(filepath.Join(dir, IntermediateKeyFile), ca.IntermediateKey, password); err != nil {
+		if err := writeKeyFile(filepath.Join(dir, IntermediateKeyFile), ca.IntermediateKey, enc); err != nil {
 			return err
 		}
 	}

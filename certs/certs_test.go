@@ -40,11 +40,20 @@ func writeTestPair(t testing.TB, ca *CA, dir, name string, password []byte, dns 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := d.Write(dir, name, password)
+	f, err := d.Write(dir, name, withPassword(password))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// withPassword encrypts keys with password in the default format (nil
+// for none).
+func withPassword(password []byte) *KeyEncryption {
+	if password == nil {
+		return nil
+	}
+	return &KeyEncryption{Password: password}
 }
 
 // handshakeTLCP serves cert on a loopback listener and connects a tlcp
@@ -179,7 +188,7 @@ func TestWriteLoadServe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			ca := newTestCA(t, tc.intermediate)
-			if err := ca.Write(filepath.Join(dir, "ca"), tc.password); err != nil {
+			if err := ca.Write(filepath.Join(dir, "ca"), withPassword(tc.password)); err != nil {
 				t.Fatal(err)
 			}
 			opts := LoadCAOptions{}
@@ -274,7 +283,7 @@ func TestIssueTLS(t *testing.T) {
 	if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "tls.example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newTestCA(t, false).IssueTLS(IssueOptions{DNSNames: []string{"x.com"}}); err == nil || !strings.Contains(err.Error(), "ECDSA CA") {
+	if _, err := newTestCA(t, false).IssueTLS(IssueOptions{DNSNames: []string{"x.com"}}); err == nil || !strings.Contains(err.Error(), "ECDSA or RSA CA") {
 		t.Fatalf("SM2 CA issuing TLS: err = %v", err)
 	}
 }

@@ -103,14 +103,20 @@ func writeCertFile(path string, certs ...*smx509.Certificate) error {
 	return writeFileAtomic(path, encodeCertsPEM(certs...), 0o644)
 }
 
-// marshalKeyPEM encodes a private key as PKCS#8 PEM, encrypted when
-// password is not empty.
-func marshalKeyPEM(key crypto.Signer, password []byte) ([]byte, error) {
+// WriteCertificates writes certificates to path as PEM (0644), replacing
+// the file at once.
+func WriteCertificates(path string, certs ...*smx509.Certificate) error {
+	return writeCertFile(path, certs...)
+}
+
+// marshalKeyPEM encodes a private key as PKCS#8 PEM, encrypted as enc
+// says.
+func marshalKeyPEM(key crypto.Signer, enc *KeyEncryption) ([]byte, error) {
 	der, err := smx509.MarshalPKCS8PrivateKey(unwrapKey(key))
 	if err != nil {
 		return nil, err
 	}
-	return encodeKeyPEM(der, password)
+	return encodeKeyPEM(der, enc)
 }
 
 // unwrapKey returns the in-memory key behind an accel software key, which
@@ -123,8 +129,8 @@ func unwrapKey(key crypto.Signer) any {
 }
 
 // writeKeyFile writes a private key 0600.
-func writeKeyFile(path string, key crypto.Signer, password []byte) error {
-	data, err := marshalKeyPEM(key, password)
+func writeKeyFile(path string, key crypto.Signer, enc *KeyEncryption) error {
+	data, err := marshalKeyPEM(key, enc)
 	if err != nil {
 		return fmt.Errorf("key %s: %w", path, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/keyenc"
 )
 
 // Severity grades an inspection finding.
@@ -280,7 +282,7 @@ func checkIssuerSignature(it *InspectedItem, next *smx509.Certificate, all, root
 	for _, cand := range candidates {
 		if string(cand.RawSubject) == string(c.RawIssuer) {
 			issuer = cand
-			if c.CheckSignatureFrom(cand) == nil {
+			if signatureVerifies(c, cand) {
 				where := "the certificate itself (self-signed)"
 				if cand != c {
 					where = fmt.Sprintf("%q", cand.Subject.String())
@@ -303,6 +305,17 @@ func checkIssuerSignature(it *InspectedItem, next *smx509.Certificate, all, root
 		return
 	}
 	it.flag(SeverityError, "bad signature: it does not verify with the key of its issuer %q (wrong or replaced CA certificate?)", issuer.Subject.String())
+}
+
+// signatureVerifies checks c's signature with issuer's key. A
+// self-signed end-entity certificate (CA:FALSE, as servers and clients
+// pin) is checked with its own key: CheckSignatureFrom refuses a parent
+// that is not a CA, which is a rule for chains, not for the signature.
+func signatureVerifies(c, issuer *smx509.Certificate) bool {
+	if c == issuer || string(c.Raw) == string(issuer.Raw) {
+		return c.CheckSignature(c.SignatureAlgorithm, c.RawTBSCertificate, c.Signature) == nil
+	}
+	return c.CheckSignatureFrom(issuer) == nil
 }
 
 func describeCSR(it *InspectedItem, der []byte) {
@@ -341,14 +354,21 @@ func describeCSR(it *InspectedItem, der []byte) {
 
 func describeEncryptedKey(it *InspectedItem, block *pem.Block, password []byte) {
 	it.Kind = "encrypted private key"
-	info, err := describeEncryptedPKCS8(block.Bytes)
+	info, err := keyenc.Describe(block.Bytes)
 	if err != nil {
 		it.flag(SeverityError, "%v", err)
 		return
 	}
 	it.add("encryption", info.String())
-	if !info.GmSSLCompatible() {
-		it.flag(SeverityWarning, "GmSSL cannot read this key encryption; write keys for GmSSL as PBES2/PBKDF2-hmacWithSM3 (no NULL)/SM4-CBC (gmgate does)")
+	readBy := info.ReadBy()
+	if len(readBy) > 0 {
+		it.add("readable by", strings.Join(readBy, ", "))
+	}
+	if !slices.Contains(readBy, "gmgate") {
+		// Say what is missing even without the password.
+		_, err := keyenc.Decrypt(block.Bytes, nil)
+		it.flag(SeverityError, "gmgate cannot decrypt this key: %v; it reads %s", err, keyenc.Supported)
+		return
 	}
 	if len(password) == 0 {
 		it.Summary = "encrypted private key (give --key-password-file to check it)"
@@ -404,18 +424,73 @@ func checkKeysAndPairs(r *InspectReport) {
 		}
 	}
 	for _, s := range signs {
-		for _, e := range encs {
-			if string(s.cert.RawIssuer) != string(e.cert.RawIssuer) && string(s.cert.RawSubject) != string(e.cert.RawSubject) {
-				continue
+		e, how := partner(s, signs, encs)
+		switch how {
+		case pairedSubject:
+			if sanString(s.cert) != sanString(e.cert) {
+				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, sanString(e.cert))
 			}
+		case pairedOnly:
 			if string(s.cert.RawSubject) != string(e.cert.RawSubject) {
 				s.flag(SeverityWarning, "the encryption certificate %s has a different subject; GmSSL peers require identical subjects on the pair", e.File)
+			}
+			if string(s.cert.RawIssuer) != string(e.cert.RawIssuer) {
+				s.flag(SeverityWarning, "the encryption certificate %s has a different issuer; GmSSL peers require the same issuer on the pair", e.File)
 			}
 			if sanString(s.cert) != sanString(e.cert) {
 				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, sanString(e.cert))
 			}
 		}
 	}
+}
+
+// How a signing certificate was matched with an encryption certificate.
+const (
+	unpaired      = iota
+	pairedSubject // same issuer and subject
+	pairedOnly    // the only signing and the only encryption certificate of their issuer
+)
+
+// partner finds the encryption certificate that goes with a signing
+// certificate: one of the same issuer and subject; failing that, the
+// only encryption certificate given when the signing certificate is the
+// only one, or the only one of its issuer (the pair given, whose subjects
+// or issuers differ). Several pairs from one CA are told apart by subject,
+// so each is compared with its own.
+func partner(s *InspectedItem, signs, encs []*InspectedItem) (*InspectedItem, int) {
+	sameIssuer := func(a, b *InspectedItem) bool { return string(a.cert.RawIssuer) == string(b.cert.RawIssuer) }
+	var bySubject, byIssuer []*InspectedItem
+	for _, e := range encs {
+		if !sameIssuer(s, e) {
+			continue
+		}
+		byIssuer = append(byIssuer, e)
+		if string(s.cert.RawSubject) == string(e.cert.RawSubject) {
+			bySubject = append(bySubject, e)
+		}
+	}
+	if len(bySubject) > 0 {
+		// Prefer the one that also names the same hosts.
+		for _, e := range bySubject {
+			if sanString(e.cert) == sanString(s.cert) {
+				return e, pairedSubject
+			}
+		}
+		return bySubject[0], pairedSubject
+	}
+	if len(signs) == 1 && len(encs) == 1 {
+		return encs[0], pairedOnly
+	}
+	signsOfIssuer := 0
+	for _, o := range signs {
+		if sameIssuer(s, o) {
+			signsOfIssuer++
+		}
+	}
+	if signsOfIssuer == 1 && len(byIssuer) == 1 {
+		return byIssuer[0], pairedOnly
+	}
+	return nil, unpaired
 }
 
 // Subject returns the certificate's subject, or "" for other items.

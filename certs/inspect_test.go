@@ -3,7 +3,9 @@ package certs
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/x509/pkix"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +89,7 @@ func TestInspectFlags(t *testing.T) {
 	t.Run("encrypted key", func(t *testing.T) {
 		g := writeTestPair(t, ica, t.TempDir(), "e", []byte("pw"), "e.example.cn")
 		out, _ := inspectText(t, []string{g.EncKey}, InspectOptions{})
-		wantAll(t, out, "PBES2, PBKDF2 (hmacWithSM3, 1024 iterations), SM4-CBC", "give --key-password-file")
+		wantAll(t, out, "PBES2, PBKDF2 (hmacWithSM3 1.2.156.10197.1.401.2, 1024 iterations), SM4-CBC", "readable by:       gmgate, GmSSL", "give --key-password-file")
 		if bytes.Contains([]byte(out), []byte("WARNING")) {
 			t.Errorf("gmgate's own layout flagged:\n%s", out)
 		}
@@ -99,4 +101,85 @@ func TestInspectFlags(t *testing.T) {
 		out, _ = inspectText(t, []string{g.EncKey}, InspectOptions{KeyPassword: []byte("not it")})
 		wantAll(t, out, "ERROR: cannot read the key: wrong password")
 	})
+}
+
+// A self-signed end-entity certificate (CA:FALSE), as peers pin, verifies
+// with its own key; it is not a bad signature.
+func TestInspectSelfSignedLeaf(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := sm2.GenerateKey(rand.Reader)
+	serial, _ := randomSerial()
+	tmpl := &smx509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "pinned.example.cn"}, DNSNames: []string{"pinned.example.cn"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: smx509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true, IsCA: false}
+	c, err := createCertificate(tmpl, nil, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "self.crt")
+	writeCertFile(p, c)
+	out, bad := inspectText(t, []string{p}, InspectOptions{})
+	if bad || !strings.Contains(out, "verified by the certificate itself (self-signed)") {
+		t.Errorf("self-signed SM2 leaf:\n%s", out)
+	}
+	// A self-signed certificate whose signature is broken is still found.
+	raw := append([]byte{}, c.Raw...)
+	raw[len(raw)-1] ^= 1 // the last byte of s
+	broken, err := smx509.ParseCertificate(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeCertFile(p, broken)
+	if out, bad := inspectText(t, []string{p}, InspectOptions{}); !bad || !strings.Contains(out, "ERROR: bad signature") {
+		t.Errorf("broken self-signature:\n%s", out)
+	}
+}
+
+// The same with a leaf OpenSSL makes and accepts.
+func TestInspectSelfSignedLeafFromOpenSSL(t *testing.T) {
+	bin := needOpenSSL(t)
+	dir := t.TempDir()
+	runOpenSSL(t, bin, dir, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "leaf.key",
+		"-subj", "/CN=pinned.example.com", "-days", "30", "-out", "leaf.crt",
+		"-addext", "basicConstraints=critical,CA:FALSE", "-addext", "keyUsage=critical,digitalSignature", "-addext", "subjectAltName=DNS:pinned.example.com")
+	if out := runOpenSSL(t, bin, dir, "verify", "-CAfile", "leaf.crt", "leaf.crt"); !strings.Contains(out, "leaf.crt: OK") {
+		t.Fatalf("openssl verify: %s", out)
+	}
+	files := []string{filepath.Join(dir, "leaf.crt"), filepath.Join(dir, "leaf.key")}
+	out, bad := inspectText(t, files, InspectOptions{})
+	if bad || !strings.Contains(out, "verified by the certificate itself (self-signed)") {
+		t.Errorf("self-signed leaf made by OpenSSL:\n%s", out)
+	}
+}
+
+// Two pairs from one CA: each signing certificate is compared with its own
+// encryption certificate only.
+func TestInspectTwoPairsFromOneCA(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, false)
+	a := writeTestPair(t, ca, dir, "a", nil, "a.example.cn")
+	b := writeTestPair(t, ca, dir, "b", nil, "b.example.cn")
+	out, bad := inspectText(t, []string{a.SignCert, a.EncCert, b.SignCert, b.EncCert}, InspectOptions{Roots: []*smx509.Certificate{ca.Root}})
+	if bad || strings.Contains(out, "WARNING") {
+		t.Errorf("two good pairs:\n%s", out)
+	}
+	// A pair whose subjects differ is still flagged.
+	c, err := ca.IssueDual(IssueOptions{DNSNames: []string{"c.example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ca.IssueDual(IssueOptions{DNSNames: []string{"d.example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signC, encD := filepath.Join(dir, "c.sign.crt"), filepath.Join(dir, "d.enc.crt")
+	writeCertFile(signC, c.SignCert)
+	writeCertFile(encD, d.EncCert)
+	out, _ = inspectText(t, []string{signC, encD}, InspectOptions{})
+	wantAll(t, out, "WARNING: the encryption certificate "+encD+" has a different subject", "names other hosts (DNS:d.example.cn)")
+	// Next to the good pairs, the odd ones are not compared with them.
+	out, _ = inspectText(t, []string{a.SignCert, a.EncCert, b.SignCert, b.EncCert, signC}, InspectOptions{})
+	if strings.Contains(out, "WARNING: the encryption") {
+		t.Errorf("pairs compared across:\n%s", out)
+	}
 }

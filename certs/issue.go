@@ -3,6 +3,7 @@ package certs
 import (
 	"crypto"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -43,6 +44,10 @@ type IssueOptions struct {
 	// Validity of the certificate; DefaultLeafValidity when zero, at most
 	// MaxValidity and never past the issuer's NotAfter.
 	Validity time.Duration
+	// KeyAlgorithm is the key type of a TLS certificate (IssueTLS); by
+	// default ecdsa-p256 from an ECDSA CA and rsa-2048 from an RSA CA.
+	// TLCP pairs are always SM2.
+	KeyAlgorithm KeyAlgorithm
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 }
@@ -154,8 +159,8 @@ func (ca *CA) IssueDual(opts IssueOptions) (*Dual, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ca.KeyAlgorithm() != KeySM2 {
-		return nil, errors.New("TLCP certificates need an SM2 CA; this CA is ECDSA (make one with gmgate cert init-ca)")
+	if alg := ca.KeyAlgorithm(); !alg.IsSM2() {
+		return nil, fmt.Errorf("TLCP certificates need an SM2 CA; this CA is %s, which issues TLS certificates (IssueTLS); make an SM2 CA with gmgate cert init-ca", alg)
 	}
 	tmpl, err := opts.template(issuer)
 	if err != nil {
@@ -229,19 +234,19 @@ func DualFileNames(dir, name string) DualFiles {
 
 // Write stores the pair in dir (see DualFileNames): each certificate file
 // holds the leaf followed by the chain; keys are written 0600, encrypted
-// when password is not empty.
-func (d *Dual) Write(dir, name string, password []byte) (DualFiles, error) {
+// as enc says (nil: not encrypted).
+func (d *Dual) Write(dir, name string, enc *KeyEncryption) (DualFiles, error) {
 	f := DualFileNames(dir, name)
 	if err := writeCertFile(f.SignCert, append([]*smx509.Certificate{d.SignCert}, d.Chain...)...); err != nil {
 		return f, err
 	}
-	if err := writeKeyFile(f.SignKey, d.SignKey, password); err != nil {
+	if err := writeKeyFile(f.SignKey, d.SignKey, enc); err != nil {
 		return f, err
 	}
 	if err := writeCertFile(f.EncCert, append([]*smx509.Certificate{d.EncCert}, d.Chain...)...); err != nil {
 		return f, err
 	}
-	if err := writeKeyFile(f.EncKey, d.EncKey, password); err != nil {
+	if err := writeKeyFile(f.EncKey, d.EncKey, enc); err != nil {
 		return f, err
 	}
 	if d.Root != nil {
@@ -260,26 +265,37 @@ type Leaf struct {
 	Root  *smx509.Certificate
 }
 
-// IssueTLS issues an ECDSA P-256 server/client certificate for the TLS
-// side. The CA must be an ECDSA CA (NewCA with KeyECDSAP256): TLS clients
-// cannot verify SM2 signatures.
+// IssueTLS issues a server/client certificate for the TLS side, with a
+// key of opts.KeyAlgorithm (ECDSA or RSA). The CA must be an ECDSA or RSA
+// CA (NewCA with such a KeyAlgorithm): TLS clients cannot verify SM2
+// signatures.
 func (ca *CA) IssueTLS(opts IssueOptions) (*Leaf, error) {
 	issuer, issuerKey, err := ca.issuer()
 	if err != nil {
 		return nil, err
 	}
-	if ca.KeyAlgorithm() == KeySM2 {
-		return nil, errors.New("TLS certificates need an ECDSA CA (TLS clients cannot verify SM2 signatures); make one with KeyAlgorithm ecdsa-p256")
+	caAlg := ca.KeyAlgorithm()
+	if caAlg.IsSM2() {
+		return nil, errors.New("TLS certificates need an ECDSA or RSA CA (TLS clients cannot verify SM2 signatures); make one with gmgate cert init-ca --key-type ecdsa-p256")
+	}
+	alg := opts.KeyAlgorithm
+	switch {
+	case alg.IsSM2() && opts.KeyAlgorithm != "":
+		return nil, errors.New("a TLS certificate cannot have an SM2 key; TLCP pairs come from an SM2 CA")
+	case alg == "" && caAlg.family() == "RSA":
+		alg = KeyRSA2048
+	case alg == "":
+		alg = KeyECDSAP256
 	}
 	tmpl, err := opts.template(issuer)
 	if err != nil {
 		return nil, err
 	}
-	key, err := generateKey(KeyECDSAP256)
+	key, err := generateKey(alg)
 	if err != nil {
 		return nil, err
 	}
-	tmpl.KeyUsage = smx509.KeyUsageDigitalSignature
+	tmpl.KeyUsage = tlsKeyUsage(key.Public())
 	if tmpl.SerialNumber, err = randomSerial(); err != nil {
 		return nil, err
 	}
@@ -288,6 +304,15 @@ func (ca *CA) IssueTLS(opts IssueOptions) (*Leaf, error) {
 		return nil, err
 	}
 	return &Leaf{Cert: cert, Key: key, Chain: ca.Chain(), Root: ca.Root}, nil
+}
+
+// tlsKeyUsage is the key usage of a TLS certificate: RSA keys may also
+// encipher (TLS 1.2 RSA key exchange).
+func tlsKeyUsage(pub crypto.PublicKey) smx509.KeyUsage {
+	if _, ok := pub.(*rsa.PublicKey); ok {
+		return smx509.KeyUsageDigitalSignature | smx509.KeyUsageKeyEncipherment
+	}
+	return smx509.KeyUsageDigitalSignature
 }
 
 // TLSCertificate returns the leaf as a crypto/tls certificate.
@@ -306,12 +331,12 @@ func (l *Leaf) TLSCertificate() (*tls.Certificate, error) {
 
 // Write stores the leaf (followed by its chain) as NAME.crt and its key as
 // NAME.key (0600) in dir, and returns both paths.
-func (l *Leaf) Write(dir, name string, password []byte) (certFile, keyFile string, err error) {
+func (l *Leaf) Write(dir, name string, enc *KeyEncryption) (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	if err := writeCertFile(certFile, append([]*smx509.Certificate{l.Cert}, l.Chain...)...); err != nil {
 		return certFile, keyFile, err
 	}
-	return certFile, keyFile, writeKeyFile(keyFile, l.Key, password)
+	return certFile, keyFile, writeKeyFile(keyFile, l.Key, enc)
 }
 
 // DualCSR is a pair of certificate requests for an external GM CA, with
@@ -416,7 +441,7 @@ type CSRFiles struct {
 
 // Write stores the requests as NAME.sign.csr and NAME.enc.csr and the keys
 // as NAME.sign.key and NAME.enc.key (0600) in dir.
-func (c *DualCSR) Write(dir, name string, password []byte) (CSRFiles, error) {
+func (c *DualCSR) Write(dir, name string, enc *KeyEncryption) (CSRFiles, error) {
 	f := CSRFiles{
 		SignCSR: filepath.Join(dir, name+".sign.csr"),
 		SignKey: filepath.Join(dir, name+".sign.key"),
@@ -432,7 +457,7 @@ func (c *DualCSR) Write(dir, name string, password []byte) (CSRFiles, error) {
 		if err := writeFileAtomic(w.path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: w.csr.Raw}), 0o644); err != nil {
 			return f, err
 		}
-		if err := writeKeyFile(w.kp, w.key, password); err != nil {
+		if err := writeKeyFile(w.kp, w.key, enc); err != nil {
 			return f, err
 		}
 	}

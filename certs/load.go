@@ -47,6 +47,36 @@ type LoadOptions struct {
 	// checking a configuration where its keys, passwords and devices are
 	// not at hand. What it loads cannot serve.
 	Offline bool
+	// Names are what messages call the files; the configuration's field
+	// names (sign_cert, sign_key, ...) where empty. A command passes its
+	// flag names. FieldError.Field keeps the configuration's names.
+	Names FieldNames
+	// SignOnly allows a TLCP identity without an encryption pair (EncCert
+	// and EncKey empty): a client that authenticates with its signing
+	// certificate alone, which cannot use the ECDHE suites.
+	SignOnly bool
+}
+
+// FieldNames name the inputs of a certificate set in messages.
+type FieldNames struct {
+	SignCert, SignKey, EncCert, EncKey string
+	Cert, Key                          string
+}
+
+func (o *LoadOptions) names() FieldNames {
+	n := o.Names
+	set := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	set(&n.SignCert, "sign_cert")
+	set(&n.SignKey, "sign_key")
+	set(&n.EncCert, "enc_cert")
+	set(&n.EncKey, "enc_key")
+	set(&n.Cert, "cert")
+	set(&n.Key, "key")
+	return n
 }
 
 func (o *LoadOptions) ctx() context.Context {
@@ -78,7 +108,8 @@ type FieldError struct {
 	// Side is "tlcp" or "tls".
 	Side string
 	// Field is sign_cert, sign_key, enc_cert, enc_key (tlcp) or cert,
-	// key (tls); "" for a problem of the pair as a whole.
+	// key (tls), whatever LoadOptions.Names the messages use; "" for a
+	// problem of the pair as a whole.
 	Field string
 	Err   error
 }
@@ -113,45 +144,53 @@ func (p *problems) err() error {
 }
 
 // LoadTLCPFiles loads a TLCP identity and checks it: both certificates
-// SM2; each key belongs to its certificate (and the sign/enc roles are not
-// swapped); a key on a device passes accel.SelfTest; the signing
-// certificate has digitalSignature and the encryption certificate
-// keyEncipherment, dataEncipherment or keyAgreement; both are valid now;
-// each file's chain is in order; with opts.Roots, both verify. Each
-// problem names the field, the file and the fix; problems of independent
-// parts (the two certificates, the two keys) are all reported. Warnings
-// are problems some peers reject but the proxy can serve (subjects that
-// differ between the pair, for instance).
+// and both keys SM2; each key belongs to its certificate (and the
+// sign/enc roles are not swapped); a key on a device passes
+// accel.SelfTest; the signing certificate has digitalSignature and the
+// encryption certificate keyEncipherment, dataEncipherment or
+// keyAgreement; both are valid now; each file's chain is in order; with
+// opts.Roots, both verify. Each problem names the field, the file and the
+// fix; problems of independent parts (the two certificates, the two keys)
+// are all reported. Warnings are problems some peers reject but the proxy
+// can serve (subjects that differ between the pair, for instance).
 //
 // With opts.Offline the keys are not opened: the certificates are
-// checked, and the result has no keys and cannot serve.
+// checked, and the result has no keys and cannot serve. With
+// opts.SignOnly and no encryption pair given, the signing pair alone is
+// loaded.
 func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, error) {
+	n := opts.names()
+	if opts.SignOnly && strings.TrimSpace(f.EncCert) == "" && strings.TrimSpace(f.EncKey) == "" {
+		return loadSignOnly(f, opts, n)
+	}
 	probs := &problems{side: "tlcp"}
-	signChain := loadSM2Chain(probs, "sign_cert", f.SignCert, opts)
-	encChain := loadSM2Chain(probs, "enc_cert", f.EncCert, opts)
+	signChain := loadSM2Chain(probs, "sign_cert", n.SignCert, f.SignCert, opts)
+	encChain := loadSM2Chain(probs, "enc_cert", n.EncCert, f.EncCert, opts)
 	if signChain != nil && encChain != nil && string(signChain[0].Raw) == string(encChain[0].Raw) {
-		probs.add("enc_cert", fmt.Errorf("enc_cert %s is the same certificate as sign_cert %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", f.EncCert, f.SignCert))
+		probs.add("enc_cert", fmt.Errorf("%s %s is the same certificate as %s %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", n.EncCert, f.EncCert, n.SignCert, f.SignCert))
 	}
 	if opts.Offline {
 		if signChain != nil && encChain != nil && len(probs.errs) == 0 {
-			if err := checkPairUsages(f, signChain[0], encChain[0]); err != nil {
+			if err := checkPairUsages(f, n, signChain[0], encChain[0]); err != nil {
 				probs.add("", err)
 			}
 		}
 		if err := probs.err(); err != nil {
 			return nil, nil, err
 		}
-		return tlcpCertificate(signChain, encChain, nil, nil), pairWarnings(f, signChain[0], encChain[0]), nil
+		return tlcpCertificate(signChain, encChain, nil, nil), pairWarnings(f, n, signChain[0], encChain[0]), nil
 	}
 
-	signKey, err := openKey(opts.ctx(), "sign_key", f.SignKey)
+	signKey, err := openKey(opts.ctx(), n.SignKey, f.SignKey)
 	if err != nil {
 		probs.add("sign_key", err)
 	}
-	encKey, err := openKey(opts.ctx(), "enc_key", f.EncKey)
+	encKey, err := openKey(opts.ctx(), n.EncKey, f.EncKey)
 	if err != nil {
 		probs.add("enc_key", err)
 	}
+	signSM2 := sm2KeyFor(probs, "sign_key", n.SignKey, f.SignKey, n.SignCert, f.SignCert, signKey, signChain)
+	encSM2 := sm2KeyFor(probs, "enc_key", n.EncKey, f.EncKey, n.EncCert, f.EncCert, encKey, encChain)
 	fail := func() (*tlcp.Certificate, []string, error) {
 		for _, k := range []accel.Key{signKey, encKey} {
 			if k != nil {
@@ -163,11 +202,11 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 	if len(probs.errs) > 0 {
 		// What did load is still matched, so that a key from another
 		// pair is reported together with the other half's problem.
-		if signKey != nil && signChain != nil && !publicKeysEqual(signKey.Public(), signChain[0].PublicKey) {
-			probs.add("sign_key", keyMismatch("sign_key", f.SignKey, "sign_cert", f.SignCert))
+		if signSM2 && !publicKeysEqual(signKey.Public(), signChain[0].PublicKey) {
+			probs.add("sign_key", keyMismatch(n.SignKey, f.SignKey, n.SignCert, f.SignCert))
 		}
-		if encKey != nil && encChain != nil && !publicKeysEqual(encKey.Public(), encChain[0].PublicKey) {
-			probs.add("enc_key", keyMismatch("enc_key", f.EncKey, "enc_cert", f.EncCert))
+		if encSM2 && !publicKeysEqual(encKey.Public(), encChain[0].PublicKey) {
+			probs.add("enc_key", keyMismatch(n.EncKey, f.EncKey, n.EncCert, f.EncCert))
 		}
 		return fail()
 	}
@@ -178,58 +217,107 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 	switch {
 	case !signOK && !encOK && publicKeysEqual(signKey.Public(), enc.PublicKey) && publicKeysEqual(encKey.Public(), sign.PublicKey):
 		if looksLikeEnc(sign) && looksLikeSign(enc) {
-			probs.add("sign_cert", fmt.Errorf("sign_cert %s and enc_cert %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange sign_cert and enc_cert",
-				f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), f.EncCert, keyUsageString(enc.KeyUsage)))
+			probs.add("sign_cert", fmt.Errorf("%s %s and %s %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange %s and %s",
+				n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), f.EncCert, keyUsageString(enc.KeyUsage), n.SignCert, n.EncCert))
 			return fail()
 		}
-		probs.add("sign_key", fmt.Errorf("sign_key %s and enc_key %s are swapped: %s belongs to enc_cert %s and %s to sign_cert %s; exchange sign_key and enc_key",
-			f.SignKey, f.EncKey, f.SignKey, f.EncCert, f.EncKey, f.SignCert))
+		probs.add("sign_key", fmt.Errorf("%s %s and %s %s are swapped: %s belongs to %s %s and %s to %s %s; exchange %s and %s",
+			n.SignKey, f.SignKey, n.EncKey, f.EncKey, f.SignKey, n.EncCert, f.EncCert, f.EncKey, n.SignCert, f.SignCert, n.SignKey, n.EncKey))
 		return fail()
 	}
 	if !signOK {
-		probs.add("sign_key", keyMismatch("sign_key", f.SignKey, "sign_cert", f.SignCert))
+		probs.add("sign_key", keyMismatch(n.SignKey, f.SignKey, n.SignCert, f.SignCert))
 	}
 	if !encOK {
-		probs.add("enc_key", keyMismatch("enc_key", f.EncKey, "enc_cert", f.EncCert))
+		probs.add("enc_key", keyMismatch(n.EncKey, f.EncKey, n.EncCert, f.EncCert))
 	}
 	if len(probs.errs) > 0 {
 		return fail()
 	}
-	if err := checkPairUsages(f, sign, enc); err != nil {
+	if err := checkPairUsages(f, n, sign, enc); err != nil {
 		probs.add("", err)
 		return fail()
 	}
 	if _, ok := encKey.(crypto.Decrypter); !ok {
-		probs.add("enc_key", fmt.Errorf("enc_key %s: the key cannot decrypt, which the TLCP encryption key must", f.EncKey))
+		probs.add("enc_key", fmt.Errorf("%s %s: the key cannot decrypt, which the TLCP encryption key must", n.EncKey, f.EncKey))
 		return fail()
 	}
-	// A key on a device is exercised once before it serves: the public
-	// key it reports could match while the device cannot use the key.
-	for _, k := range []struct {
-		field, ref string
-		key        accel.Key
-		cert       *smx509.Certificate
-		use        accel.Use
-	}{{"sign_key", f.SignKey, signKey, sign, accel.UseSign}, {"enc_key", f.EncKey, encKey, enc, accel.UseEnc}} {
-		if k.key.Backend() == softwareBackend {
-			continue
-		}
-		if err := accel.SelfTest(opts.ctx(), k.key, k.cert, k.use); err != nil {
-			probs.add(k.field, fmt.Errorf("%s %s: self-test failed: %w", k.field, secretRedacted(k.ref), err))
-		}
-	}
+	selfTest(probs, "sign_key", n.SignKey, f.SignKey, signKey, sign, accel.UseSign, opts)
+	selfTest(probs, "enc_key", n.EncKey, f.EncKey, encKey, enc, accel.UseEnc, opts)
 	if len(probs.errs) > 0 {
 		return fail()
 	}
-	return tlcpCertificate(signChain, encChain, signKey, encKey), pairWarnings(f, sign, enc), nil
+	return tlcpCertificate(signChain, encChain, signKey, encKey), pairWarnings(f, n, sign, enc), nil
+}
+
+// loadSignOnly loads a TLCP identity of a signing certificate and key
+// alone (LoadOptions.SignOnly), with the checks LoadTLCPFiles makes of
+// the signing pair.
+func loadSignOnly(f TLCPFiles, opts LoadOptions, n FieldNames) (*tlcp.Certificate, []string, error) {
+	probs := &problems{side: "tlcp"}
+	chain := loadSM2Chain(probs, "sign_cert", n.SignCert, f.SignCert, opts)
+	if chain != nil {
+		if err := checkSignUsage(n.SignCert, f.SignCert, chain[0]); err != nil {
+			probs.add("sign_cert", err)
+		}
+	}
+	if opts.Offline {
+		if err := probs.err(); err != nil {
+			return nil, nil, err
+		}
+		return tlcpCertificate(chain, nil, nil, nil), nil, nil
+	}
+	key, err := openKey(opts.ctx(), n.SignKey, f.SignKey)
+	if err != nil {
+		probs.add("sign_key", err)
+	}
+	if sm2KeyFor(probs, "sign_key", n.SignKey, f.SignKey, n.SignCert, f.SignCert, key, chain) && !publicKeysEqual(key.Public(), chain[0].PublicKey) {
+		probs.add("sign_key", keyMismatch(n.SignKey, f.SignKey, n.SignCert, f.SignCert))
+	}
+	if len(probs.errs) == 0 {
+		selfTest(probs, "sign_key", n.SignKey, f.SignKey, key, chain[0], accel.UseSign, opts)
+	}
+	if err := probs.err(); err != nil {
+		if key != nil {
+			key.Close()
+		}
+		return nil, nil, err
+	}
+	return tlcpCertificate(chain, nil, key, nil), nil, nil
 }
 
 func keyMismatch(keyField, key, certField, cert string) error {
 	return fmt.Errorf("%s %s does not belong to %s %s (the public keys differ); give the key that was generated with this certificate", keyField, key, certField, cert)
 }
 
+// sm2KeyFor reports whether key and the chain of its certificate both
+// loaded and the key is SM2, so that the two can be compared. A key that
+// is not SM2 at all is the mistake to fix, not a mismatch: that is the
+// problem added.
+func sm2KeyFor(probs *problems, field, name, ref, certName, certPath string, key accel.Key, chain []*smx509.Certificate) bool {
+	if key == nil || chain == nil {
+		return false
+	}
+	if !sm2.IsSM2PublicKey(key.Public()) {
+		probs.add(field, fmt.Errorf("%s %s is an %s key; TLCP needs SM2 keys: give the SM2 key generated with %s %s (an RSA or ECDSA key and its certificate go on the tls side)", name, ref, describePublicKey(key.Public()), certName, certPath))
+		return false
+	}
+	return true
+}
+
 // softwareBackend is the name accel gives keys held in memory.
 const softwareBackend = "software"
+
+// selfTest exercises a key on a device once before it serves: the public
+// key it reports could match while the device cannot use the key.
+func selfTest(probs *problems, field, name, ref string, key accel.Key, cert *smx509.Certificate, use accel.Use, opts LoadOptions) {
+	if key.Backend() == softwareBackend {
+		return
+	}
+	if err := accel.SelfTest(opts.ctx(), key, cert, use); err != nil {
+		probs.add(field, fmt.Errorf("%s %s: self-test failed: %w", name, secretRedacted(ref), err))
+	}
+}
 
 // secretRedacted returns a key reference safe for messages.
 func secretRedacted(ref string) string {
@@ -239,16 +327,17 @@ func secretRedacted(ref string) string {
 	return "(key reference)"
 }
 
-// loadSM2Chain loads a certificate file of a TLCP pair and checks that
-// its leaf is SM2; it adds the problem and returns nil otherwise.
-func loadSM2Chain(probs *problems, field, path string, opts LoadOptions) []*smx509.Certificate {
-	chain, err := loadCertChain(field, path, opts)
+// loadSM2Chain loads a certificate file of a TLCP pair (field, called
+// name in messages) and checks that its leaf is SM2; it adds the problem
+// and returns nil otherwise.
+func loadSM2Chain(probs *problems, field, name, path string, opts LoadOptions) []*smx509.Certificate {
+	chain, err := loadCertChain(name, path, opts)
 	if err != nil {
 		probs.add(field, err)
 		return nil
 	}
 	if !sm2.IsSM2PublicKey(chain[0].PublicKey) {
-		probs.add(field, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", field, path, describePublicKey(chain[0].PublicKey), path))
+		probs.add(field, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", name, path, describePublicKey(chain[0].PublicKey), path))
 		return nil
 	}
 	return chain
@@ -256,36 +345,48 @@ func loadSM2Chain(probs *problems, field, path string, opts LoadOptions) []*smx5
 
 // checkPairUsages checks the key usages of a TLCP pair: not swapped, and
 // each fit for its role.
-func checkPairUsages(f TLCPFiles, sign, enc *smx509.Certificate) error {
+func checkPairUsages(f TLCPFiles, n FieldNames, sign, enc *smx509.Certificate) error {
 	if looksLikeEnc(sign) && looksLikeSign(enc) {
-		return fmt.Errorf("sign_cert %s and enc_cert %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange sign_cert/sign_key with enc_cert/enc_key",
-			f.SignCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage))
+		return fmt.Errorf("%s %s and %s %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange %s/%s with %s/%s",
+			n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), n.SignCert, n.SignKey, n.EncCert, n.EncKey)
 	}
-	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
-		return fmt.Errorf("sign_cert %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", f.SignCert, keyUsageString(sign.KeyUsage))
+	if err := checkSignUsage(n.SignCert, f.SignCert, sign); err != nil {
+		return err
 	}
 	if enc.KeyUsage != 0 && enc.KeyUsage&EncKeyUsage == 0 {
-		return fmt.Errorf("enc_cert %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", f.EncCert, keyUsageString(enc.KeyUsage))
+		return fmt.Errorf("%s %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", n.EncCert, f.EncCert, keyUsageString(enc.KeyUsage))
 	}
 	return nil
 }
 
-func pairWarnings(f TLCPFiles, sign, enc *smx509.Certificate) []string {
+func checkSignUsage(name, path string, sign *smx509.Certificate) error {
+	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
+		return fmt.Errorf("%s %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", name, path, keyUsageString(sign.KeyUsage))
+	}
+	return nil
+}
+
+func pairWarnings(f TLCPFiles, n FieldNames, sign, enc *smx509.Certificate) []string {
 	var warnings []string
 	if string(sign.RawSubject) != string(enc.RawSubject) {
-		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s have different subjects (%q, %q); GmSSL peers reject such a pair", f.SignCert, f.EncCert, sign.Subject.String(), enc.Subject.String()))
+		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s have different subjects (%q, %q); GmSSL peers reject such a pair", n.SignCert, f.SignCert, n.EncCert, f.EncCert, sign.Subject.String(), enc.Subject.String()))
 	}
 	if string(sign.RawIssuer) != string(enc.RawIssuer) {
-		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s have different issuers; GmSSL peers reject such a pair", f.SignCert, f.EncCert))
+		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s have different issuers; GmSSL peers reject such a pair", n.SignCert, f.SignCert, n.EncCert, f.EncCert))
 	}
 	if sanString(sign) != sanString(enc) {
-		warnings = append(warnings, fmt.Sprintf("sign_cert %s and enc_cert %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", f.SignCert, f.EncCert, sanString(sign), sanString(enc)))
+		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", n.SignCert, f.SignCert, n.EncCert, f.EncCert, sanString(sign), sanString(enc)))
 	}
 	return warnings
 }
 
+// tlcpCertificate builds the identity; encChain is nil for a signing
+// pair alone, and the keys are nil when not opened.
 func tlcpCertificate(signChain, encChain []*smx509.Certificate, signKey, encKey accel.Key) *tlcp.Certificate {
-	cert := &tlcp.Certificate{SignLeaf: signChain[0], EncLeaf: encChain[0]}
+	cert := &tlcp.Certificate{SignLeaf: signChain[0]}
+	if len(encChain) > 0 {
+		cert.EncLeaf = encChain[0]
+	}
 	if signKey != nil {
 		cert.SignKey = signKey
 	}
@@ -307,20 +408,21 @@ func tlcpCertificate(signChain, encChain []*smx509.Certificate, signKey, encKey 
 // when set). Problems of the certificate and of the key are both
 // reported. With opts.Offline the key is not opened.
 func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, error) {
+	n := opts.names()
 	probs := &problems{side: "tls"}
-	leaf, chain := checkTLSChain(probs, f, opts)
+	leaf, chain := checkTLSChain(probs, f, n, opts)
 	if opts.Offline {
 		if err := probs.err(); err != nil {
 			return nil, nil, err
 		}
 		return tlsCertificate(chain, leaf, nil), nil, nil
 	}
-	key, err := openKey(opts.ctx(), "key", f.Key)
+	key, err := openKey(opts.ctx(), n.Key, f.Key)
 	if err != nil {
 		probs.add("key", err)
 	}
 	if leaf != nil && key != nil && !publicKeysEqual(key.Public(), leaf.PublicKey) {
-		probs.add("key", fmt.Errorf("key %s does not belong to cert %s (the public keys differ); give the key that was generated with this certificate", f.Key, f.Cert))
+		probs.add("key", keyMismatch(n.Key, f.Key, n.Cert, f.Cert))
 	}
 	if err := probs.err(); err != nil {
 		if key != nil {
@@ -334,30 +436,30 @@ func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, err
 // checkTLSChain loads the certificate of a TLS identity and checks its
 // key type and usage; it adds the problems and returns a nil leaf on
 // failure.
-func checkTLSChain(probs *problems, f TLSFiles, opts LoadOptions) (*x509.Certificate, []*smx509.Certificate) {
-	chain, err := loadCertChain("cert", f.Cert, opts)
+func checkTLSChain(probs *problems, f TLSFiles, n FieldNames, opts LoadOptions) (*x509.Certificate, []*smx509.Certificate) {
+	chain, err := loadCertChain(n.Cert, f.Cert, opts)
 	if err != nil {
 		probs.add("cert", err)
 		return nil, nil
 	}
 	leaf := chain[0]
 	if sm2.IsSM2PublicKey(leaf.PublicKey) {
-		probs.add("cert", fmt.Errorf("cert %s is an SM2 certificate, which TLS clients cannot use; give it as a tlcp sign_cert/enc_cert, and an RSA or ECDSA certificate for tls", f.Cert))
+		probs.add("cert", fmt.Errorf("%s %s is an SM2 certificate, which TLS clients cannot use; give it as a tlcp sign_cert/enc_cert, and an RSA or ECDSA certificate for tls", n.Cert, f.Cert))
 		return nil, nil
 	}
 	switch leaf.PublicKey.(type) {
 	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
 	default:
-		probs.add("cert", fmt.Errorf("cert %s has an unsupported %s key for TLS", f.Cert, describePublicKey(leaf.PublicKey)))
+		probs.add("cert", fmt.Errorf("%s %s has an unsupported %s key for TLS", n.Cert, f.Cert, describePublicKey(leaf.PublicKey)))
 		return nil, nil
 	}
 	if leaf.KeyUsage != 0 && leaf.KeyUsage&(smx509.KeyUsageDigitalSignature|smx509.KeyUsageKeyEncipherment) == 0 {
-		probs.add("cert", fmt.Errorf("cert %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", f.Cert, keyUsageString(leaf.KeyUsage)))
+		probs.add("cert", fmt.Errorf("%s %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", n.Cert, f.Cert, keyUsageString(leaf.KeyUsage)))
 		return nil, nil
 	}
 	parsed, err := x509.ParseCertificate(leaf.Raw)
 	if err != nil {
-		probs.add("cert", fmt.Errorf("cert %s: %v", f.Cert, err))
+		probs.add("cert", fmt.Errorf("%s %s: %v", n.Cert, f.Cert, err))
 		return nil, nil
 	}
 	return parsed, chain
@@ -559,8 +661,10 @@ func sanString(c *smx509.Certificate) string {
 	return strings.Join(out, ", ")
 }
 
-// describePublicKey names a key's type and size ("SM2", "RSA-2048",
+// DescribePublicKey names a key's type and size ("SM2", "RSA-2048",
 // "ECDSA P-256").
+func DescribePublicKey(pub any) string { return describePublicKey(pub) }
+
 func describePublicKey(pub any) string {
 	switch k := pub.(type) {
 	case *ecdsa.PublicKey:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/internal/keyenc"
 )
 
 // loadErr loads f and returns the error text, failing when it loads.
@@ -151,6 +152,48 @@ func TestLoadBadInput(t *testing.T) {
 		f.SignCert, f.SignKey = rsaCert, rsaKey
 		wantAll(t, loadErr(t, f, LoadOptions{}), "sign_cert "+rsaCert, "RSA-2048", "TLCP needs SM2", "gmgate cert migrate --from "+rsaCert)
 	})
+	t.Run("RSA key as sign_key", func(t *testing.T) {
+		_, rsaKey := writeRSAServer(t, t.TempDir(), "rsa.example.com")
+		f := files(good)
+		f.SignKey = rsaKey
+		msg := loadErr(t, f, LoadOptions{})
+		wantAll(t, msg, "sign_key "+rsaKey+" is an RSA-2048 key; TLCP needs SM2 keys", "the SM2 key generated with sign_cert "+good.SignCert)
+		if strings.Contains(msg, "public keys differ") {
+			t.Errorf("reported as a mismatch: %s", msg)
+		}
+		f = files(good)
+		f.EncKey = rsaKey
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_key "+rsaKey+" is an RSA-2048 key")
+	})
+	t.Run("names of a command's flags", func(t *testing.T) {
+		flags := LoadOptions{Names: FieldNames{SignCert: "--cert", SignKey: "--key", EncCert: "--enc-cert", EncKey: "--enc-key"}}
+		f := files(good)
+		f.EncCert = ""
+		msg := loadErr(t, f, flags)
+		wantAll(t, msg, "--enc-cert is not set")
+		if strings.Contains(msg, "enc_cert") {
+			t.Errorf("configuration field name in %q", msg)
+		}
+		f = files(good)
+		f.SignKey = other.SignKey
+		wantAll(t, loadErr(t, f, flags), "--key "+other.SignKey+" does not belong to --cert "+good.SignCert)
+	})
+	t.Run("signing certificate alone", func(t *testing.T) {
+		f := TLCPFiles{SignCert: good.SignCert, SignKey: good.SignKey}
+		wantAll(t, loadErr(t, f, LoadOptions{}), "enc_cert is not set")
+		c, _, err := LoadTLCPFiles(f, LoadOptions{SignOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.SignCertificate) == 0 || c.SignKey == nil || c.EncCertificate != nil || c.EncKey != nil {
+			t.Errorf("sign-only identity %+v", c)
+		}
+		f.SignKey = other.SignKey
+		wantAll(t, loadErr(t, f, LoadOptions{SignOnly: true}), "does not belong to sign_cert")
+		// Half an encryption pair is still an error.
+		f = TLCPFiles{SignCert: good.SignCert, SignKey: good.SignKey, EncCert: good.EncCert}
+		wantAll(t, loadErr(t, f, LoadOptions{SignOnly: true}), "enc_key is not set")
+	})
 	t.Run("missing file", func(t *testing.T) {
 		f := files(good)
 		f.EncCert = filepath.Join(dir, "nope.crt")
@@ -183,7 +226,7 @@ func TestLoadHostileInputDoesNotPanic(t *testing.T) {
 		if !r.HasErrors() {
 			t.Errorf("%s: inspect found no error", name)
 		}
-		if _, err := describeEncryptedPKCS8([]byte(data)); err == nil && data != "" {
+		if _, err := keyenc.Describe([]byte(data)); err == nil && data != "" {
 			t.Errorf("%s: described as an encrypted key", name)
 		}
 	}

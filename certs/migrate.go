@@ -30,9 +30,10 @@ type MigrateOptions struct {
 	CA *CA
 	// OutDir receives the new files.
 	OutDir string
-	// KeyPassword encrypts the new keys when not empty.
-	KeyPassword []byte
-	Now         func() time.Time
+	// KeyEncryption says how the new keys are written (nil: not
+	// encrypted).
+	KeyEncryption *KeyEncryption
+	Now           func() time.Time
 }
 
 // MigratedCert is one migrated certificate.
@@ -113,10 +114,10 @@ func Migrate(opts MigrateOptions) (*MigrateResult, error) {
 		}
 		names[m.Name] = true
 		if m.Dual != nil {
-			if m.Files, err = m.Dual.Write(opts.OutDir, m.Name, opts.KeyPassword); err != nil {
+			if m.Files, err = m.Dual.Write(opts.OutDir, m.Name, opts.KeyEncryption); err != nil {
 				return res, err
 			}
-		} else if m.CSRFiles, err = m.CSR.Write(opts.OutDir, m.Name, opts.KeyPassword); err != nil {
+		} else if m.CSRFiles, err = m.CSR.Write(opts.OutDir, m.Name, opts.KeyEncryption); err != nil {
 			return res, err
 		}
 		res.Migrated = append(res.Migrated, m)

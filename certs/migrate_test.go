@@ -190,7 +190,7 @@ func TestMigrateDirectoryAndCSR(t *testing.T) {
 			if strings.HasSuffix(p, ".enc.csr") {
 				wantKU = EncKeyUsage
 			}
-			if ku := requestedKeyUsage(t, csr); ku != wantKU {
+			if ku := kuOfRequest(t, csr); ku != wantKU {
 				t.Errorf("%s requests %s, want %s", p, keyUsageString(ku), keyUsageString(wantKU))
 			}
 		}
@@ -202,9 +202,9 @@ func TestMigrateDirectoryAndCSR(t *testing.T) {
 	}
 }
 
-// requestedKeyUsage decodes the KeyUsage extension a CSR asks for by
+// kuOfRequest decodes the KeyUsage extension a CSR asks for by
 // issuing a throwaway certificate from it with smx509.
-func requestedKeyUsage(t *testing.T, csr *smx509.CertificateRequest) smx509.KeyUsage {
+func kuOfRequest(t *testing.T, csr *smx509.CertificateRequest) smx509.KeyUsage {
 	t.Helper()
 	key, _ := sm2.GenerateKey(rand.Reader)
 	tmpl := &smx509.Certificate{SerialNumber: big.NewInt(1 << 40), NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), ExtraExtensions: csr.Extensions}

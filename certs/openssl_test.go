@@ -2,8 +2,10 @@ package certs
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/pem"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,4 +284,45 @@ func resignWithEmptyID(t *testing.T, c *smx509.Certificate, ca *CA) *smx509.Cert
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A key encrypted with an algorithm gmgate lacks: loading and inspecting
+// it name the algorithm instead of blaming the password.
+func TestOpenSSLKeyWithUnsupportedCipher(t *testing.T) {
+	bin := needOpenSSL(t)
+	dir := t.TempDir()
+	runOpenSSL(t, bin, dir, "genpkey", "-algorithm", "SM2", "-out", "plain.key")
+	runOpenSSL(t, bin, dir, "pkcs8", "-topk8", "-in", "plain.key", "-v2", "camellia-128-cbc", "-passout", "pass:pw", "-out", "camellia.key")
+	t.Setenv("GMGATE_TEST_KEYPW", "pw")
+	_, err := accel.Open(context.Background(), "file:"+filepath.Join(dir, "camellia.key")+"?password-env=GMGATE_TEST_KEYPW")
+	if err == nil || !errors.Is(err, accel.ErrKeyEncryption) || errors.Is(err, accel.ErrKeyPassword) || !strings.Contains(err.Error(), "cipher CAMELLIA-128-CBC") {
+		t.Fatalf("got %v, want an error naming the cipher", err)
+	}
+	out, bad := inspectText(t, []string{filepath.Join(dir, "camellia.key")}, InspectOptions{})
+	if !bad || !strings.Contains(out, "ERROR: gmgate cannot decrypt this key: the key is encrypted with cipher CAMELLIA-128-CBC") || strings.Contains(out, "wrong password") {
+		t.Errorf("inspect:\n%s", out)
+	}
+}
+
+// A key in Tongsuo's layout opens through a key reference like any other.
+func TestTongsuoFormatKeyOpens(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, false)
+	d, err := ca.IssueDual(IssueOptions{DNSNames: []string{"t.example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.Write(dir, "t", &KeyEncryption{Password: []byte("pw"), Format: KeyFormatTongsuo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GMGATE_TEST_KEYPW", "pw")
+	ref := func(p string) string { return "file:" + p + "?password-env=GMGATE_TEST_KEYPW" }
+	if _, err := LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GMGATE_TEST_KEYPW", "not it")
+	if _, err := LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); !errors.Is(err, accel.ErrKeyPassword) {
+		t.Errorf("wrong password: %v", err)
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ inspection, verification, and migration of RSA/ECDSA certificates to SM2.
 
   gmgate cert init-ca --out ca
   gmgate cert issue --ca ca --dns api.example.cn --ip 10.0.0.5 --out site
+  gmgate cert csr --dns api.example.cn --out req && gmgate cert sign --ca ca --csr req/api.example.cn.sign.csr --csr req/api.example.cn.enc.csr
   gmgate cert inspect site/api.example.cn.sign.crt site/api.example.cn.sign.key
   gmgate cert verify --ca ca/ca.crt --host api.example.cn --enc site/api.example.cn.enc.crt site/api.example.cn.sign.crt
   gmgate cert migrate --from /etc/nginx/site.crt --key /etc/nginx/site.key --ca ca --out site`,
@@ -30,6 +33,42 @@ inspection, verification, and migration of RSA/ECDSA certificates to SM2.
 func init() {
 	rootCmd.AddCommand(certCmd)
 	certCmd.AddCommand(newInitCACmd(), newIssueCmd(), newCSRCmd())
+}
+
+// keyFlags are the flags that say how new private keys are written.
+type keyFlags struct {
+	passwordFile, format string
+}
+
+func (k *keyFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&k.passwordFile, "key-password-file", "", "encrypt the new keys (PKCS#8, PBES2/PBKDF2-hmacWithSM3/SM4-CBC) with the password in this file")
+	f.StringVar(&k.format, "key-format", string(certs.DefaultKeyFormat), "layout of encrypted keys: gmssl (read by GmSSL, gmsm) or tongsuo (read by Tongsuo); gmgate reads both")
+}
+
+// encryption returns how to write keys: nil without a password.
+func (k *keyFlags) encryption(cmd *cobra.Command) (*certs.KeyEncryption, error) {
+	format, err := certs.ParseKeyFormat(k.format)
+	if err != nil {
+		return nil, fmt.Errorf("--key-format: %w", err)
+	}
+	pw, err := readPassword(k.passwordFile)
+	if err != nil || pw == nil {
+		if err == nil && cmd.Flags().Changed("key-format") {
+			return nil, errors.New("--key-format says how encrypted keys are written; give --key-password-file too")
+		}
+		return nil, err
+	}
+	return &certs.KeyEncryption{Password: pw, Format: format}, nil
+}
+
+// validity checks a --days value.
+func validity(flag string, days int) (time.Duration, error) {
+	maxDays := int(certs.MaxValidity.Hours() / 24)
+	if days <= 0 || days > maxDays {
+		return 0, fmt.Errorf("%s %d: give a number of days from 1 to %d", flag, days, maxDays)
+	}
+	return time.Duration(days) * 24 * time.Hour, nil
 }
 
 // subjectFlags are the identity flags shared by issue and csr.
@@ -51,11 +90,16 @@ func (s *subjectFlags) register(cmd *cobra.Command, defaultDays int) {
 	}
 }
 
-func (s *subjectFlags) options() (certs.IssueOptions, error) {
+func (s *subjectFlags) options(cmd *cobra.Command) (certs.IssueOptions, error) {
 	o := certs.IssueOptions{
 		Subject:  pkix.Name{CommonName: s.cn, Organization: s.orgs},
 		DNSNames: s.dns,
-		Validity: time.Duration(s.days) * 24 * time.Hour,
+	}
+	if cmd.Flags().Lookup("days") != nil {
+		var err error
+		if o.Validity, err = validity("--days", s.days); err != nil {
+			return o, err
+		}
 	}
 	if s.country != "" {
 		o.Subject.Country = []string{s.country}
@@ -117,32 +161,47 @@ func refuseOverwrite(force bool, paths ...string) error {
 
 func newInitCACmd() *cobra.Command {
 	var (
-		out, cn, org, pwFile, keyType string
-		days                          int
-		intermediate, force           bool
+		out, cn, org, keyType string
+		days                  int
+		intermediate, force   bool
+		keys                  keyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "init-ca --out DIR",
-		Short: "Create a local SM2 root CA (and optionally an intermediate)",
+		Short: "Create a local root CA (and optionally an intermediate): SM2 for TLCP, ECDSA or RSA for TLS",
+		Long: `Create a local root CA in DIR (ca.crt, ca.key), and with --intermediate an
+intermediate CA that issues the certificates (intermediate.crt,
+intermediate.key) so that ca.key can be kept offline. An SM2 CA (the default)
+issues TLCP pairs; an ECDSA or RSA CA (--key-type) issues certificates for
+the tls side of a listener.`,
 		Example: `  gmgate cert init-ca --out ca
-  gmgate cert init-ca --out ca --intermediate --cn "Example GM Root" --key-password-file pw.txt`,
+  gmgate cert init-ca --out ca --intermediate --cn "Example GM Root" --key-password-file pw.txt
+  gmgate cert init-ca --out tls-ca --key-type ecdsa-p256`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return errors.New("--out is required: the directory for ca.crt and ca.key")
 			}
-			pw, err := readPassword(pwFile)
+			alg, err := certs.ParseKeyAlgorithm(keyType)
+			if err != nil {
+				return fmt.Errorf("--key-type: %w", err)
+			}
+			valid, err := validity("--days", days)
 			if err != nil {
 				return err
 			}
-			opts := certs.CAOptions{Intermediate: intermediate, KeyAlgorithm: certs.KeyAlgorithm(keyType), Validity: time.Duration(days) * 24 * time.Hour}
+			enc, err := keys.encryption(cmd)
+			if err != nil {
+				return err
+			}
+			opts := certs.CAOptions{Intermediate: intermediate, KeyAlgorithm: alg, Validity: valid}
 			opts.Subject.CommonName = cn
 			if org != "" {
 				opts.Subject.Organization = []string{org}
 			}
-			paths := []string{out + "/" + certs.CACertFile, out + "/" + certs.CAKeyFile}
+			paths := []string{filepath.Join(out, certs.CACertFile), filepath.Join(out, certs.CAKeyFile)}
 			if intermediate {
-				paths = append(paths, out+"/"+certs.IntermediateCertFile, out+"/"+certs.IntermediateKeyFile)
+				paths = append(paths, filepath.Join(out, certs.IntermediateCertFile), filepath.Join(out, certs.IntermediateKeyFile))
 			}
 			if err := refuseOverwrite(force, paths...); err != nil {
 				return err
@@ -151,27 +210,33 @@ func newInitCACmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := ca.Write(out, pw); err != nil {
+			if err := ca.Write(out, enc); err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "root CA %q, valid until %s\n", ca.Root.Subject.String(), ca.Root.NotAfter.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "root CA %q (%s), valid until %s\n", ca.Root.Subject.String(), alg, ca.Root.NotAfter.UTC().Format(time.RFC3339))
 			if ca.Intermediate != nil {
-				fmt.Fprintf(w, "intermediate CA %q issues the certificates; keep %s/%s offline\n", ca.Intermediate.Subject.String(), out, certs.CAKeyFile)
+				fmt.Fprintf(w, "intermediate CA %q issues the certificates; keep %s offline\n", ca.Intermediate.Subject.String(), filepath.Join(out, certs.CAKeyFile))
 			}
 			fmt.Fprintf(w, "wrote %s\n", strings.Join(paths, ", "))
-			fmt.Fprintf(w, "next: gmgate cert issue --ca %s --dns NAME --out DIR\n", out)
+			if alg.IsSM2() {
+				fmt.Fprintf(w, "next: gmgate cert issue --ca %s --dns NAME --out DIR      (a TLCP signing + encryption pair)\n", out)
+			} else {
+				fmt.Fprintf(w, "next: gmgate cert issue --ca %s --dns NAME --out DIR      (a certificate for the tls side)\n", out)
+			}
+			fmt.Fprintf(w, "  or: gmgate cert sign --ca %s --csr FILE.csr               (sign a request made elsewhere)\n", out)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "directory to write the CA into")
-	f.StringVar(&cn, "cn", "", "root CA common name (default \"gmgate local SM2 root CA\")")
+	f.StringVar(&cn, "cn", "", "root CA common name (default \"gmgate local SM2 root CA\", or ECDSA/RSA)")
 	f.StringVar(&org, "org", "", "CA organization")
-	f.IntVar(&days, "days", 3650, "CA validity in days (at most 3653)")
+	f.IntVar(&days, "days", 3650, "CA validity in days (1 to 3653)")
 	f.BoolVar(&intermediate, "intermediate", false, "also create an intermediate CA that issues the certificates")
-	f.StringVar(&pwFile, "key-password-file", "", "encrypt the CA keys with the password in this file")
-	f.StringVar(&keyType, "key-type", "sm2", "CA key type: sm2 (TLCP) or ecdsa-p256 (TLS)")
+	f.StringVar(&keyType, "key-type", "sm2", "CA key type: sm2 (TLCP), or ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096 (TLS)")
+	keys.register(cmd)
+	f.Lookup("key-password-file").Usage = "encrypt the CA keys with the password in this file"
 	f.BoolVar(&force, "force", false, "overwrite existing files")
 	return cmd
 }
@@ -185,32 +250,45 @@ func loadCA(dir, pwFile string) (*certs.CA, error) {
 
 func newIssueCmd() *cobra.Command {
 	var (
-		subj                               subjectFlags
-		caDir, caPwFile, out, name, pwFile string
-		force                              bool
+		subj                           subjectFlags
+		caDir, caPwFile, out, name, kt string
+		force                          bool
+		keys                           keyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "issue --ca DIR --dns NAME [--ip ADDR] --out DIR",
-		Short: "Issue an SM2 signing + encryption certificate pair from a local CA",
-		Long: `Issue a TLCP certificate pair: a signing certificate (digitalSignature,
+		Short: "Issue a certificate from a local CA: an SM2 signing + encryption pair, or a TLS certificate",
+		Long: `Issue certificates from a CA made by gmgate cert init-ca, with new keys.
+
+From an SM2 CA: a TLCP pair, a signing certificate (digitalSignature,
 nonRepudiation) and an encryption certificate (keyEncipherment,
 dataEncipherment, keyAgreement), with identical subject, names and issuer,
 EKU serverAuth+clientAuth, random 128-bit serials and no BasicConstraints, as
 the strictest TLCP peers require. Writes NAME.sign.crt, NAME.sign.key,
 NAME.enc.crt, NAME.enc.key (keys 0600; each certificate followed by the
-intermediate, if any) and ca.crt.`,
+intermediate, if any) and ca.crt.
+
+From an ECDSA or RSA CA: a certificate for the tls side of a listener
+(ECDSA P-256 or RSA-2048 like the CA, or --key-type), written as NAME.crt
+and NAME.key, with ca.crt.`,
 		Example: `  gmgate cert issue --ca ca --dns api.example.cn --dns www.example.cn --ip 10.0.0.5 --out site
-  gmgate cert issue --ca ca --dns api.example.cn --days 730 --key-password-file pw.txt --out site`,
+  gmgate cert issue --ca ca --dns api.example.cn --days 730 --key-password-file pw.txt --key-format tongsuo --out site
+  gmgate cert issue --ca tls-ca --dns api.example.cn --out site`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return errors.New("--out is required: the directory for the certificate files")
 			}
-			opts, err := subj.options()
+			opts, err := subj.options(cmd)
 			if err != nil {
 				return err
 			}
-			pw, err := readPassword(pwFile)
+			if kt != "" {
+				if opts.KeyAlgorithm, err = certs.ParseKeyAlgorithm(kt); err != nil {
+					return fmt.Errorf("--key-type: %w", err)
+				}
+			}
+			enc, err := keys.encryption(cmd)
 			if err != nil {
 				return err
 			}
@@ -219,6 +297,14 @@ intermediate, if any) and ca.crt.`,
 				return err
 			}
 			stem := subj.name(name)
+			w := cmd.OutOrStdout()
+			names := strings.Join(append(append([]string{}, subj.dns...), subj.ips...), ", ")
+			if !ca.KeyAlgorithm().IsSM2() {
+				return issueTLS(w, ca, opts, out, stem, names, enc, force)
+			}
+			if kt != "" && !opts.KeyAlgorithm.IsSM2() {
+				return fmt.Errorf("--key-type %s: an SM2 CA issues SM2 pairs; for a TLS certificate use an ECDSA or RSA CA (gmgate cert init-ca --key-type %s)", kt, kt)
+			}
 			f := certs.DualFileNames(out, stem)
 			if err := refuseOverwrite(force, f.SignCert, f.SignKey, f.EncCert, f.EncKey); err != nil {
 				return err
@@ -227,11 +313,10 @@ intermediate, if any) and ca.crt.`,
 			if err != nil {
 				return err
 			}
-			if f, err = pair.Write(out, stem, pw); err != nil {
+			if f, err = pair.Write(out, stem, enc); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "issued %q for %s, valid until %s\n", pair.SignCert.Subject.String(), strings.Join(append(append([]string{}, subj.dns...), subj.ips...), ", "), pair.SignCert.NotAfter.UTC().Format(time.RFC3339))
+			fmt.Fprintf(w, "issued %q for %s, valid until %s\n", pair.SignCert.Subject.String(), names, pair.SignCert.NotAfter.UTC().Format(time.RFC3339))
 			fmt.Fprintf(w, "  sign_cert: %s\n  sign_key:  %s\n  enc_cert:  %s\n  enc_key:   %s\n  CA:        %s\n", f.SignCert, f.SignKey, f.EncCert, f.EncKey, f.CACert)
 			return nil
 		},
@@ -240,18 +325,41 @@ intermediate, if any) and ca.crt.`,
 	f := cmd.Flags()
 	f.StringVar(&caDir, "ca", "", "CA directory (from gmgate cert init-ca)")
 	f.StringVar(&caPwFile, "ca-key-password-file", "", "password file of encrypted CA keys")
-	f.StringVar(&out, "out", "", "directory to write the pair into")
+	f.StringVar(&out, "out", "", "directory to write the files into")
 	f.StringVar(&name, "name", "", "file name stem (default: the first --dns or --ip)")
-	f.StringVar(&pwFile, "key-password-file", "", "encrypt the new keys (PBES2/PBKDF2-hmacWithSM3/SM4-CBC) with the password in this file")
+	f.StringVar(&kt, "key-type", "", "key type of a TLS certificate: ecdsa-p256, ecdsa-p384, rsa-2048, rsa-3072, rsa-4096 (default: like the CA)")
+	keys.register(cmd)
 	f.BoolVar(&force, "force", false, "overwrite existing files")
 	return cmd
 }
 
+// issueTLS issues and writes a TLS certificate from an ECDSA or RSA CA.
+func issueTLS(w io.Writer, ca *certs.CA, opts certs.IssueOptions, out, stem, names string, enc *certs.KeyEncryption, force bool) error {
+	certFile, keyFile, caFile := filepath.Join(out, stem+".crt"), filepath.Join(out, stem+".key"), filepath.Join(out, certs.CACertFile)
+	if err := refuseOverwrite(force, certFile, keyFile); err != nil {
+		return err
+	}
+	leaf, err := ca.IssueTLS(opts)
+	if err != nil {
+		return err
+	}
+	if _, _, err := leaf.Write(out, stem, enc); err != nil {
+		return err
+	}
+	if err := certs.WriteCertificates(caFile, ca.Root); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "issued %q (%s key, for the tls side) for %s, valid until %s\n", leaf.Cert.Subject.String(), certs.DescribePublicKey(leaf.Cert.PublicKey), names, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "  tls:\n    cert: %s\n    key:  %s\n  CA:     %s\n", certFile, keyFile, caFile)
+	return nil
+}
+
 func newCSRCmd() *cobra.Command {
 	var (
-		subj              subjectFlags
-		out, name, pwFile string
-		force             bool
+		subj      subjectFlags
+		out, name string
+		force     bool
+		keys      keyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "csr --dns NAME [--ip ADDR] --out DIR",
@@ -259,30 +367,31 @@ func newCSRCmd() *cobra.Command {
 		Long: `Make two SM2 keys and a certificate request for each: NAME.sign.csr asks for
 digitalSignature+nonRepudiation, NAME.enc.csr for keyEncipherment,
 dataEncipherment and keyAgreement; both carry the same subject and names and
-ask for serverAuth+clientAuth. Send both to the GM CA; keep the .key files.`,
+ask for serverAuth+clientAuth. Send both to the GM CA (or sign them with a
+local one: gmgate cert sign); keep the .key files.`,
 		Example: `  gmgate cert csr --dns api.example.cn --org "Example Ltd" --country CN --out req`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return errors.New("--out is required: the directory for the requests and keys")
 			}
-			opts, err := subj.options()
+			opts, err := subj.options(cmd)
 			if err != nil {
 				return err
 			}
-			pw, err := readPassword(pwFile)
+			enc, err := keys.encryption(cmd)
 			if err != nil {
 				return err
 			}
 			stem := subj.name(name)
-			if err := refuseOverwrite(force, out+"/"+stem+".sign.key", out+"/"+stem+".enc.key"); err != nil {
+			if err := refuseOverwrite(force, filepath.Join(out, stem+".sign.key"), filepath.Join(out, stem+".enc.key")); err != nil {
 				return err
 			}
 			c, err := certs.NewDualCSR(opts)
 			if err != nil {
 				return err
 			}
-			f, err := c.Write(out, stem, pw)
+			f, err := c.Write(out, stem, enc)
 			if err != nil {
 				return err
 			}
@@ -294,7 +403,7 @@ ask for serverAuth+clientAuth. Send both to the GM CA; keep the .key files.`,
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "directory to write the requests and keys into")
 	f.StringVar(&name, "name", "", "file name stem (default: the first --dns or --ip)")
-	f.StringVar(&pwFile, "key-password-file", "", "encrypt the keys with the password in this file")
+	keys.register(cmd)
 	f.BoolVar(&force, "force", false, "overwrite existing files")
 	return cmd
 }

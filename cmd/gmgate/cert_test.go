@@ -91,7 +91,7 @@ func TestCertCommands(t *testing.T) {
 }
 
 func TestCertHelpHasExamples(t *testing.T) {
-	for _, sub := range []string{"init-ca", "issue", "csr", "inspect", "verify", "migrate"} {
+	for _, sub := range []string{"init-ca", "issue", "csr", "sign", "inspect", "verify", "migrate"} {
 		out, err := runCLI(t, "cert", sub, "--help")
 		if err != nil {
 			t.Fatal(err)

@@ -43,7 +43,7 @@ func newCheckPKI(t *testing.T) *checkPKI {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := pair.Write(dir, name, password)
+		f, err := pair.Write(dir, name, &certs.KeyEncryption{Password: password})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,18 +75,20 @@ func newCheckPKI(t *testing.T) *checkPKI {
 	if p.tlsCert, p.tlsKey, err = leaf.Write(dir, "tls", nil); err != nil {
 		t.Fatal(err)
 	}
-	p.rsaCert, p.rsaKey = writeRSACert(t, dir)
+	p.rsaCert, p.rsaKey = writeRSACert(t, dir, "localhost")
 	return p
 }
 
-func writeRSACert(t *testing.T, dir string) (string, string) {
+// writeRSACert writes a self-signed RSA server certificate for cn and its
+// key, as a legacy site has them.
+func writeRSACert(t *testing.T, dir, cn string) (string, string) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: cn}, DNSNames: []string{cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

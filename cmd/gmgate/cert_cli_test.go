@@ -1,0 +1,254 @@
+package main
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/keyenc"
+)
+
+// gmgate runs the gmgate command in dir (the test's cwd when empty) and
+// returns its output and exit code.
+func gmgate(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := gmgateCommand(args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// mustGmgate runs gmgate and fails the test unless it exits 0.
+func mustGmgate(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, code := gmgate(t, dir, args...)
+	if code != 0 {
+		t.Fatalf("gmgate %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+// runPrinted runs a "gmgate ..." command line as the output printed it,
+// with NAME, DIR and the like replaced.
+func runPrinted(t *testing.T, dir, line string, replace ...string) string {
+	t.Helper()
+	line = strings.NewReplacer(replace...).Replace(strings.TrimSpace(line))
+	args := strings.Fields(line)
+	if len(args) < 2 || args[0] != "gmgate" {
+		t.Fatalf("not a gmgate command: %q", line)
+	}
+	return mustGmgate(t, dir, args[1:]...)
+}
+
+// init-ca for the TLS side suggests cert issue, which issues from it.
+func TestCertIssueForTheTLSSide(t *testing.T) {
+	for _, kt := range []string{"ecdsa-p256", "rsa-2048"} {
+		t.Run(kt, func(t *testing.T) {
+			dir := t.TempDir()
+			out := mustGmgate(t, dir, "cert", "init-ca", "--out", "tls-ca", "--key-type", kt)
+			next := regexp.MustCompile(`next: (gmgate cert issue [^(\n]*)`).FindStringSubmatch(out)
+			if next == nil {
+				t.Fatalf("no next step:\n%s", out)
+			}
+			out = runPrinted(t, dir, next[1], "NAME", "legacy.example.com", "DIR", "site")
+			certFile, keyFile := filepath.Join("site", "legacy.example.com.crt"), filepath.Join("site", "legacy.example.com.key")
+			if !strings.Contains(out, "for the tls side") || !strings.Contains(out, "cert: "+certFile) {
+				t.Errorf("issue output:\n%s", out)
+			}
+			c, err := certs.LoadTLS(filepath.Join(dir, certFile), filepath.Join(dir, keyFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := x509.NewCertPool()
+			caPEM, _ := os.ReadFile(filepath.Join(dir, "site", "ca.crt"))
+			pool.AppendCertsFromPEM(caPEM)
+			if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "legacy.example.com"}); err != nil {
+				t.Errorf("the certificate does not verify against the ca.crt written beside it: %v", err)
+			}
+			want := map[string]string{"ecdsa-p256": "ECDSA P-256", "rsa-2048": "RSA-2048"}[kt]
+			if got := certs.DescribePublicKey(c.Leaf.PublicKey); got != want {
+				t.Errorf("key %s, want %s", got, want)
+			}
+		})
+	}
+	// An SM2 CA refuses a TLS key type with the fix.
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	out, code := gmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "x.example.cn", "--key-type", "rsa-2048", "--out", "site")
+	if code == 0 || !strings.Contains(out, "init-ca --key-type rsa-2048") {
+		t.Errorf("SM2 CA with --key-type rsa-2048: exit %d\n%s", code, out)
+	}
+}
+
+// cert csr, then cert sign as printed: the pair loads with the keys of
+// the requests; a request that asks for no key usage takes --usage.
+func TestCertSignCSR(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca", "--intermediate")
+	mustGmgate(t, dir, "cert", "csr", "--dns", "card.example.cn", "--out", "req")
+	out := mustGmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "req/card.example.cn.sign.csr", "--csr", "req/card.example.cn.enc.csr", "--out", "site")
+	for _, want := range []string{"TLCP signing certificate", "TLCP encryption certificate", "sign_cert: site/card.example.cn.sign.crt", "enc_cert:  site/card.example.cn.enc.crt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sign output lacks %q:\n%s", want, out)
+		}
+	}
+	at := func(p string) string { return filepath.Join(dir, p) }
+	roots, err := certs.ReadRoots(at("site/ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, warnings, err := certs.LoadTLCPFiles(certs.TLCPFiles{
+		SignCert: at("site/card.example.cn.sign.crt"), SignKey: at("req/card.example.cn.sign.key"),
+		EncCert: at("site/card.example.cn.enc.crt"), EncKey: at("req/card.example.cn.enc.key"),
+	}, certs.LoadOptions{Roots: roots})
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("signed pair: %v %v", err, warnings)
+	}
+	// Signing again refuses to overwrite.
+	if out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "req/card.example.cn.sign.csr", "--out", "site"); code == 0 || !strings.Contains(out, "already exists") {
+		t.Errorf("overwrite: exit %d\n%s", code, out)
+	}
+	// Two requests for the same role.
+	if out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "req/card.example.cn.sign.csr", "--csr", "req/card.example.cn.sign.csr", "--out", "again"); code == 0 || !strings.Contains(out, "a second request for the sign certificate") {
+		t.Errorf("two signing requests: exit %d\n%s", code, out)
+	}
+	// A request made elsewhere (OpenSSL, as a card vendor's tool would)
+	// without key usage: --usage decides.
+	bin, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl is not installed; the rest needs it")
+	}
+	for _, args := range [][]string{
+		{"genpkey", "-algorithm", "SM2", "-out", "card.key"},
+		{"req", "-new", "-key", "card.key", "-sm3", "-sigopt", "distid:1234567812345678", "-subj", "/CN=card.example.cn", "-addext", "subjectAltName=DNS:card.example.cn", "-out", "card.csr"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("openssl %v: %v\n%s", args, err, out)
+		}
+	}
+	if out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "card.csr"); code == 0 || !strings.Contains(out, "give --usage sign or --usage enc") {
+		t.Errorf("request without key usage: exit %d\n%s", code, out)
+	}
+	out = mustGmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "card.csr", "--usage", "sign")
+	if !strings.Contains(out, "TLCP signing certificate") || !strings.Contains(out, "wrote card.crt") {
+		t.Errorf("--usage sign:\n%s", out)
+	}
+	out, code := gmgate(t, dir, "cert", "inspect", "--ca", "ca/ca.crt", "card.crt", "card.key")
+	if code != 0 || !strings.Contains(out, "SM2 signing certificate") || !strings.Contains(out, "belongs to:") {
+		t.Errorf("inspect the signed card certificate: exit %d\n%s", code, out)
+	}
+}
+
+func TestCertDaysMustBePositive(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	mustGmgate(t, dir, "cert", "csr", "--dns", "d.example.cn", "--out", "req")
+	for _, args := range [][]string{
+		{"cert", "issue", "--ca", "ca", "--dns", "d.example.cn", "--out", "site", "--days", "0"},
+		{"cert", "issue", "--ca", "ca", "--dns", "d.example.cn", "--out", "site", "--days", "-30"},
+		{"cert", "issue", "--ca", "ca", "--dns", "d.example.cn", "--out", "site", "--days", "4000"},
+		{"cert", "init-ca", "--out", "ca2", "--days", "0"},
+		{"cert", "sign", "--ca", "ca", "--csr", "req/d.example.cn.sign.csr", "--days", "0"},
+	} {
+		out, code := gmgate(t, dir, args...)
+		if code == 0 || !strings.Contains(out, "give a number of days from 1 to 3653") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "site")); err == nil {
+		t.Error("a refused issue wrote files")
+	}
+	out := mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "d.example.cn", "--out", "site", "--days", "30")
+	c, err := certs.LoadTLCP(filepath.Join(dir, "site/d.example.cn.sign.crt"), filepath.Join(dir, "site/d.example.cn.sign.key"), filepath.Join(dir, "site/d.example.cn.enc.crt"), filepath.Join(dir, "site/d.example.cn.enc.key"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if days := c.SignLeaf.NotAfter.Sub(c.SignLeaf.NotBefore).Hours() / 24; days != 30 {
+		t.Errorf("--days 30 issued %v days", days)
+	}
+}
+
+// An RSA certificate given as sign_cert: the error's hint works as printed,
+// and what it prints next works too.
+func TestCertMigrateHintWorksAsPrinted(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeRSACert(t, dir, "legacy.example.cn")
+	_, err := certs.LoadTLCP(certFile, keyFile, certFile, keyFile)
+	if err == nil {
+		t.Fatal("an RSA certificate loaded as sign_cert")
+	}
+	hint := regexp.MustCompile(`gmgate cert migrate --from \S+`).FindString(err.Error())
+	if hint == "" {
+		t.Fatalf("no migrate hint in %q", err)
+	}
+	out := runPrinted(t, dir, hint)
+	for _, f := range []string{"legacy.example.cn.sign.csr", "legacy.example.cn.enc.csr", "legacy.example.cn.sign.key", "legacy.example.cn.enc.key"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s not written: %v\n%s", f, err, out)
+		}
+	}
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	next := regexp.MustCompile(`gmgate cert sign --ca DIR [^\n]*`).FindString(out)
+	if next == "" {
+		t.Fatalf("no next step:\n%s", out)
+	}
+	runPrinted(t, dir, next, "DIR", "ca")
+	at := func(p string) string { return filepath.Join(dir, p) }
+	if _, err := certs.LoadTLCP(at("legacy.example.cn.sign.crt"), at("legacy.example.cn.sign.key"), at("legacy.example.cn.enc.crt"), at("legacy.example.cn.enc.key")); err != nil {
+		t.Fatalf("the migrated pair: %v", err)
+	}
+}
+
+// --key-format chooses the PRF identifier of encrypted keys; gmgate reads
+// both, and inspect says who else does.
+func TestCertKeyFormat(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pw"), []byte("key password\n"), 0o600)
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	for _, tc := range []struct{ format, prf, readBy string }{
+		{"gmssl", "1.2.156.10197.1.401.2", "gmgate, GmSSL"},
+		{"tongsuo", "1.2.156.10197.1.401.3.1", "gmgate, Tongsuo"},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			out := filepath.Join(dir, tc.format)
+			mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "k.example.cn", "--out", out, "--key-password-file", "pw", "--key-format", tc.format)
+			data, _ := os.ReadFile(filepath.Join(out, "k.example.cn.enc.key"))
+			block, _ := pem.Decode(data)
+			in, err := keyenc.Describe(block.Bytes)
+			if err != nil || in.PRF.String() != tc.prf {
+				t.Fatalf("written with PRF %v (%v)", in.PRF, err)
+			}
+			text := mustGmgate(t, dir, "cert", "inspect", "--key-password-file", "pw", filepath.Join(out, "k.example.cn.enc.crt"), filepath.Join(out, "k.example.cn.enc.key"))
+			if !strings.Contains(text, "readable by:       "+tc.readBy) || !strings.Contains(text, "belongs to:") {
+				t.Errorf("inspect:\n%s", text)
+			}
+			ref := func(f string) string {
+				return "file:" + filepath.Join(out, f) + "?password-file=" + filepath.Join(dir, "pw")
+			}
+			if _, err := certs.LoadTLCP(filepath.Join(out, "k.example.cn.sign.crt"), ref("k.example.cn.sign.key"), filepath.Join(out, "k.example.cn.enc.crt"), ref("k.example.cn.enc.key")); err != nil {
+				t.Errorf("load: %v", err)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"cert", "issue", "--ca", "ca", "--dns", "k.example.cn", "--out", "bad", "--key-password-file", "pw", "--key-format", "pkcs12"},
+		{"cert", "issue", "--ca", "ca", "--dns", "k.example.cn", "--out", "bad", "--key-format", "tongsuo"},
+	} {
+		if out, code := gmgate(t, dir, args...); code == 0 {
+			t.Errorf("%v accepted:\n%s", args, out)
+		}
+	}
+}
