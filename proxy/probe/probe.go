@@ -1,8 +1,8 @@
 // Package probe is a curl-like TLCP client: it connects to a TLCP server,
 // reports what was negotiated (suite, certificates, resumption) and how
-// long each step took, and sends one HTTP request. It is what
-// `gmgate probe` runs, and what tests use to reach a gateway as a user
-// would.
+// long each step took, and sends one HTTP request, or raw bytes to a
+// service that does not speak HTTP. It is what `gmgate probe` runs, and
+// what tests use to reach a gateway as a user would.
 package probe
 
 import (
@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -30,12 +31,20 @@ import (
 
 // Options describe one probe.
 type Options struct {
-	// URL is https://host:port/path.
+	// URL is https://host:port/path. In raw mode host:port (or
+	// tlcp://host:port) will do.
 	URL string
 	// Method is GET when empty; Body is sent with it.
 	Method string
 	Body   string
+	// Header holds extra request headers. A Host header sets the
+	// request's Host (the URL's host by default); the others are sent as
+	// given, User-Agent included.
 	Header http.Header
+	// Resolve maps host:port to an address to connect to instead, as
+	// curl's --resolve: "host:port:addr". The URL's host is still the
+	// name verified in the certificate and sent as Host.
+	Resolve []string
 	// CAFile is a PEM file of the CA certificates to trust; the system
 	// pool when empty.
 	CAFile string
@@ -46,14 +55,21 @@ type Options struct {
 	// ClientHello extensions).
 	ServerName string
 	// Client identity for client authentication: a signing certificate
-	// and key, and optionally an encryption pair (needed for ECDHE).
+	// and key, and optionally an encryption pair (needed for ECDHE; some
+	// peers want the signing certificate alone).
 	SignCert, SignKey, EncCert, EncKey string
 	// Suites restrict the offered cipher suites (names such as
 	// ECC_SM4_GCM_SM3); all by default.
 	Suites []string
-	// Resume makes a second connection and reports whether it resumed the
-	// first one's session.
+	// Resume makes a second connection, reports whether it resumed the
+	// first one's session, and sends the request again on it.
 	Resume bool
+	// Raw sends Send (or, when Send is nil, what Stdin holds) instead of
+	// an HTTP request, closes the sending side, and reads what the server
+	// answers until it closes the connection.
+	Raw   bool
+	Send  []byte
+	Stdin io.Reader
 	// Timeout bounds the whole probe; 30s when zero.
 	Timeout time.Duration
 	// MaxBody bounds the body read; 10 MiB when zero.
@@ -62,20 +78,36 @@ type Options struct {
 
 // Result is what a probe found.
 type Result struct {
-	Addr         string
-	State        tlcp.ConnectionState
-	Connect      time.Duration
-	Handshake    time.Duration
-	FirstByte    time.Duration
-	Total        time.Duration
-	Status       int
-	Proto        string
-	Header       http.Header
-	Body         []byte
-	Resumed      bool // second connection resumed (with Options.Resume)
+	Addr      string
+	State     tlcp.ConnectionState
+	Connect   time.Duration
+	Handshake time.Duration
+	FirstByte time.Duration
+	Total     time.Duration
+	Status    int // 0 in raw mode
+	Proto     string
+	Header    http.Header
+	// Body is the response body, or in raw mode what the server sent.
+	Body []byte
+	// With Options.Resume: whether the second connection resumed, its
+	// handshake time and suite, and its response.
+	Resumed      bool
 	ResumeTime   time.Duration
 	ResumeSuite  string
 	ResumeTested bool
+	ResumeStatus int
+	ResumeHeader http.Header
+	ResumeBody   []byte
+}
+
+// exchange is one connection's outcome.
+type exchange struct {
+	state                                tlcp.ConnectionState
+	connect, handshake, firstByte, total time.Duration
+	status                               int
+	proto                                string
+	header                               http.Header
+	body                                 []byte
 }
 
 // Run performs the probe. Progress and findings are written to info (nil
@@ -94,96 +126,103 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	u, err := url.Parse(o.URL)
+	u, err := o.target()
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("%q: give an https://host:port/ URL", o.URL)
-	}
-	addr := u.Host
+	hostPort := u.Host
 	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "443")
+		hostPort = net.JoinHostPort(u.Hostname(), "443")
+	}
+	addr, err := resolve(hostPort, o.Resolve, info)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := o.tlcpConfig(u.Hostname())
 	if err != nil {
 		return nil, err
 	}
+	p := &prober{o: o, cfg: cfg, addr: addr, url: u, info: info}
 	res := &Result{Addr: addr}
-	start := time.Now()
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		t0 := time.Now()
-		raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		if err != nil {
+	first, err := p.run(ctx, false)
+	if first != nil {
+		res.State, res.Connect, res.Handshake, res.FirstByte, res.Total = first.state, first.connect, first.handshake, first.firstByte, first.total
+		res.Status, res.Proto, res.Header, res.Body = first.status, first.proto, first.header, first.body
+	}
+	if err != nil {
+		if first == nil {
 			return nil, err
 		}
-		res.Connect = time.Since(t0)
-		fmt.Fprintf(info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(res.Connect))
-		t1 := time.Now()
-		c := tlcp.Client(raw, cfg)
-		if err := c.HandshakeContext(ctx); err != nil {
-			raw.Close()
-			return nil, describeHandshakeError(err)
-		}
-		res.Handshake = time.Since(t1)
-		res.State = c.ConnectionState()
-		writeState(info, res.State, res.Handshake, !o.Insecure)
-		return c, nil
+		return res, err
 	}
-	tr := &http.Transport{DialTLSContext: dial, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	method := o.Method
-	if method == "" {
-		method = http.MethodGet
-	}
-	var body io.Reader
-	if o.Body != "" {
-		body = strings.NewReader(o.Body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return nil, err
-	}
-	for k, vs := range o.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set("User-Agent", "gmgate-probe")
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			fmt.Fprintf(info, "> %s %s HTTP/1.1\n> Host: %s\n", method, u.RequestURI(), u.Host)
-			for _, k := range sortedKeys(req.Header) {
-				fmt.Fprintf(info, "> %s: %s\n", k, strings.Join(req.Header[k], ", "))
-			}
-		},
-		GotFirstResponseByte: func() { res.FirstByte = time.Since(start) },
-	}))
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	res.Status, res.Proto, res.Header = resp.StatusCode, resp.Proto, resp.Header
-	fmt.Fprintf(info, "< %s %s\n", resp.Proto, resp.Status)
-	for _, k := range sortedKeys(resp.Header) {
-		for _, v := range resp.Header[k] {
-			fmt.Fprintf(info, "< %s: %s\n", k, v)
-		}
-	}
-	res.Body, err = io.ReadAll(io.LimitReader(resp.Body, o.MaxBody))
-	if err != nil {
-		return res, fmt.Errorf("reading the body: %w", err)
-	}
-	res.Total = time.Since(start)
-	fmt.Fprintf(info, "* first byte after %s, total %s, %d body bytes\n", round(res.FirstByte), round(res.Total), len(res.Body))
-
 	if o.Resume {
-		if err := o.resume(ctx, addr, cfg, res, info); err != nil {
-			return res, err
+		second, err := p.run(ctx, true)
+		if second != nil {
+			res.ResumeTested, res.Resumed, res.ResumeTime = true, second.state.DidResume, second.handshake
+			res.ResumeSuite = tlcp.CipherSuiteName(second.state.CipherSuite)
+			res.ResumeStatus, res.ResumeHeader, res.ResumeBody = second.status, second.header, second.body
+		}
+		if err != nil {
+			return res, fmt.Errorf("second connection: %w", err)
 		}
 	}
 	return res, nil
+}
+
+// target parses the URL: https://host[:port]/path, or in raw mode also
+// host:port and tlcp://host:port.
+func (o Options) target() (*url.URL, error) {
+	raw := o.URL
+	if !strings.Contains(raw, "://") {
+		if !o.Raw {
+			return nil, fmt.Errorf("%q: give an https://host:port/ URL (or host:port with --send or --raw for a service that does not speak HTTP)", o.URL)
+		}
+		raw = "tlcp://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.Host == "":
+	case u.Scheme == "https":
+		return u, nil
+	case o.Raw && u.Scheme == "tlcp":
+		if u.Port() == "" {
+			return nil, fmt.Errorf("%q: give the port, host:port", o.URL)
+		}
+		return u, nil
+	}
+	if o.Raw {
+		return nil, fmt.Errorf("%q: give host:port (or an https://host:port/ URL)", o.URL)
+	}
+	return nil, fmt.Errorf("%q: give an https://host:port/ URL (or host:port with --send or --raw for a service that does not speak HTTP)", o.URL)
+}
+
+// resolve applies the --resolve entries to host:port.
+func resolve(hostPort string, entries []string, info io.Writer) (string, error) {
+	host, port, _ := net.SplitHostPort(hostPort)
+	matched := false
+	addr := hostPort
+	for _, e := range entries {
+		h, rest, ok1 := strings.Cut(e, ":")
+		p, a, ok2 := strings.Cut(rest, ":")
+		a = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+		if !ok1 || !ok2 || h == "" || p == "" || a == "" {
+			return "", fmt.Errorf("--resolve %q: write it as host:port:address", e)
+		}
+		if net.ParseIP(a) == nil {
+			return "", fmt.Errorf("--resolve %q: %q is not an IP address", e, a)
+		}
+		if strings.EqualFold(h, host) && p == port && !matched {
+			addr, matched = net.JoinHostPort(a, port), true
+			fmt.Fprintf(info, "* --resolve: %s goes to %s\n", hostPort, addr)
+		}
+	}
+	if len(entries) > 0 && !matched {
+		fmt.Fprintf(info, "* --resolve: no entry for %s; connecting to it as named\n", hostPort)
+	}
+	return addr, nil
 }
 
 func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
@@ -199,23 +238,24 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--ca: %w", err)
 		}
 		pool := smx509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", o.CAFile)
+			return nil, fmt.Errorf("--ca %s holds no PEM certificate", o.CAFile)
 		}
 		cfg.RootCAs = pool
 	}
 	for _, s := range o.Suites {
 		id, ok := tlcp.CipherSuiteByName(s)
 		if !ok {
-			return nil, fmt.Errorf("unknown cipher suite %q", s)
+			return nil, fmt.Errorf("--suite: unknown cipher suite %q", s)
 		}
 		cfg.CipherSuites = append(cfg.CipherSuites, id)
 	}
-	if o.SignCert != "" {
-		c, err := certs.LoadTLCP(o.SignCert, o.SignKey, o.EncCert, o.EncKey)
+	if o.SignCert != "" || o.SignKey != "" || o.EncCert != "" || o.EncKey != "" {
+		c, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: o.SignCert, SignKey: o.SignKey, EncCert: o.EncCert, EncKey: o.EncKey},
+			certs.LoadOptions{SignOnly: true, Names: certs.FieldNames{SignCert: "--cert", SignKey: "--key", EncCert: "--enc-cert", EncKey: "--enc-key"}})
 		if err != nil {
 			return nil, err
 		}
@@ -224,33 +264,209 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	return cfg, nil
 }
 
-func (o Options) resume(ctx context.Context, addr string, cfg *tlcp.Config, res *Result, info io.Writer) error {
-	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+// prober makes the probe's connections.
+type prober struct {
+	o    Options
+	cfg  *tlcp.Config
+	addr string
+	url  *url.URL
+	info io.Writer
+	sent []byte // raw mode: what to send, read once
+}
+
+// run makes one connection and its exchange; second marks the resumption
+// check.
+func (p *prober) run(ctx context.Context, second bool) (*exchange, error) {
+	if p.o.Raw {
+		return p.raw(ctx, second)
+	}
+	return p.http(ctx, second)
+}
+
+// dial connects and completes the handshake, reporting both.
+func (p *prober) dial(ctx context.Context, ex *exchange, second bool) (*tlcp.Conn, error) {
+	t0 := time.Now()
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer raw.Close()
-	c := tlcp.Client(raw, cfg)
-	t := time.Now()
+	ex.connect = time.Since(t0)
+	if !second {
+		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", p.addr, raw.RemoteAddr(), round(ex.connect))
+	}
+	t1 := time.Now()
+	c := tlcp.Client(raw, p.cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("second connection: %w", describeHandshakeError(err))
+		raw.Close()
+		return nil, describeHandshakeError(err)
 	}
-	res.ResumeTime = time.Since(t)
-	st := c.ConnectionState()
-	res.ResumeTested, res.Resumed, res.ResumeSuite = true, st.DidResume, tlcp.CipherSuiteName(st.CipherSuite)
-	verdict := "no (full handshake)"
-	if st.DidResume {
-		verdict = "yes"
+	ex.handshake = time.Since(t1)
+	ex.state = c.ConnectionState()
+	if second {
+		verdict := "no (full handshake)"
+		if ex.state.DidResume {
+			verdict = "yes"
+		}
+		fmt.Fprintf(p.info, "* second connection resumed the session: %s (handshake %s)\n", verdict, round(ex.handshake))
+	} else {
+		writeState(p.info, ex.state, ex.handshake, !p.o.Insecure)
 	}
-	fmt.Fprintf(info, "* second connection resumed the session: %s (handshake %s)\n", verdict, round(res.ResumeTime))
-	_ = c.Close()
-	return nil
+	return c, nil
+}
+
+func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
+	ex := &exchange{}
+	start := time.Now()
+	// The transport dials in its own goroutine, which may outlive a
+	// cancelled round trip.
+	var mu sync.Mutex
+	dialed := false
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d exchange
+		c, err := p.dial(ctx, &d, second)
+		if err == nil {
+			mu.Lock()
+			ex.state, ex.connect, ex.handshake, dialed = d.state, d.connect, d.handshake, true
+			mu.Unlock()
+		}
+		return c, err
+	}
+	tr := &http.Transport{DialTLSContext: dial, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	method := p.o.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if p.o.Body != "" {
+		body = strings.NewReader(p.o.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.url.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range p.o.Header {
+		if http.CanonicalHeaderKey(k) == "Host" {
+			if len(vs) > 0 {
+				req.Host = vs[len(vs)-1]
+			}
+			continue
+		}
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "gmgate-probe")
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() {
+			fmt.Fprintf(p.info, "> %s %s HTTP/1.1\n> Host: %s\n", method, p.url.RequestURI(), req.Host)
+			for _, k := range sortedKeys(req.Header) {
+				fmt.Fprintf(p.info, "> %s: %s\n", k, strings.Join(req.Header[k], ", "))
+			}
+		},
+		GotFirstResponseByte: func() {
+			mu.Lock()
+			ex.firstByte = time.Since(start)
+			mu.Unlock()
+		},
+	}))
+	resp, err := tr.RoundTrip(req)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		if !dialed {
+			return nil, err
+		}
+		return ex, err
+	}
+	defer resp.Body.Close()
+	ex.status, ex.proto, ex.header = resp.StatusCode, resp.Proto, resp.Header
+	fmt.Fprintf(p.info, "< %s %s\n", resp.Proto, resp.Status)
+	for _, k := range sortedKeys(resp.Header) {
+		for _, v := range resp.Header[k] {
+			fmt.Fprintf(p.info, "< %s: %s\n", k, v)
+		}
+	}
+	ex.body, err = io.ReadAll(io.LimitReader(resp.Body, p.o.MaxBody))
+	if err != nil {
+		return ex, fmt.Errorf("reading the body: %w", err)
+	}
+	ex.total = time.Since(start)
+	fmt.Fprintf(p.info, "* first byte after %s, total %s, %d body bytes\n", round(ex.firstByte), round(ex.total), len(ex.body))
+	return ex, nil
+}
+
+// raw sends the raw data, closes the sending side and reads the answer
+// until the server closes.
+func (p *prober) raw(ctx context.Context, second bool) (*exchange, error) {
+	if p.sent == nil {
+		data := p.o.Send
+		if data == nil && p.o.Stdin != nil {
+			var err error
+			if data, err = io.ReadAll(io.LimitReader(p.o.Stdin, p.o.MaxBody)); err != nil {
+				return nil, fmt.Errorf("reading standard input: %w", err)
+			}
+		}
+		p.sent = append([]byte{}, data...)
+	}
+	ex := &exchange{}
+	start := time.Now()
+	c, err := p.dial(ctx, ex, second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := c.Write(p.sent); err != nil {
+		return ex, fmt.Errorf("sending: %w", err)
+	}
+	fmt.Fprintf(p.info, "> %d bytes sent; closing the sending side\n", len(p.sent))
+	if err := c.CloseWrite(); err != nil {
+		return ex, fmt.Errorf("closing the sending side: %w", err)
+	}
+	ex.body, err = readUntilClose(c, p.o.MaxBody, &ex.firstByte, start)
+	ex.total = time.Since(start)
+	fmt.Fprintf(p.info, "< %d bytes received in %s\n", len(ex.body), round(ex.total))
+	return ex, err
+}
+
+// readUntilClose reads what the server sends until it closes the
+// connection (with or without close_notify) or max bytes have come.
+func readUntilClose(c net.Conn, max int64, firstByte *time.Duration, start time.Time) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 16<<10)
+	for int64(len(out)) < max {
+		n, err := c.Read(buf[:min(int64(len(buf)), max-int64(len(out)))])
+		if n > 0 && len(out) == 0 {
+			*firstByte = time.Since(start)
+		}
+		out = append(out, buf[:n]...)
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+			return out, nil
+		default:
+			return out, fmt.Errorf("reading the answer: %w", err)
+		}
+	}
+	return out, nil
 }
 
 func describeHandshakeError(err error) error {
 	var ae *tlcp.AlertError
-	if errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertProtocolVersion {
+	switch {
+	case errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertProtocolVersion:
 		return fmt.Errorf("%w (the server does not speak TLCP on this port)", err)
+	case errors.As(err, &ae):
+		return err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return fmt.Errorf("the server closed the connection during the TLCP handshake without sending an alert: it may not speak TLCP on this port (a TLS or plain TCP service, or a filter that drops the connection) (%v)", err)
 	}
 	return err
 }

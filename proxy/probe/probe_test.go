@@ -3,6 +3,9 @@ package probe
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 	"go.uber.org/goleak"
 )
@@ -48,13 +52,22 @@ func server(t *testing.T) (url string, dir string, client certs.DualFiles) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("method=" + r.Method + " header=" + r.Header.Get("X-Test")))
-	})}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host == "site.example.cn" {
+				w.Write([]byte("site: "))
+			}
+			conn := r.Context().Value(connKey{}).(*tlcp.Conn)
+			fmt.Fprintf(w, "method=%s header=%s host=%s ua=%s client-certs=%d", r.Method, r.Header.Get("X-Test"), r.Host, r.UserAgent(), len(conn.ConnectionState().PeerCertificates))
+		}),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "https://" + ln.Addr().String() + "/path", dir, client
 }
+
+type connKey struct{}
 
 func TestProbe(t *testing.T) {
 	url, dir, client := server(t)
@@ -66,7 +79,7 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != 200 || string(res.Body) != "method=POST header=yes" {
+	if res.Status != 200 || !strings.HasPrefix(string(res.Body), "method=POST header=yes host=127.0.0.1:") {
 		t.Errorf("got %d %q", res.Status, res.Body)
 	}
 	if !res.ResumeTested || !res.Resumed {
@@ -103,5 +116,168 @@ func TestProbeRefusals(t *testing.T) {
 		if _, err := Run(ctx, bad, nil); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// -H "Host: ..." sets the request's Host, and headers the user gives are
+// sent as given, User-Agent included.
+func TestProbeHostAndHeaders(t *testing.T) {
+	url, dir, _ := server(t)
+	ca := filepath.Join(dir, certs.CACertFile)
+	var info bytes.Buffer
+	res, err := Run(context.Background(), Options{URL: url, CAFile: ca, Header: http.Header{"Host": {"site.example.cn"}, "User-Agent": {"my-agent/1"}, "X-Test": {"kept"}}}, &info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "site: method=GET header=kept host=site.example.cn ua=my-agent/1"; !strings.HasPrefix(string(res.Body), want) {
+		t.Errorf("body %q, want it to start with %q", res.Body, want)
+	}
+	if !strings.Contains(info.String(), "> Host: site.example.cn\n") || strings.Contains(info.String(), "gmgate-probe") {
+		t.Errorf("request as shown:\n%s", info.String())
+	}
+	// Without a User-Agent of the user's, the probe names itself.
+	res, err = Run(context.Background(), Options{URL: url, CAFile: ca}, nil)
+	if err != nil || !strings.Contains(string(res.Body), "ua=gmgate-probe") {
+		t.Errorf("default user agent: %v %q", err, res.Body)
+	}
+}
+
+// --resolve connects elsewhere while the URL's host is verified and sent.
+func TestProbeResolve(t *testing.T) {
+	url, dir, _ := server(t)
+	ca := filepath.Join(dir, certs.CACertFile)
+	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/path"))
+	var info bytes.Buffer
+	res, err := Run(context.Background(), Options{URL: "https://localhost:" + port + "/path", CAFile: ca, Resolve: []string{"localhost:" + port + ":127.0.0.1"}}, &info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Body), "host=localhost:"+port) || res.Addr != "127.0.0.1:"+port {
+		t.Errorf("addr %s, body %q", res.Addr, res.Body)
+	}
+	if !strings.Contains(info.String(), "--resolve: localhost:"+port+" goes to 127.0.0.1:"+port) {
+		t.Errorf("info:\n%s", info.String())
+	}
+	// The certificate names localhost and 127.0.0.1, not this name.
+	if _, err := Run(context.Background(), Options{URL: "https://other.example.cn:" + port + "/", CAFile: ca, Resolve: []string{"other.example.cn:" + port + ":127.0.0.1"}}, nil); err == nil {
+		t.Error("a name the certificate does not carry was accepted")
+	}
+	for _, bad := range []string{"localhost:" + port, "localhost:" + port + ":not-an-ip", ":" + port + ":127.0.0.1"} {
+		if _, err := Run(context.Background(), Options{URL: url, CAFile: ca, Resolve: []string{bad}}, nil); err == nil || !strings.Contains(err.Error(), "--resolve") {
+			t.Errorf("--resolve %q: %v", bad, err)
+		}
+	}
+}
+
+// A client identity of the signing certificate alone; errors name the
+// command's flags.
+func TestProbeClientCertificates(t *testing.T) {
+	url, dir, client := server(t)
+	ca := filepath.Join(dir, certs.CACertFile)
+	res, err := Run(context.Background(), Options{URL: url, CAFile: ca, SignCert: client.SignCert, SignKey: client.SignKey}, nil)
+	if err != nil {
+		t.Fatalf("signing certificate alone: %v", err)
+	}
+	if !strings.Contains(string(res.Body), "client-certs=1") {
+		t.Errorf("the server saw %q", res.Body)
+	}
+	res, err = Run(context.Background(), Options{URL: url, CAFile: ca, SignCert: client.SignCert, SignKey: client.SignKey, EncCert: client.EncCert, EncKey: client.EncKey, Suites: []string{"ECDHE_SM4_GCM_SM3"}}, nil)
+	if err != nil || !strings.Contains(string(res.Body), "client-certs=2") {
+		t.Errorf("dual certificate with ECDHE: %v %q", err, res.Body)
+	}
+	_, err = Run(context.Background(), Options{URL: url, CAFile: ca, SignCert: client.SignCert, SignKey: client.SignKey, EncCert: client.EncCert}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--enc-key is not set") {
+		t.Errorf("half an encryption pair: %v", err)
+	}
+	_, err = Run(context.Background(), Options{URL: url, CAFile: ca, SignCert: client.SignCert, SignKey: client.EncKey}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--key "+client.EncKey+" does not belong to --cert "+client.SignCert) || strings.Contains(err.Error(), "sign_") {
+		t.Errorf("wrong key: %v", err)
+	}
+}
+
+// --resume sends the request on the second connection too.
+func TestProbeResumeShowsBothResponses(t *testing.T) {
+	url, dir, _ := server(t)
+	var info bytes.Buffer
+	res, err := Run(context.Background(), Options{URL: url, CAFile: filepath.Join(dir, certs.CACertFile), Resume: true, Header: http.Header{"X-Test": {"again"}}}, &info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Resumed || res.ResumeStatus != 200 || !strings.HasPrefix(string(res.ResumeBody), "method=GET header=again") {
+		t.Errorf("second response %d %q (resumed %v)", res.ResumeStatus, res.ResumeBody, res.Resumed)
+	}
+	if n := strings.Count(info.String(), "< HTTP/1.1 200 OK"); n != 2 {
+		t.Errorf("%d responses shown:\n%s", n, info.String())
+	}
+}
+
+// Raw mode: bytes out, the sending side closed, everything back.
+func TestProbeRaw(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Write(dir, nil)
+	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{*pair.Certificate()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			in, _ := io.ReadAll(c)
+			fmt.Fprintf(c, "got %q", in)
+			c.Close()
+		}
+	}()
+	defer func() { ln.Close(); <-done }()
+	caFile := filepath.Join(dir, certs.CACertFile)
+	var info bytes.Buffer
+	res, err := Run(context.Background(), Options{URL: ln.Addr().String(), CAFile: caFile, Raw: true, Send: []byte("PING\r\n")}, &info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Body) != `got "PING\r\n"` || !strings.Contains(info.String(), "6 bytes sent") {
+		t.Errorf("body %q\n%s", res.Body, info.String())
+	}
+	res, err = Run(context.Background(), Options{URL: "tlcp://" + ln.Addr().String(), CAFile: caFile, Raw: true, Stdin: strings.NewReader("from stdin"), Resume: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Body) != `got "from stdin"` || string(res.ResumeBody) != `got "from stdin"` || !res.Resumed {
+		t.Errorf("stdin: %q, second %q, resumed %v", res.Body, res.ResumeBody, res.Resumed)
+	}
+	if _, err := Run(context.Background(), Options{URL: ln.Addr().String(), CAFile: caFile}, nil); err == nil || !strings.Contains(err.Error(), "--send") {
+		t.Errorf("host:port without raw mode: %v", err)
+	}
+}
+
+// A server that closes without an alert is described, not reported as EOF.
+func TestProbeCloseWithoutAlert(t *testing.T) {
+	for name, serve := range map[string]func(net.Conn){
+		"closes at once":     func(net.Conn) {},
+		"closes after hello": func(c net.Conn) { c.Read(make([]byte, 1024)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr := testnet.Serve(t, serve)
+			_, err := Run(context.Background(), Options{URL: "https://" + addr + "/", Insecure: true}, nil)
+			if err == nil || !strings.Contains(err.Error(), "closed the connection during the TLCP handshake without sending an alert: it may not speak TLCP") {
+				t.Errorf("got %v", err)
+			}
+			var ae *tlcp.AlertError
+			if errors.As(err, &ae) {
+				t.Errorf("described as an alert: %v", err)
+			}
+		})
 	}
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// tlcpServer serves handler over TLCP on loopback and returns its address,
+// the CA file and a client pair.
+func tlcpServer(t *testing.T, serve func(net.Listener)) (addr, caFile string, client certs.DualFiles) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client, err = cli.Write(dir, "client", nil); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{*pair.Certificate()}, ClientAuth: tlcp.VerifyClientCertIfGiven, ClientCAs: ca.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); serve(ln) }()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String(), filepath.Join(dir, certs.CACertFile), client
+}
+
+// probeCmd runs gmgate probe and returns stdout, stderr and the exit code.
+func probeCmd(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := gmgateCommand(append([]string{"probe"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = &stdout, &stderr, strings.NewReader(stdin)
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestProbeCommandHTTP(t *testing.T) {
+	addr, ca, client := tlcpServer(t, func(ln net.Listener) {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "[host=%s ua=%s]", r.Host, r.UserAgent())
+		})}
+		_ = srv.Serve(ln)
+	})
+	url := "https://" + addr + "/"
+	stdout, stderr, code := probeCmd(t, "", "--ca", ca, "-H", "Host: api.example.cn", "-H", "User-Agent: mine", "--resume", url)
+	if code != 0 || stdout != "[host=api.example.cn ua=mine][host=api.example.cn ua=mine]" {
+		t.Errorf("exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "> Host: api.example.cn") || !strings.Contains(stderr, "second connection resumed the session: yes") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	// --resolve: the URL names localhost; the connection goes to the
+	// address given.
+	_, port, _ := net.SplitHostPort(addr)
+	stdout, stderr, code = probeCmd(t, "", "--ca", ca, "--resolve", "localhost:"+port+":127.0.0.1", "-s", "https://localhost:"+port+"/")
+	if code != 0 || stdout != "[host=localhost:"+port+" ua=gmgate-probe]" {
+		t.Errorf("--resolve: exit %d, %q %s", code, stdout, stderr)
+	}
+	// The signing certificate alone authenticates.
+	if _, stderr, code := probeCmd(t, "", "--ca", ca, "--cert", client.SignCert, "--key", client.SignKey, url); code != 0 {
+		t.Errorf("--cert alone: exit %d\n%s", code, stderr)
+	}
+	// Mistakes are reported with the flags' names.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cert", client.SignCert}, "give --cert with --key"},
+		{[]string{"--cert", client.SignCert, "--key", client.SignKey, "--enc-cert", client.EncCert}, "give --enc-cert with --enc-key"},
+		{[]string{"--cert", client.SignCert, "--key", client.EncKey}, "--key " + client.EncKey + " does not belong to --cert " + client.SignCert},
+		{[]string{"--cert", client.EncKey, "--key", client.SignKey}, "--cert " + client.EncKey},
+		{[]string{"-H", "NoColon"}, `-H "NoColon"`},
+		{[]string{"--send", `\q`}, "unknown escape"},
+	} {
+		_, stderr, code := probeCmd(t, "", append(append([]string{"--ca", ca}, tc.args...), url)...)
+		if code == 0 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "sign_cert") || strings.Contains(stderr, "enc_key") {
+			t.Errorf("%v: exit %d, want %q in\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+}
+
+func TestProbeCommandRaw(t *testing.T) {
+	addr, ca, _ := tlcpServer(t, func(ln net.Listener) {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			in, _ := io.ReadAll(c)
+			fmt.Fprintf(c, "+%q", in)
+			c.Close()
+		}
+	})
+	stdout, stderr, code := probeCmd(t, "", "--ca", ca, "--send", `PING\r\n\x00`, addr)
+	if code != 0 || stdout != `+"PING\r\n\x00"` {
+		t.Errorf("--send: exit %d, %q\n%s", code, stdout, stderr)
+	}
+	stdout, stderr, code = probeCmd(t, "QUIT\r\n", "--ca", ca, "--raw", addr)
+	if code != 0 || stdout != `+"QUIT\r\n"` {
+		t.Errorf("--raw: exit %d, %q\n%s", code, stdout, stderr)
+	}
+}
+
+func TestProbeCommandServerClosesWithoutAlert(t *testing.T) {
+	addr := testnet.Serve(t, func(net.Conn) {})
+	_, stderr, code := probeCmd(t, "", "-k", "https://"+addr+"/")
+	if code != 1 || !strings.Contains(stderr, "the server closed the connection during the TLCP handshake without sending an alert: it may not speak TLCP on this port") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+}
