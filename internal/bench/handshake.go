@@ -35,6 +35,10 @@ type HandshakeOptions struct {
 	// MetricsURL is the target's Prometheus endpoint, read for
 	// process_cpu_seconds_total before and after each measurement.
 	MetricsURL string
+	// ServerPID is the process ID of a target on this machine (any
+	// server, gmgate or not): its CPU time, and its children's, is read
+	// from /proc before and after each measurement.
+	ServerPID int
 	// ServerName is checked against the server's certificate (with CAFile)
 	// and sent as the HTTP Host.
 	ServerName string
@@ -66,7 +70,9 @@ type HandshakeOptions struct {
 
 	// ServerCores is how many CPUs the self-started server gets (default
 	// 1); it is bound to the last ones this process may use, with
-	// GOMAXPROCS set to match.
+	// GOMAXPROCS set to match. With a Target it is how many CPUs the
+	// server has, for its busy share (with ServerPID, the CPUs the
+	// process may use when not given).
 	ServerCores int
 	// PinLoadGenerator binds this process to the CPUs the server does not
 	// get, for the run.
@@ -93,6 +99,10 @@ type HandshakeReport struct {
 	Server  ServerInfo       `json:"server"`
 	Load    LoadInfo         `json:"load"`
 	Results []ScenarioResult `json:"results"`
+	// Warnings say what makes the figures mean less than they seem: a
+	// server that was not saturated, a server sharing CPUs with the load
+	// generator.
+	Warnings []string `json:"warnings,omitempty"`
 	// Comparison is the ratio of full TLCP handshakes per server
 	// CPU-second to TLS 1.2's, when both ran.
 	Comparison *Comparison `json:"comparison,omitempty"`
@@ -112,8 +122,12 @@ type ServerInfo struct {
 	// KeyBackend holds the TLCP keys (sign/enc).
 	KeyBackend string `json:"key_backend,omitempty"`
 	// CPUSource says where the server's CPU time comes from: "getrusage"
-	// (child), the metrics URL (remote), or "" when unknown.
+	// (child), the metrics URL or "/proc/PID" (remote), or "" when
+	// unknown.
 	CPUSource string `json:"cpu_source,omitempty"`
+	// Cores is how many CPUs the server's busy share is taken over; 0
+	// when unknown.
+	Cores int `json:"cores,omitempty"`
 }
 
 // LoadInfo describes the load.
@@ -125,15 +139,25 @@ type LoadInfo struct {
 	TimeoutSeconds  float64 `json:"timeout_seconds"`
 	Rate            float64 `json:"rate,omitempty"`
 	HTTPPath        string  `json:"http_path,omitempty"`
-	// CPUs the load generator was bound to; empty when not bound.
+	// CPUs the load generator ran on: those it was bound to, or those
+	// this process may use (taskset) with a remote target.
 	CPUs []int `json:"cpus,omitempty"`
 	// VerifiesCertificates is true when server certificates were verified.
 	VerifiesCertificates bool `json:"verifies_certificates"`
 }
 
 // ScenarioResult holds one scenario's figures for the measured window.
+// Its Name is what most handshakes negotiated ("TLS1.3 X25519 RSA-2048");
+// Requested is the scenario as asked for.
 type ScenarioResult struct {
 	Scenario
+	Requested string `json:"requested"`
+	// Negotiated counts handshakes by what they agreed on (resumed ones
+	// marked so).
+	Negotiated map[string]int64 `json:"negotiated,omitempty"`
+	// StoppedEarly is set when every connection of the scenario's first
+	// second failed and it stopped then; the figures cover that time.
+	StoppedEarly bool `json:"stopped_early,omitempty"`
 	// WindowSeconds is the measured window's length.
 	WindowSeconds float64 `json:"window_seconds"`
 	// Handshakes completed in the window: FullHandshakes + Resumed.
@@ -213,7 +237,10 @@ func (o *HandshakeOptions) defaults() error {
 	if o.HTTPBody < 0 || o.HTTPBody > 64<<20 {
 		return fmt.Errorf("HTTP body of %d bytes: give 1 byte to 64 MiB", o.HTTPBody)
 	}
-	if o.ServerCores <= 0 {
+	if o.ServerCores < 0 {
+		return errors.New("server cores cannot be negative")
+	}
+	if o.ServerCores == 0 && o.Target == "" {
 		o.ServerCores = 1
 	}
 	if o.Rounds <= 0 {
@@ -238,8 +265,14 @@ func (o *HandshakeOptions) defaults() error {
 		if o.ServerProfileDir != "" {
 			return errors.New("server profiles are taken of the self-started server; profile a target where it runs")
 		}
-	} else if o.MetricsURL != "" {
-		return errors.New("a metrics URL is for a remote target; the self-started server's CPU is read with getrusage")
+		if o.MetricsURL != "" && o.ServerPID != 0 {
+			return errors.New("give the target's CPU time one way: a metrics URL or a server PID")
+		}
+		if o.ServerPID < 0 {
+			return fmt.Errorf("server PID %d: give the process ID of the server", o.ServerPID)
+		}
+	} else if o.MetricsURL != "" || o.ServerPID != 0 {
+		return errors.New("a metrics URL or a server PID is for a remote target; the self-started server's CPU is read with getrusage")
 	}
 	if len(o.Scenarios) == 0 {
 		list := DefaultComparison
@@ -287,8 +320,13 @@ func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport,
 	if err != nil {
 		return nil, err
 	}
+	var dead []string
 	for _, t := range run.tallies {
-		rep.Results = append(rep.Results, t.result())
+		res := t.result()
+		rep.Results = append(rep.Results, res)
+		if res.Handshakes == 0 {
+			dead = append(dead, res.Name)
+		}
 	}
 	rep.LoadAverage[1] = loadAverage()
 	rep.Comparison = compare(rep.Results)
@@ -299,11 +337,46 @@ func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport,
 			}
 		}
 	}
+	rep.Warnings = append(run.warnings, saturationWarnings(rep.Results, opts.Rate > 0)...)
+	if len(dead) > 0 {
+		return rep, fmt.Errorf("%w: %s (see the errors by kind)", ErrNoHandshake, strings.Join(dead, ", "))
+	}
 	return rep, nil
 }
 
+// ErrNoHandshake is returned, with the report, when a scenario completed
+// no handshake at all.
+var ErrNoHandshake = errors.New("no handshake succeeded")
+
+// saturationWarnings flags scenarios whose server was busy well under
+// its cores: the load, not the server, set the pace.
+func saturationWarnings(results []ScenarioResult, paced bool) []string {
+	var out []string
+	for _, r := range results {
+		if r.ServerBusy <= 0 || r.ServerBusy >= saturated || r.StoppedEarly {
+			continue
+		}
+		why := "the load generator or --concurrency was the limit"
+		switch {
+		case paced:
+			why = "--rate held the load back"
+		case r.LoadBusy >= saturated:
+			why = fmt.Sprintf("the load generator was busy %s: give it more CPUs, or run it on another machine", percent(r.LoadBusy))
+		case r.LoadBusy > 0:
+			why = fmt.Sprintf("the load generator was busy only %s too: other work on this machine took their CPUs, or --concurrency was too low", percent(r.LoadBusy))
+		}
+		out = append(out, fmt.Sprintf("%s: the server was busy %s of its cores, so it was not saturated (%s); handshakes/s is not its capacity, and handshakes per server CPU-second may differ from a saturated server's", r.Name, percent(r.ServerBusy), why))
+	}
+	return out
+}
+
+// saturated is the busy share from which a server (or load generator)
+// counts as saturated.
+const saturated = 0.85
+
 // handshakeRun carries one RunHandshake.
 type handshakeRun struct {
+	warnings   []string
 	opts       HandshakeOptions
 	roots      *certRoots
 	rep        *HandshakeReport
@@ -352,6 +425,12 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 		r.rep.Load.CPUs = loadCPUs
 		r.loadCPUs = len(loadCPUs)
 	}
+	switch {
+	case len(loadCPUs) == 0:
+		r.warnings = append(r.warnings, fmt.Sprintf("the server has all %d CPUs this process may use (--server-cores %d), so the load generator runs on the same CPUs: they compete, the server cannot be saturated, and its CPU time per handshake includes the contention; give the server fewer CPUs", len(allowed), opts.ServerCores))
+	case !opts.PinLoadGenerator:
+		r.warnings = append(r.warnings, fmt.Sprintf("the load generator is not bound away from the server's CPUs %v, so they may share CPUs", serverCPUs))
+	}
 
 	dir, err := os.MkdirTemp("", "gmgate-bench-")
 	if err != nil {
@@ -363,7 +442,7 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 		return err
 	}
 	r.clientCert = ids.client
-	r.rep.Server = ServerInfo{Mode: "child", CPUs: serverCPUs, CPUSource: "getrusage"}
+	r.rep.Server = ServerInfo{Mode: "child", CPUs: serverCPUs, CPUSource: "getrusage", Cores: len(serverCPUs)}
 	if opts.ServerProfileDir != "" {
 		if err := os.MkdirAll(opts.ServerProfileDir, 0o755); err != nil {
 			return fmt.Errorf("server profile directory: %w", err)
@@ -422,12 +501,13 @@ func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids
 
 func (r *handshakeRun) remote(ctx context.Context) error {
 	opts := r.opts
-	r.rep.Server = ServerInfo{Mode: "remote", Address: opts.Target}
+	r.rep.Server = ServerInfo{Mode: "remote", Address: opts.Target, Cores: opts.ServerCores}
 	allowed, err := allowedCPUs()
 	if err != nil {
 		return err
 	}
 	r.loadCPUs = len(allowed)
+	r.rep.Load.CPUs = allowed
 	if r.needsClientCert() {
 		if r.clientCert, err = clientIdentity(); err != nil {
 			return err
@@ -447,9 +527,29 @@ func (r *handshakeRun) remote(ctx context.Context) error {
 			return err
 		}
 	}
+	if opts.ServerPID != 0 {
+		r.rep.Server.CPUSource = fmt.Sprintf("/proc/%d", opts.ServerPID)
+		pid := opts.ServerPID
+		read = func(context.Context) (time.Duration, int64, error) {
+			d, err := processTreeCPU(pid)
+			return d, -1, err
+		}
+		if _, _, err := read(ctx); err != nil {
+			return err
+		}
+		if cpus, err := processCPUs(pid); err == nil {
+			if r.rep.Server.Cores == 0 {
+				r.rep.Server.Cores = len(cpus)
+			}
+			r.rep.Server.CPUs = cpus
+			if shared := intersect(cpus, allowed); len(shared) > 0 {
+				r.warnings = append(r.warnings, fmt.Sprintf("the server (PID %d) may run on CPUs %s, and the load generator on %s: they share CPUs %s, so the server cannot be saturated and its CPU time per handshake includes the contention; bind them apart (taskset -c)", pid, cpuList(cpus), cpuList(allowed), cpuList(shared)))
+			}
+		}
+	}
 	for range opts.Rounds {
 		for i, sc := range opts.Scenarios {
-			t, err := r.scenario(ctx, sc, opts.Target, serverProbe{read: read}, 0)
+			t, err := r.scenario(ctx, sc, opts.Target, serverProbe{read: read}, r.rep.Server.Cores)
 			if err != nil {
 				return fmt.Errorf("%s: %w", sc.Name, err)
 			}
@@ -457,6 +557,17 @@ func (r *handshakeRun) remote(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// intersect returns the CPUs in both lists.
+func intersect(a, b []int) []int {
+	var out []int
+	for _, c := range a {
+		if slices.Contains(b, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // profileName turns a scenario name and round into a file name.

@@ -17,11 +17,21 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	case "child":
 		fmt.Fprintf(w, "server: child process on loopback, CPUs %s (GOMAXPROCS %d), TLCP keys %s; its CPU time from getrusage\n", cpuList(s.CPUs), s.GOMAXPROCS, orDash(s.KeyBackend))
 	default:
-		src := "unknown (give --metrics to read process_cpu_seconds_total)"
-		if s.CPUSource != "" {
+		src := "unknown (give --server-pid PID for a server on this machine, or --metrics URL for gmgate's process_cpu_seconds_total)"
+		switch {
+		case strings.HasPrefix(s.CPUSource, "/proc/"):
+			src = "from " + s.CPUSource + "/stat, the process and its children"
+		case s.CPUSource != "":
 			src = "process_cpu_seconds_total from " + s.CPUSource
 		}
-		fmt.Fprintf(w, "server: %s; its CPU time: %s\n", s.Address, src)
+		cores := "its cores unknown (busy share with --server-cores N)"
+		if s.Cores > 0 {
+			cores = fmt.Sprintf("busy share over %d CPUs", s.Cores)
+			if len(s.CPUs) > 0 {
+				cores += " (" + cpuList(s.CPUs) + ")"
+			}
+		}
+		fmt.Fprintf(w, "server: %s; its CPU time %s; %s\n", s.Address, src, cores)
 	}
 	l := r.Load
 	var load []string
@@ -39,7 +49,7 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		load = append(load, fmt.Sprintf("%s measured after %s warm-up", seconds(l.DurationSeconds), seconds(l.WarmupSeconds)))
 	}
 	if len(l.CPUs) > 0 {
-		load = append(load, "load generator on CPUs "+cpuList(l.CPUs))
+		load = append(load, fmt.Sprintf("load generator on CPUs %s (%d of %d)", cpuList(l.CPUs), len(l.CPUs), m.NumCPU))
 	}
 	if !l.VerifiesCertificates {
 		load = append(load, "server certificates not verified")
@@ -112,6 +122,43 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 			fmt.Fprintln(w, e)
 		}
 	}
+	for _, res := range r.Results {
+		if res.StoppedEarly {
+			fmt.Fprintf(w, "  %s: stopped after %s: every connection failed\n", res.Name, seconds(res.WindowSeconds))
+		}
+	}
+
+	var mixed []string
+	for _, res := range r.Results {
+		distinct := map[string]bool{}
+		for l := range res.Negotiated {
+			distinct[strings.TrimSuffix(l, " (resumed)")] = true
+		}
+		if len(distinct) < 2 {
+			continue
+		}
+		labels := make([]string, 0, len(res.Negotiated))
+		for l := range res.Negotiated {
+			labels = append(labels, l)
+		}
+		slices.Sort(labels)
+		for _, l := range labels {
+			mixed = append(mixed, fmt.Sprintf("  %s: %s ×%d", res.Name, l, res.Negotiated[l]))
+		}
+	}
+	if len(mixed) > 0 {
+		fmt.Fprintln(w, "\nNegotiated (rows are named after the most common):")
+		for _, l := range mixed {
+			fmt.Fprintln(w, l)
+		}
+	}
+
+	if len(r.Warnings) > 0 {
+		fmt.Fprintln(w)
+		for _, warn := range r.Warnings {
+			fmt.Fprintln(w, "WARNING: "+warn)
+		}
+	}
 
 	if len(r.Capacity) > 0 {
 		what := "handshake CPU only"
@@ -125,7 +172,7 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		}
 		t.write(w, "  ")
 	} else if r.Server.CPUSource == "" {
-		fmt.Fprintln(w, "\nCapacity: unknown without the server's CPU time (give --metrics URL).")
+		fmt.Fprintln(w, "\nCapacity: unknown without the server's CPU time (give --server-pid PID or --metrics URL).")
 	}
 }
 

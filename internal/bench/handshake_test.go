@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -129,7 +130,17 @@ func TestHandshakeSelfStarted(t *testing.T) {
 
 	var table bytes.Buffer
 	WriteHandshakeTable(&table, rep)
-	for _, want := range []string{"ECC_SM4_GCM_SM3 resumed", "TLS1.2 ECDHE-ECDSA-P256", "per server CPU-s", "full handshakes per server CPU-second", "Capacity"} {
+	// Rows are named after what was negotiated with the self-started
+	// server's ECDSA P-256 certificate.
+	for i, want := range []struct{ name, requested string }{
+		{"ECC_SM4_GCM_SM3", "ECC_SM4_GCM_SM3"}, {"ECDHE_SM4_CBC_SM3", "ECDHE_SM4_CBC_SM3"}, {"ECC_SM4_GCM_SM3 resumed", "ECC_SM4_GCM_SM3 resumed"},
+		{"TLS1.3 X25519 ECDSA-P256", "TLS1.3 X25519"}, {"TLS1.2 P-256 ECDSA-P256", "TLS1.2 P-256"},
+	} {
+		if r := rep.Results[i]; r.Name != want.name || r.Requested != want.requested || r.Negotiated[strings.TrimSuffix(want.name, " resumed")+map[bool]string{true: " (resumed)"}[r.ResumeRatio == 1]] != r.Handshakes {
+			t.Errorf("result %d: name %q, requested %q, negotiated %v (%d handshakes)", i, r.Name, r.Requested, r.Negotiated, r.Handshakes)
+		}
+	}
+	for _, want := range []string{"ECC_SM4_GCM_SM3 resumed", "TLS1.2 P-256 ECDSA-P256", "per server CPU-s", "full handshakes per server CPU-second", "Capacity"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -440,16 +451,23 @@ func TestHandshakeBadTargets(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := quickOptions(t, "ECC_SM4_GCM_SM3")
+			opts := quickOptions(t, "ECC_SM4_GCM_SM3,TLS1.3")
 			opts.Target = tc.target
 			opts.Timeout = 150 * time.Millisecond
+			// A run that would take a minute stops once the first second
+			// has shown that every connection fails.
+			opts.Duration = 30 * time.Second
+			start := time.Now()
 			rep, err := RunHandshake(context.Background(), opts)
-			if err != nil {
-				t.Fatal(err)
+			if !errors.Is(err, ErrNoHandshake) || rep == nil || !strings.Contains(err.Error(), "ECC_SM4_GCM_SM3, TLS1.3 X25519") {
+				t.Fatalf("got %v, want ErrNoHandshake naming both scenarios, with the report", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("a dead target took %s", d)
 			}
 			res := rep.Results[0]
-			if res.Handshakes != 0 || res.ErrorCount == 0 || res.Latency.Count != 0 {
-				t.Fatalf("handshakes %d, errors %v", res.Handshakes, res.Errors)
+			if res.Handshakes != 0 || res.ErrorCount == 0 || res.Latency.Count != 0 || !res.StoppedEarly || !rep.Results[1].StoppedEarly {
+				t.Fatalf("handshakes %d, errors %v, stopped early %v", res.Handshakes, res.Errors, res.StoppedEarly)
 			}
 			for kind := range res.Errors {
 				if tc.kinds != nil && !contains(tc.kinds, kind) {
@@ -458,7 +476,7 @@ func TestHandshakeBadTargets(t *testing.T) {
 			}
 			var table bytes.Buffer
 			WriteHandshakeTable(&table, rep)
-			if !strings.Contains(table.String(), "Errors by kind") {
+			if !strings.Contains(table.String(), "Errors by kind") || !strings.Contains(table.String(), "every connection failed") {
 				t.Errorf("table does not list the errors:\n%s", table.String())
 			}
 		})
@@ -543,8 +561,8 @@ func TestParseScenarios(t *testing.T) {
 		{"ECC_SM4_GCM_SM3", ProtoTLCP, 0},
 		{"ECDHE_SM4_GCM_SM3", ProtoTLCP, 0},
 		{"ECC_SM4_GCM_SM3 resumed", ProtoTLCP, 1},
-		{"TLS1.3 X25519 ECDSA-P256", ProtoTLS13, 0},
-		{"TLS1.2 ECDHE-ECDSA-P256", ProtoTLS12, 0},
+		{"TLS1.3 X25519", ProtoTLS13, 0},
+		{"TLS1.2 P-256", ProtoTLS12, 0},
 	}
 	if len(s) != len(want) {
 		t.Fatalf("%d scenarios", len(s))
@@ -568,7 +586,7 @@ func TestParseScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s[0].curves[0] != tls.CurveP256 || s[1].curves[0] != tls.X25519 || s[1].Protocol != ProtoTLS12 || s[1].Name != "TLS1.2 ECDHE-X25519-ECDSA-P256" {
+	if s[0].curves[0] != tls.CurveP256 || s[1].curves[0] != tls.X25519 || s[1].Protocol != ProtoTLS12 || s[1].Name != "TLS1.2 X25519" || len(s[0].tlsSuites) != 2 {
 		t.Errorf("TLS 1.2 scenarios: %+v", s)
 	}
 	for _, bad := range []string{"", "RSA_WITH_RC4", "ECC_SM4_GCM_SM3+twice"} {

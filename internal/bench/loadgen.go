@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,8 @@ type record struct {
 	reqOK     bool
 	resumed   bool
 	errKind   string
+	// negotiated describes what the handshake agreed on, when hsOK.
+	negotiated string
 }
 
 // loadGen makes connections for one scenario.
@@ -38,10 +41,19 @@ type loadGen struct {
 	start   time.Time
 	pace    *pacer
 	seq     atomic.Int64
+	// ok and failed count connections so far, for the early stop.
+	ok, failed atomic.Int64
 	// client wraps a TCP connection; resume says whether it may offer a
 	// cached session.
 	client func(raw net.Conn, resume bool) handshaker
 }
+
+// deadAfter is how long a scenario runs while every attempt fails before
+// it stops: the target is down, refuses, or speaks something else.
+const deadAfter = time.Second
+
+// errDead stops a scenario early.
+var errDead = errors.New("every connection failed")
 
 // scenario runs one scenario against addr and measures its window.
 func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, probe serverProbe, serverCores int) (*tally, error) {
@@ -63,7 +75,7 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 	defer cancel()
 	g.start = time.Now()
 	if opts.Rate > 0 {
-		g.pace = &pacer{start: g.start, interval: time.Duration(float64(time.Second) / opts.Rate)}
+		g.pace = newPacer(opts.Rate)
 	}
 	perWorker := make([][]record, opts.Concurrency)
 	var wg sync.WaitGroup
@@ -78,12 +90,42 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 		cancel()
 		wg.Wait()
 	}
+	// Stop early when, a second in, nothing has succeeded and something
+	// has failed.
+	live, dead := context.WithCancelCause(ctx)
+	defer dead(nil)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+				if time.Since(g.start) >= deadAfter && g.ok.Load() == 0 && g.failed.Load() > 0 {
+					dead(errDead)
+					return
+				}
+			}
+		}
+	}()
+	stoppedEarly := func() (*tally, error) {
+		stopWorkers()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t := r.newTally(sc, g, serverCores)
+		t.stoppedEarly = true
+		t.window = time.Since(g.start)
+		t.count(perWorker, 0, t.window)
+		r.progress(t)
+		return t, nil
+	}
 
 	// The window opens after the warm-up and is bounded by the two CPU
 	// readings; each reading's time is the middle of its round trip.
-	if !sleepCtx(ctx, opts.Warmup) {
-		stopWorkers()
-		return nil, ctx.Err()
+	if !sleepCtx(live, opts.Warmup) {
+		return stoppedEarly()
 	}
 	if probe.windowStart != nil {
 		if err := probe.windowStart(ctx); err != nil {
@@ -97,9 +139,8 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 		return nil, err
 	}
 	load0 := loadCPU()
-	if !sleepCtx(ctx, opts.Duration) {
-		stopWorkers()
-		return nil, ctx.Err()
+	if !sleepCtx(live, opts.Duration) {
+		return stoppedEarly()
 	}
 	cpu1, srv1, w1, err := readAt(ctx, readCPU, g.start)
 	load1 := loadCPU()
@@ -111,17 +152,41 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 		return nil, err
 	}
 
-	t := &tally{scenario: sc, errors: map[string]int64{}, serverCores: serverCores, loadCPUs: max(r.loadCPUs, 1), serverHandshakes: -1, request: g.request != nil}
+	t := r.newTally(sc, g, serverCores)
 	t.window = w1 - w0
+	t.count(perWorker, w0, w1)
+	if readCPU != nil {
+		t.serverCPU = cpu1 - cpu0
+		t.cpuKnown = true
+		if srv0 >= 0 && srv1 >= 0 {
+			t.serverHandshakes = srv1 - srv0
+		}
+	}
+	t.loadCPU = load1 - load0
+	t.rounds = []float64{t.perServerCPUSecond()}
+	r.progress(t)
+	return t, nil
+}
+
+func (r *handshakeRun) newTally(sc Scenario, g *loadGen, serverCores int) *tally {
+	return &tally{scenario: sc, errors: map[string]int64{}, negotiated: map[string]int64{}, negotiatedResumed: map[string]int64{},
+		serverCores: serverCores, loadCPUs: max(r.loadCPUs, 1), serverHandshakes: -1, request: g.request != nil}
+}
+
+// count adds the records that ended within [from, to).
+func (t *tally) count(perWorker [][]record, from, to time.Duration) {
 	for _, recs := range perWorker {
 		for _, rec := range recs {
-			if rec.end < w0 || rec.end >= w1 {
+			if rec.end < from || rec.end >= to {
 				continue
 			}
 			if rec.hsOK {
 				t.handshakes = append(t.handshakes, rec.handshake)
 				if rec.resumed {
 					t.resumed++
+					t.negotiatedResumed[rec.negotiated]++
+				} else {
+					t.negotiated[rec.negotiated]++
 				}
 			}
 			if rec.reqOK {
@@ -132,21 +197,20 @@ func (r *handshakeRun) scenario(ctx context.Context, sc Scenario, addr string, p
 			}
 		}
 	}
-	if readCPU != nil {
-		t.serverCPU = cpu1 - cpu0
-		t.cpuKnown = true
-		if srv0 >= 0 && srv1 >= 0 {
-			t.serverHandshakes = srv1 - srv0
-		}
+}
+
+// progress reports a finished scenario.
+func (r *handshakeRun) progress(t *tally) {
+	if r.opts.Progress == nil {
+		return
 	}
-	t.loadCPU = load1 - load0
-	t.rounds = []float64{t.perServerCPUSecond()}
-	if opts.Progress != nil {
-		res := t.result()
-		fmt.Fprintf(opts.Progress, "  %-36s %8.0f handshakes/s  p95 %7.2f ms  %8s per server CPU-second  %d errors\n",
-			sc.Name, res.HandshakesPerSec, res.Latency.P95Ms, num(res.HandshakesPerServerCPUSecond), res.ErrorCount)
+	res := t.result()
+	fmt.Fprintf(r.opts.Progress, "  %-36s %8.0f handshakes/s  p95 %7.2f ms  %8s per server CPU-second  %d errors",
+		res.Name, res.HandshakesPerSec, res.Latency.P95Ms, num(res.HandshakesPerServerCPUSecond), res.ErrorCount)
+	if t.stoppedEarly {
+		fmt.Fprintf(r.opts.Progress, " (stopped: every connection of the first %s failed)", deadAfter)
 	}
-	return t, nil
+	fmt.Fprintln(r.opts.Progress)
 }
 
 // serverProbe is what the load generator can ask of the server: its CPU
@@ -191,17 +255,40 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// pacer hands out connection start times at a fixed rate; a worker that
-// falls behind starts at once.
+// pacer spaces connection starts at least interval apart, whatever the
+// workers do: a start that comes late does not let the next ones come
+// early, so the rate is an upper bound over any stretch of time.
 type pacer struct {
-	start    time.Time
 	interval time.Duration
-	next     atomic.Int64
+	turn     chan struct{} // one token: whose turn it is to start
+	last     time.Time     // the previous start, with the token
+	// onStart, when set, sees each start time in order (for tests).
+	onStart func(time.Time)
 }
 
+func newPacer(rate float64) *pacer {
+	p := &pacer{interval: time.Duration(float64(time.Second) / rate), turn: make(chan struct{}, 1)}
+	p.turn <- struct{}{}
+	return p
+}
+
+// wait returns when the caller may start a connection, false when ctx
+// ends first.
 func (p *pacer) wait(ctx context.Context) bool {
-	i := p.next.Add(1) - 1
-	return sleepCtx(ctx, time.Until(p.start.Add(time.Duration(i)*p.interval)))
+	select {
+	case <-p.turn:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { p.turn <- struct{}{} }()
+	if !p.last.IsZero() && !sleepCtx(ctx, time.Until(p.last.Add(p.interval))) {
+		return false
+	}
+	p.last = time.Now()
+	if p.onStart != nil {
+		p.onStart(p.last)
+	}
+	return true
 }
 
 // work makes connections one after the other until ctx is done.
@@ -217,6 +304,11 @@ func (g *loadGen) work(ctx context.Context) []record {
 			// Cut short by the end of the run: neither a result nor an
 			// error of the server's.
 			break
+		}
+		if rec.hsOK {
+			g.ok.Add(1)
+		} else {
+			g.failed.Add(1)
 		}
 		recs = append(recs, rec)
 	}
@@ -257,6 +349,7 @@ func (g *loadGen) one(ctx context.Context, resume bool) (rec record) {
 	rec.handshake = time.Since(t0)
 	rec.hsOK = true
 	rec.resumed = didResume(c)
+	rec.negotiated = negotiated(c)
 	if g.request != nil {
 		if err := g.get(c); err != nil {
 			rec.errKind = errorKind("request", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/klauspost/cpuid/v2"
@@ -13,7 +14,9 @@ import (
 
 // Machine describes where figures were taken.
 type Machine struct {
-	CPUModel  string `json:"cpu_model"`
+	CPUModel string `json:"cpu_model"`
+	// NumCPU is the machine's online CPUs, however many this process
+	// may use (taskset); the reports list those separately.
 	NumCPU    int    `json:"num_cpu"`
 	GOOS      string `json:"goos"`
 	GOARCH    string `json:"goarch"`
@@ -36,7 +39,7 @@ type Feature struct {
 func DetectMachine() Machine {
 	m := Machine{
 		CPUModel:    cpuModel(),
-		NumCPU:      runtime.NumCPU(),
+		NumCPU:      onlineCPUs(),
 		GOOS:        runtime.GOOS,
 		GOARCH:      runtime.GOARCH,
 		GoVersion:   runtime.Version(),
@@ -45,6 +48,31 @@ func DetectMachine() Machine {
 		Features:    cpuFeatures(),
 	}
 	return m
+}
+
+// onlineCPUs counts the machine's online CPUs from
+// /sys/devices/system/cpu/online ("0-3,6"); runtime.NumCPU, which counts
+// only those this process may use, where that cannot be read.
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return runtime.NumCPU()
+	}
+	n := 0
+	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if isRange {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return runtime.NumCPU()
+		}
+		n += z - a + 1
+	}
+	return max(n, runtime.NumCPU())
 }
 
 // cpuFeatures lists the extensions that Go's crypto and gmsm choose their

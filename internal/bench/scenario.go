@@ -33,6 +33,17 @@ type Scenario struct {
 	curves    []tls.CurveID
 }
 
+// resumeSuffix is what the scenario's name says of resumption.
+func (s Scenario) resumeSuffix() string {
+	switch {
+	case s.ResumeRatio >= 1:
+		return " resumed"
+	case s.ResumeRatio > 0:
+		return fmt.Sprintf(" %g%% resumed", s.ResumeRatio*100)
+	}
+	return ""
+}
+
 // needsClientCert reports whether the scenario needs the client's dual
 // certificate (the TLCP ECDHE suites).
 func (s Scenario) needsClientCert() bool {
@@ -79,11 +90,7 @@ func ParseScenarios(list string, resume float64) ([]Scenario, error) {
 			return nil, err
 		}
 		s.ResumeRatio = ratio
-		if ratio == 1 {
-			s.Name += " resumed"
-		} else if ratio > 0 {
-			s.Name += fmt.Sprintf(" %g%% resumed", ratio*100)
-		}
+		s.Name += s.resumeSuffix()
 		out = append(out, s)
 	}
 	if len(out) == 0 {
@@ -98,30 +105,34 @@ func scenarioFor(name string) (Scenario, error) {
 		canonical := tlcp.CipherSuiteName(id)
 		return Scenario{Name: canonical, Protocol: ProtoTLCP, Suite: canonical, tlcpSuite: id}, nil
 	}
+	// A TLS scenario offers one key exchange group and AES-128-GCM; the
+	// server's certificate decides the signature (ECDSA or RSA). Its name
+	// says what it offers; the report's row names what was negotiated.
+	tls12 := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
 	switch strings.ReplaceAll(upper, "_", "") {
 	case "TLS1.2", "TLS12", "TLSECDHEECDSAWITHAES128GCMSHA256":
 		return Scenario{
-			Name: "TLS1.2 ECDHE-ECDSA-P256", Protocol: ProtoTLS12,
-			Suite:     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 P-256",
-			tlsSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+			Name: "TLS1.2 P-256", Protocol: ProtoTLS12,
+			Suite:     "ECDHE AES-128-GCM P-256",
+			tlsSuites: tls12,
 			curves:    []tls.CurveID{tls.CurveP256},
 		}, nil
 	case "TLS1.2-X25519", "TLS12-X25519":
 		return Scenario{
-			Name: "TLS1.2 ECDHE-X25519-ECDSA-P256", Protocol: ProtoTLS12,
-			Suite:     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 X25519",
-			tlsSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256},
+			Name: "TLS1.2 X25519", Protocol: ProtoTLS12,
+			Suite:     "ECDHE AES-128-GCM X25519",
+			tlsSuites: tls12,
 			curves:    []tls.CurveID{tls.X25519},
 		}, nil
 	case "TLS1.3", "TLS13":
 		return Scenario{
-			Name: "TLS1.3 X25519 ECDSA-P256", Protocol: ProtoTLS13,
+			Name: "TLS1.3 X25519", Protocol: ProtoTLS13,
 			Suite:  "TLS_AES_128_GCM_SHA256 X25519",
 			curves: []tls.CurveID{tls.X25519},
 		}, nil
 	case "TLS1.3-MLKEM", "TLS13-MLKEM":
 		return Scenario{
-			Name: "TLS1.3 X25519MLKEM768 ECDSA-P256", Protocol: ProtoTLS13,
+			Name: "TLS1.3 X25519MLKEM768", Protocol: ProtoTLS13,
 			Suite:  "TLS_AES_128_GCM_SHA256 X25519MLKEM768",
 			curves: []tls.CurveID{tls.X25519MLKEM768},
 		}, nil

@@ -30,9 +30,12 @@ func processCPUTime() (user, system time.Duration, err error) {
 }
 
 // allowedCPUs lists the CPUs this process may run on.
-func allowedCPUs() ([]int, error) {
+func allowedCPUs() ([]int, error) { return processCPUs(0) }
+
+// processCPUs lists the CPUs process pid may run on (0: this one).
+func processCPUs(pid int) ([]int, error) {
 	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
+	if err := unix.SchedGetaffinity(pid, &set); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
 	}
 	var cpus []int

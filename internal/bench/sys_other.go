@@ -24,6 +24,8 @@ func allowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
+func processCPUs(int) ([]int, error) { return nil, errNotLinux }
+
 func pinThread(int) (func(), error) {
 	runtime.LockOSThread()
 	return runtime.UnlockOSThread, nil

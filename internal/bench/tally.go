@@ -22,6 +22,11 @@ type tally struct {
 	loadCPU          time.Duration
 	loadCPUs         int
 	rounds           []float64 // handshakes per server CPU-second of each round
+	// negotiated counts full handshakes by what they agreed on,
+	// negotiatedResumed resumed ones.
+	negotiated, negotiatedResumed map[string]int64
+	// stoppedEarly is set when every connection failed (deadAfter).
+	stoppedEarly bool
 }
 
 func (t *tally) perServerCPUSecond() float64 {
@@ -49,11 +54,43 @@ func (t *tally) add(o *tally) {
 	}
 	t.loadCPU += o.loadCPU
 	t.rounds = append(t.rounds, o.rounds...)
+	for k, n := range o.negotiated {
+		t.negotiated[k] += n
+	}
+	for k, n := range o.negotiatedResumed {
+		t.negotiatedResumed[k] += n
+	}
+	t.stoppedEarly = t.stoppedEarly || o.stoppedEarly
+}
+
+// name is the row's name: what most handshakes negotiated (full ones
+// first), with the scenario's resumption suffix; the scenario's name when
+// none succeeded.
+func (t *tally) name() (string, map[string]int64) {
+	counts := t.negotiated
+	if len(counts) == 0 {
+		counts = t.negotiatedResumed
+	}
+	label, mixed := mostCommon(counts)
+	if label == "" {
+		return t.scenario.Name, nil
+	}
+	all := maps.Clone(t.negotiated)
+	for k, n := range t.negotiatedResumed {
+		all[k+" (resumed)"] += n
+	}
+	name := label + t.scenario.resumeSuffix()
+	if mixed {
+		name += " (mixed)"
+	}
+	return name, all
 }
 
 // result computes the figures; it sorts the latency samples.
 func (t *tally) result() ScenarioResult {
-	res := ScenarioResult{Scenario: t.scenario, Errors: maps.Clone(t.errors), ServerHandshakes: -1, Rounds: len(t.rounds)}
+	res := ScenarioResult{Scenario: t.scenario, Errors: maps.Clone(t.errors), ServerHandshakes: -1, Rounds: len(t.rounds), StoppedEarly: t.stoppedEarly}
+	res.Requested = t.scenario.Name
+	res.Name, res.Negotiated = t.name()
 	res.WindowSeconds = t.window.Seconds()
 	res.Handshakes = int64(len(t.handshakes))
 	res.Resumed = t.resumed
