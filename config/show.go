@@ -7,18 +7,78 @@ import (
 )
 
 // Show renders a configuration, defaults included, as YAML that Parse
-// reads back to the same configuration.
+// reads back to the same configuration. Optional keys that are not set
+// (null, empty strings, empty lists) are left out rather than printed
+// empty.
 func Show(c *Config) ([]byte, error) {
+	return render(c, false)
+}
+
+// ShowSet renders a configuration built in code before Defaults, with only
+// the keys it sets: zero numbers and false are left out too, so that the
+// defaults apply when the file is read.
+func ShowSet(c *Config) ([]byte, error) {
+	return render(c, true)
+}
+
+func render(c *Config, dropZero bool) ([]byte, error) {
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, err
+	}
+	prune(&doc, dropZero)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(c); err != nil {
+	if err := enc.Encode(&doc); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// prune removes the mapping entries whose value is unset: null, an empty
+// string or list, and with dropZero 0 and false; and mappings left empty
+// by that. A mapping that was empty to begin with (a section given as {})
+// stays, since its presence can mean something.
+func prune(n *yaml.Node, dropZero bool) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			prune(c, dropZero)
+		}
+	case yaml.MappingNode:
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			wasEmpty := v.Kind == yaml.MappingNode && len(v.Content) == 0
+			prune(v, dropZero)
+			if unset(v, dropZero) && !wasEmpty {
+				continue
+			}
+			kept = append(kept, k, v)
+		}
+		n.Content = kept
+	}
+}
+
+func unset(v *yaml.Node, dropZero bool) bool {
+	switch v.Kind {
+	case yaml.ScalarNode:
+		switch {
+		case v.Tag == "!!null":
+			return true
+		case v.Tag == "!!str" && v.Value == "":
+			return true
+		case dropZero && (v.Tag == "!!int" && v.Value == "0" || v.Tag == "!!bool" && v.Value == "false" || v.Tag == "!!str" && v.Value == "0s"):
+			return true
+		}
+	case yaml.SequenceNode, yaml.MappingNode:
+		return len(v.Content) == 0
+	}
+	return false
 }
 
 // Example is a complete configuration: TLCP (and TLS, for clients not yet
