@@ -17,6 +17,7 @@ func init() {
 	var (
 		configFile string
 		demoMode   bool
+		upstream   string
 		stateDir   string
 		listen     string
 		admin      string
@@ -33,31 +34,41 @@ in the file are relative to the file's directory. Under systemd
 
 With --demo it needs no file: it makes a local SM2 CA and certificates in
 a state directory (reused on the next start), starts a small backend, and
-serves TLCP and TLS on one port in front of it.`,
+serves TLCP and TLS on one port in front of it.
+
+With --upstream URL it does the same in front of your own HTTP service,
+and writes the configuration it runs to gmgate.yaml in the state
+directory, so that the next step is gmgate serve -c.`,
 		Example: `  gmgate serve --demo
+  gmgate serve --upstream http://127.0.0.1:8080
+  gmgate serve --upstream 127.0.0.1:8080 --listen :8443 --state ./gm
   gmgate serve --demo --state ./demo-state --listen 127.0.0.1:8443 --admin 127.0.0.1:9180
   gmgate serve -c /etc/gmgate/gmgate.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if demoMode {
+			if demoMode || upstream != "" {
 				if configFile != "" {
-					return fmt.Errorf("--demo and -c cannot be used together")
+					return fmt.Errorf("--demo and --upstream make their own configuration; they do not go with -c")
+				}
+				if demoMode && upstream != "" {
+					return fmt.Errorf("--demo fronts a built-in backend, --upstream your service: give one")
 				}
 				return demo.Run(ctx, demo.Options{
 					StateDir:     stateDir,
 					Listen:       listen,
 					Admin:        admin,
+					Upstream:     upstream,
 					Out:          cmd.OutOrStdout(),
 					ProbeCommand: selfCommand(),
 				})
 			}
 			if configFile == "" {
-				return fmt.Errorf("give a configuration file with -c FILE, or try --demo")
+				return fmt.Errorf("give a configuration file with -c FILE, or try --demo, or --upstream URL in front of your service")
 			}
 			if listen != "" || admin != "" || stateDir != "" {
-				return fmt.Errorf("--listen, --admin and --state go with --demo; set addresses in the configuration file")
+				return fmt.Errorf("--listen, --admin and --state go with --demo or --upstream; set addresses in the configuration file")
 			}
 			reload := signalChan(syscall.SIGHUP)
 			reopen := signalChan(syscall.SIGUSR1)
@@ -70,9 +81,10 @@ serves TLCP and TLS on one port in front of it.`,
 	}
 	cmd.Flags().StringVarP(&configFile, "config", "c", "", "configuration file")
 	cmd.Flags().BoolVar(&demoMode, "demo", false, "run the demo: generated certificates and a built-in backend")
-	cmd.Flags().StringVar(&stateDir, "state", "", "demo state directory (default: gmgate/demo under the user's configuration directory)")
-	cmd.Flags().StringVar(&listen, "listen", "", "demo gateway address (default: a free loopback port)")
-	cmd.Flags().StringVar(&admin, "admin", "", "demo admin address for /metrics (default: a free loopback port)")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "quick start in front of your HTTP service (http://host:port, https://host:port or host:port): generated certificates, configuration written to the state directory")
+	cmd.Flags().StringVar(&stateDir, "state", "", "with --demo or --upstream: the state directory (default: gmgate/demo under the user's configuration directory)")
+	cmd.Flags().StringVar(&listen, "listen", "", "with --demo or --upstream: the gateway's address (default: a free loopback port)")
+	cmd.Flags().StringVar(&admin, "admin", "", "with --demo or --upstream: the admin address for /metrics (default: a free loopback port)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -3,14 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -189,5 +193,121 @@ upstreams:
 	}
 	if !strings.Contains(rest.String(), `"msg":"shut down"`) {
 		t.Errorf("no shutdown log line:\n%s", rest.String())
+	}
+}
+
+// The quick start as a user follows it: serve --upstream in front of their
+// service, the printed probe and curl commands, then the written
+// configuration with serve -c.
+func TestServeUpstreamQuickStart(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "the user's service, reached with %s", r.Header.Get("X-TLCP-Protocol"))
+	}))
+	defer up.Close()
+	state := filepath.Join(t.TempDir(), "state")
+
+	cmd := gmgateCommand("serve", "--upstream", up.URL, "--state", state, "--listen", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	var printed strings.Builder
+	for lines.Scan() && !strings.Contains(lines.Text(), "Stop with Ctrl-C") {
+		printed.WriteString(lines.Text() + "\n")
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	text := printed.String()
+	probeLine := regexp.MustCompile(`\S+ probe --ca (\S+) (https://\S+)`).FindStringSubmatch(text)
+	curlLine := regexp.MustCompile(`curl --cacert (\S+) (https://\S+)`).FindStringSubmatch(text)
+	serveLine := regexp.MustCompile(`\S+ serve -c (\S+)`).FindStringSubmatch(text)
+	if probeLine == nil || curlLine == nil || serveLine == nil {
+		t.Fatalf("instructions:\n%s\n%s", text, stderr.String())
+	}
+	cfgFile := serveLine[1]
+	if cfgFile != filepath.Join(state, "gmgate.yaml") {
+		t.Errorf("configuration written to %s", cfgFile)
+	}
+	probeAgain := func(when string) {
+		t.Helper()
+		out, err := gmgateCommand("probe", "-s", "--ca", probeLine[1], probeLine[2]).Output()
+		if err != nil || string(out) != "the user's service, reached with tlcp" {
+			t.Errorf("%s: probe as printed: %v %q", when, err, out)
+		}
+	}
+	probeAgain("serve --upstream")
+	// The curl command, with curl where it is installed, and with Go's
+	// TLS client the same way.
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(curlLine[1])
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(curlLine[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "the user's service, reached with tls1.3" {
+		t.Errorf("TLS: %q", body)
+	}
+	if curl, err := exec.LookPath("curl"); err == nil {
+		out, err := exec.Command(curl, "-s", "--cacert", curlLine[1], curlLine[2]).Output()
+		if err != nil || string(out) != "the user's service, reached with tls1.3" {
+			t.Errorf("curl as printed: %v %q", err, out)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+
+	// The next step: the file it wrote.
+	if out, err := gmgateCommand("config", "check", "-c", cfgFile).CombinedOutput(); err != nil {
+		t.Fatalf("config check: %v\n%s", err, out)
+	}
+	again := gmgateCommand("serve", "-c", cfgFile)
+	logs, err := again.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Stdout = io.Discard
+	if err := again.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer again.Process.Kill()
+	sc := bufio.NewScanner(logs)
+	listening := false
+	for !listening && sc.Scan() {
+		var line struct{ Msg, Listener string }
+		listening = json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" && line.Listener == "edge"
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if !listening {
+		t.Fatal("serve -c did not report its listener")
+	}
+	probeAgain("serve -c")
+	again.Process.Signal(syscall.SIGTERM)
+	if err := again.Wait(); err != nil {
+		t.Errorf("serve -c exit: %v", err)
+	}
+
+	// A scheme the quick start does not front.
+	if out, err := gmgateCommand("serve", "--upstream", "tcp://127.0.0.1:5432", "--state", state).CombinedOutput(); err == nil || !strings.Contains(string(out), "fronts an HTTP service") {
+		t.Errorf("tcp upstream: %v\n%s", err, out)
 	}
 }

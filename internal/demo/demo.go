@@ -1,8 +1,10 @@
-// Package demo is `gmgate serve --demo`: a state directory with a local
-// SM2 CA, a dual certificate and a TLS certificate for the loopback
-// address (made by package certs, reused on the next start), a small
-// built-in backend, and a gateway configuration that puts an auto
-// listener in front of it.
+// Package demo is `gmgate serve --demo` and `gmgate serve --upstream URL`:
+// a state directory with a local SM2 CA, a dual certificate and a TLS
+// certificate for the loopback address (made by package certs, reused on
+// the next start), and a gateway configuration that puts an auto listener
+// in front of a small built-in backend (--demo) or of the user's own
+// service (--upstream), whose configuration it writes to the state
+// directory for `gmgate serve -c`.
 package demo
 
 import (
@@ -14,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -136,11 +139,27 @@ func issueTLS(dir string) error {
 // Config is the demo gateway: an auto listener on listen in front of the
 // backend at backendURL, with the admin listener on admin.
 func (st *State) Config(listen, admin, backendURL string) *config.Config {
-	cfg := &config.Config{
+	cfg := st.config("demo", listen, admin, "backend", backendURL)
+	cfg.Upstreams["backend"].Health = config.Health{Path: "/healthz"}
+	config.Defaults(cfg)
+	cfg.Timeouts.Shutdown = config.Duration(5 * time.Second)
+	return cfg
+}
+
+// UpstreamConfig is the quick start in front of the user's service: an
+// auto listener on listen in front of upstreamURL (checked by connecting
+// to it), with the admin listener on admin. Defaults are not applied, so
+// that config.Show writes only what differs from them.
+func (st *State) UpstreamConfig(listen, admin, upstreamURL string) *config.Config {
+	return st.config("edge", listen, admin, "app", upstreamURL)
+}
+
+func (st *State) config(listener, listen, admin, upstream, upstreamURL string) *config.Config {
+	return &config.Config{
 		Admin: config.Admin{Listen: admin},
 		Log:   config.Log{Level: "info", Access: "stdout"},
 		Listeners: []config.Listener{{
-			Name:     "demo",
+			Name:     listener,
 			Listen:   listen,
 			Protocol: config.ProtocolAuto,
 			TLCP: &config.TLCP{
@@ -152,15 +171,12 @@ func (st *State) Config(listen, admin, backendURL string) *config.Config {
 				Protocol: "X-TLCP-Protocol", Suite: "X-TLCP-Suite", Resumed: "X-TLCP-Resumed",
 				ClientSubject: "X-TLCP-Client-Subject",
 			},
-			Routes: []config.Route{{Upstream: "backend"}},
+			Routes: []config.Route{{Upstream: upstream}},
 		}},
 		Upstreams: map[string]*config.Upstream{
-			"backend": {Targets: []string{backendURL}, Health: config.Health{Path: "/healthz"}},
+			upstream: {Targets: []string{upstreamURL}},
 		},
 	}
-	config.Defaults(cfg)
-	cfg.Timeouts.Shutdown = config.Duration(5 * time.Second)
-	return cfg
 }
 
 // Backend is the built-in service behind the demo gateway: it shows how
@@ -212,13 +228,29 @@ type Options struct {
 	// ProbeCommand is how the user runs gmgate ("gmgate", or
 	// "go run ./cmd/gmgate").
 	ProbeCommand string
+	// Upstream, when set, is the user's service to front instead of the
+	// built-in backend: http://host:port, https://host:port, or host:port
+	// for plain HTTP. The configuration is then written to ConfigFile in
+	// the state directory.
+	Upstream string
 	// Started, when set, is called with the running gateway.
 	Started func(*proxy.Server)
 }
 
-// Run starts the backend and the gateway, prints how to reach them, and
-// serves until ctx is done, then drains.
+// ConfigFile is the name of the configuration --upstream writes in the
+// state directory.
+const ConfigFile = "gmgate.yaml"
+
+// Run starts the backend (or takes the user's) and the gateway, prints how
+// to reach them, and serves until ctx is done, then drains.
 func Run(ctx context.Context, o Options) error {
+	upstream := ""
+	if o.Upstream != "" {
+		var err error
+		if upstream, err = UpstreamURL(o.Upstream); err != nil {
+			return err
+		}
+	}
 	if o.StateDir == "" {
 		dir, err := DefaultStateDir()
 		if err != nil {
@@ -226,6 +258,11 @@ func Run(ctx context.Context, o Options) error {
 		}
 		o.StateDir = dir
 	}
+	dir, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return err
+	}
+	o.StateDir = dir
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
 	}
@@ -242,21 +279,42 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	backendLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	backend := &http.Server{Handler: Backend(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = backend.Serve(backendLn) }()
-	defer backend.Close()
 
-	cfg := st.Config(o.Listen, o.Admin, "http://"+backendLn.Addr().String())
+	var cfg, file *config.Config
+	if upstream == "" {
+		backendLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		backend := &http.Server{Handler: Backend(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = backend.Serve(backendLn) }()
+		defer backend.Close()
+		cfg = st.Config(o.Listen, o.Admin, "http://"+backendLn.Addr().String())
+	} else {
+		file = st.UpstreamConfig(o.Listen, o.Admin, upstream)
+		cfg = st.UpstreamConfig(o.Listen, o.Admin, upstream)
+		config.Defaults(cfg)
+	}
 	srv, err := proxy.New(cfg, proxy.Options{Logger: o.Logger, AccessLog: o.AccessLog})
 	if err != nil {
 		return err
 	}
 	srv.Start()
-	st.printInstructions(o.Out, o.ProbeCommand, srv.Addr("demo"), srv.AdminAddr())
+	gw, admin := srv.Addr(cfg.Listeners[0].Name), srv.AdminAddr()
+	if file != nil {
+		// The file names the addresses bound, so that it serves the same.
+		file.Listeners[0].Listen, file.Admin.Listen = gw.String(), admin.String()
+		path, err := writeConfig(st.Dir, file, upstream)
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			return err
+		}
+		st.printUpstreamInstructions(o.Out, o.ProbeCommand, upstream, path, gw, admin)
+	} else {
+		st.printInstructions(o.Out, o.ProbeCommand, gw, admin)
+	}
 	if o.Started != nil {
 		o.Started(srv)
 	}
@@ -268,6 +326,77 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	return nil
+}
+
+// UpstreamURL checks --upstream and completes host:port to
+// http://host:port.
+func UpstreamURL(s string) (string, error) {
+	u := strings.TrimSpace(s)
+	if !strings.Contains(u, "://") {
+		u = "http://" + u
+	}
+	t, err := config.ParseTarget(u)
+	if err != nil {
+		return "", fmt.Errorf("--upstream: %v", err)
+	}
+	if t.Scheme != "http" && t.Scheme != "https" {
+		return "", fmt.Errorf("--upstream %s: the quick start fronts an HTTP service (http:// or https://); for a TCP service write a configuration (gmgate config show prints an example)", s)
+	}
+	if strings.HasPrefix(t.Host, ":") {
+		t.Host = "127.0.0.1" + t.Host
+	}
+	return t.Scheme + "://" + t.Host, nil
+}
+
+// writeConfig writes the quick start's configuration to dir/ConfigFile
+// and returns its path.
+func writeConfig(dir string, cfg *config.Config, upstream string) (string, error) {
+	body, err := config.ShowSet(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, ConfigFile)
+	head := fmt.Sprintf("# gmgate in front of %s, as gmgate serve --upstream ran it.\n# Serve it again with: gmgate serve -c %s\n# Every default is spelled out by: gmgate config show -c %s\n", upstream, path, path)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append([]byte(head), body...), 0o600); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+func (st *State) printUpstreamInstructions(w io.Writer, probeCmd, upstream, cfgFile string, gw, admin net.Addr) {
+	made := "reused"
+	if st.Created {
+		made = "created"
+	}
+	port := gw.(*net.TCPAddr).Port
+	reach := ""
+	if u, err := url.Parse(upstream); err == nil {
+		if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
+			reach = fmt.Sprintf("\nNothing answers at %s yet: gmgate answers 502 until it does.\n", upstream)
+		} else {
+			c.Close()
+		}
+	}
+	fmt.Fprintf(w, `
+gmgate: TLCP and TLS on %s, in front of %s.
+Certificates (%s): %s
+%s
+Reach it with TLCP:
+  %s probe --ca %s https://127.0.0.1:%d/
+
+Reach it with TLS:
+  curl --cacert %s https://127.0.0.1:%d/
+
+Metrics: http://%s/metrics
+
+The same gateway from a file, to edit and keep:
+  %s
+  %s serve -c %s
+
+Stop with Ctrl-C.
+
+`, gw, upstream, made, st.Dir, reach, probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, admin, cfgFile, probeCmd, shellQuote(cfgFile))
 }
 
 func (st *State) printInstructions(w io.Writer, probeCmd string, gw, admin net.Addr) {

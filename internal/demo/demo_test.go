@@ -63,3 +63,22 @@ func TestDemoRunAndProbe(t *testing.T) {
 		}
 	}
 }
+
+func TestUpstreamURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080": "http://127.0.0.1:8080",
+		"127.0.0.1:8080":        "http://127.0.0.1:8080",
+		":8080":                 "http://127.0.0.1:8080",
+		"https://svc.internal/": "https://svc.internal",
+		"localhost:3000":        "http://localhost:3000",
+	} {
+		if got, err := UpstreamURL(in); err != nil || got != want {
+			t.Errorf("%q: %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"tcp://127.0.0.1:5432", "http://u:p@127.0.0.1:1", "http://127.0.0.1:1/path", "ftp://x:1"} {
+		if _, err := UpstreamURL(bad); err == nil || !strings.Contains(err.Error(), "--upstream") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
