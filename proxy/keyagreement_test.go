@@ -50,6 +50,9 @@ func TestECDHEWithCardEncryptionKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "listeners[0].tlcp.suites: "+accel.ErrNoKeyAgreement.Error()) {
 			t.Fatalf("got %v, want a tlcp.suites error about key agreement", err)
 		}
+		if n := strings.Count(err.Error(), "listeners[0]"); n != 1 || strings.Contains(err.Error(), "listener edge") {
+			t.Errorf("the listener is named %d times: %v", n, err)
+		}
 	})
 	t.Run("default suites drop ECDHE", func(t *testing.T) {
 		cfg := testConfig(p, "http://127.0.0.1:1")
