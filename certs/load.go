@@ -337,7 +337,7 @@ func loadSM2Chain(probs *problems, field, name, path string, opts LoadOptions) [
 		return nil
 	}
 	if !sm2.IsSM2PublicKey(chain[0].PublicKey) {
-		probs.add(field, fmt.Errorf("%s %s: the certificate has a %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", name, path, describePublicKey(chain[0].PublicKey), path))
+		probs.add(field, fmt.Errorf("%s %s: the certificate has an %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", name, path, describePublicKey(chain[0].PublicKey), path))
 		return nil
 	}
 	return chain

@@ -236,7 +236,7 @@ func TestCheckAndServeAgree(t *testing.T) {
 		{"key from another pair", configYAML(admin, edge(func(l *listenerYAML) { l.encKey = p.other.EncKey })), nil,
 			[]string{"listeners[0].tlcp.enc_key: enc_key " + p.other.EncKey + " does not belong to enc_cert " + p.good.EncCert}},
 		{"RSA certificate as sign_cert", configYAML(admin, edge(func(l *listenerYAML) { l.signCert, l.signKey = p.rsaCert, p.rsaKey })), nil,
-			[]string{"listeners[0].tlcp.sign_cert: sign_cert " + p.rsaCert + ": the certificate has a RSA-2048 key, but TLCP needs SM2 certificates"}},
+			[]string{"listeners[0].tlcp.sign_cert: sign_cert " + p.rsaCert + ": the certificate has an RSA-2048 key, but TLCP needs SM2 certificates"}},
 		{"SM2 certificate on the TLS side", configYAML(admin, edge(func(l *listenerYAML) { l.tlsCert, l.tlsKey = p.good.SignCert, p.good.SignKey })), nil,
 			[]string{"listeners[0].tls.cert: cert " + p.good.SignCert + " is an SM2 certificate, which TLS clients cannot use"}},
 		{"port in use", configYAML(admin, edge(func(l *listenerYAML) { l.listen = busy.Addr().String() })), nil,
