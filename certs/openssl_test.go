@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/testopenssl"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
@@ -23,29 +23,12 @@ import (
 
 const distID = "distid:1234567812345678"
 
-// needOpenSSL returns the openssl binary or skips the test when it is not
-// installed (CI installs it).
-func needOpenSSL(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl is not installed; install OpenSSL 3 (apt-get install openssl) to run the OpenSSL interop tests")
-	}
-	return path
-}
-
-// runOpenSSL runs openssl in dir and returns its combined output, failing
-// the test when it exits non-zero.
-func runOpenSSL(t *testing.T, bin, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("openssl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// needOpenSSL and runOpenSSL run the openssl command; a test without it
+// skips.
+var (
+	needOpenSSL = testopenssl.Bin
+	runOpenSSL  = testopenssl.Run
+)
 
 func TestOpenSSLAcceptsGmgateCertificates(t *testing.T) {
 	bin := needOpenSSL(t)

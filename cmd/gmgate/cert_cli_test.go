@@ -12,6 +12,7 @@ import (
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/internal/keyenc"
+	"github.com/gmgate/gmgate/internal/testopenssl"
 )
 
 // gmgate runs the gmgate command in dir (the test's cwd when empty) and
@@ -125,20 +126,9 @@ func TestCertSignCSR(t *testing.T) {
 	}
 	// A request made elsewhere (OpenSSL, as a card vendor's tool would)
 	// without key usage: --usage decides.
-	bin, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl is not installed; the rest needs it")
-	}
-	for _, args := range [][]string{
-		{"genpkey", "-algorithm", "SM2", "-out", "card.key"},
-		{"req", "-new", "-key", "card.key", "-sm3", "-sigopt", "distid:1234567812345678", "-subj", "/CN=card.example.cn", "-addext", "subjectAltName=DNS:card.example.cn", "-out", "card.csr"},
-	} {
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("openssl %v: %v\n%s", args, err, out)
-		}
-	}
+	bin := testopenssl.Bin(t)
+	testopenssl.Run(t, bin, dir, "genpkey", "-algorithm", "SM2", "-out", "card.key")
+	testopenssl.Run(t, bin, dir, "req", "-new", "-key", "card.key", "-sm3", "-sigopt", "distid:1234567812345678", "-subj", "/CN=card.example.cn", "-addext", "subjectAltName=DNS:card.example.cn", "-out", "card.csr")
 	if out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", "card.csr"); code == 0 || !strings.Contains(out, "give --usage sign or --usage enc") {
 		t.Errorf("request without key usage: exit %d\n%s", code, out)
 	}

@@ -115,18 +115,29 @@ func (s *served) port(t *testing.T, listener string) int {
 	return n
 }
 
-// writeDualPair writes a local SM2 CA and a dual certificate for
-// localhost into dir.
-func writeDualPair(t *testing.T, dir string) certs.DualFiles {
+// localPKI writes a new SM2 CA to dir (ca.crt, ca.key) and issues a pair
+// for localhost and 127.0.0.1.
+func localPKI(t *testing.T, dir string) (*certs.CA, *certs.Dual) {
 	t.Helper()
 	ca, err := certs.NewCA(certs.CAOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca, pair
+}
+
+// writeDualPair writes a local SM2 CA (see localPKI) and a dual
+// certificate for localhost into dir.
+func writeDualPair(t *testing.T, dir string) certs.DualFiles {
+	t.Helper()
+	_, pair := localPKI(t, dir)
 	files, err := pair.Write(dir, "localhost", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -21,17 +21,7 @@ import (
 func tlcpServer(t *testing.T, serve func(net.Listener)) (addr, caFile string, client certs.DualFiles) {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.Write(dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, pair := localPKI(t, dir)
 	cli, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.test"}})
 	if err != nil {
 		t.Fatal(err)

@@ -105,52 +105,29 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		fmt.Fprintf(w, "\n%s / %s, %s per server CPU-second: %.2f×\n", c.Numerator, c.Denominator, what, c.Ratio)
 	}
 
-	var errLines []string
+	var errLines, mixed []string
 	for _, res := range r.Results {
-		kinds := make([]string, 0, len(res.Errors))
-		for k := range res.Errors {
-			kinds = append(kinds, k)
+		errLines = append(errLines, countLines(res.Name, res.Errors, true)...)
+		distinct := map[string]bool{}
+		for l := range res.Negotiated {
+			distinct[strings.TrimSuffix(l, " (resumed)")] = true
 		}
-		slices.SortFunc(kinds, func(a, b string) int { return int(res.Errors[b] - res.Errors[a]) })
-		for _, k := range kinds {
-			errLines = append(errLines, fmt.Sprintf("  %s: %s ×%d", res.Name, k, res.Errors[k]))
+		if len(distinct) > 1 {
+			mixed = append(mixed, countLines(res.Name, res.Negotiated, false)...)
 		}
 	}
 	if len(errLines) > 0 {
 		fmt.Fprintln(w, "\nErrors by kind:")
-		for _, e := range errLines {
-			fmt.Fprintln(w, e)
-		}
+		fmt.Fprint(w, strings.Join(errLines, ""))
 	}
 	for _, res := range r.Results {
 		if res.StoppedEarly {
 			fmt.Fprintf(w, "  %s: stopped after %s: every connection failed\n", res.Name, seconds(res.WindowSeconds))
 		}
 	}
-
-	var mixed []string
-	for _, res := range r.Results {
-		distinct := map[string]bool{}
-		for l := range res.Negotiated {
-			distinct[strings.TrimSuffix(l, " (resumed)")] = true
-		}
-		if len(distinct) < 2 {
-			continue
-		}
-		labels := make([]string, 0, len(res.Negotiated))
-		for l := range res.Negotiated {
-			labels = append(labels, l)
-		}
-		slices.Sort(labels)
-		for _, l := range labels {
-			mixed = append(mixed, fmt.Sprintf("  %s: %s ×%d", res.Name, l, res.Negotiated[l]))
-		}
-	}
 	if len(mixed) > 0 {
 		fmt.Fprintln(w, "\nNegotiated (rows are named after the most common):")
-		for _, l := range mixed {
-			fmt.Fprintln(w, l)
-		}
+		fmt.Fprint(w, strings.Join(mixed, ""))
 	}
 
 	if len(r.Warnings) > 0 {
@@ -174,6 +151,24 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	} else if r.Server.CPUSource == "" {
 		fmt.Fprintln(w, "\nCapacity: unknown without the server's CPU time (give --server-pid PID or --metrics URL).")
 	}
+}
+
+// countLines lists counts as "  row: key ×n" lines, the largest first
+// (byCount) or by key.
+func countLines(row string, counts map[string]int64, byCount bool) []string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if byCount {
+		slices.SortStableFunc(keys, func(a, b string) int { return int(counts[b] - counts[a]) })
+	}
+	lines := make([]string, len(keys))
+	for i, k := range keys {
+		lines[i] = fmt.Sprintf("  %s: %s ×%d\n", row, k, counts[k])
+	}
+	return lines
 }
 
 func percent(v float64) string {

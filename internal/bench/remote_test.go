@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testnet"
 )
 
 // rsaTLSServer is a TLS server with an RSA-2048 certificate that is not
@@ -36,30 +37,11 @@ func rsaTLSServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*cert}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-				_, _ = io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
+	cfg := &tls.Config{Certificates: []tls.Certificate{*cert}}
+	return testnet.Serve(t, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, tls.Server(c, cfg))
+	})
 }
 
 // Against an RSA server the TLS rows say RSA-2048, not the ECDSA of the

@@ -311,9 +311,9 @@ func Run(ctx context.Context, o Options) error {
 			_ = srv.Shutdown(sctx)
 			return err
 		}
-		st.printUpstreamInstructions(o.Out, o.ProbeCommand, upstream, path, gw, admin)
+		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin, upstream: upstream, cfgFile: path})
 	} else {
-		st.printInstructions(o.Out, o.ProbeCommand, gw, admin)
+		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin})
 	}
 	if o.Started != nil {
 		o.Started(srv)
@@ -364,22 +364,36 @@ func writeConfig(dir string, cfg *config.Config, upstream string) (string, error
 	return path, os.Rename(tmp, path)
 }
 
-func (st *State) printUpstreamInstructions(w io.Writer, probeCmd, upstream, cfgFile string, gw, admin net.Addr) {
+// instructions are what Run prints: the gateway, how to reach it, and
+// for --upstream where its configuration is.
+type instructions struct {
+	probeCmd  string
+	gw, admin net.Addr
+	// upstream and cfgFile are set for --upstream.
+	upstream, cfgFile string
+}
+
+func (st *State) printInstructions(w io.Writer, in instructions) {
 	made := "reused"
 	if st.Created {
 		made = "created"
 	}
-	port := gw.(*net.TCPAddr).Port
-	reach := ""
-	if u, err := url.Parse(upstream); err == nil {
-		if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
-			reach = fmt.Sprintf("\nNothing answers at %s yet: gmgate answers 502 until it does.\n", upstream)
-		} else {
-			c.Close()
+	port := in.gw.(*net.TCPAddr).Port
+	head := fmt.Sprintf("gmgate demo: TLCP and TLS on %s, in front of a built-in backend.", in.gw)
+	var note, file string
+	if in.upstream != "" {
+		head = fmt.Sprintf("gmgate: TLCP and TLS on %s, in front of %s.", in.gw, in.upstream)
+		if u, err := url.Parse(in.upstream); err == nil {
+			if c, err := net.DialTimeout("tcp", u.Host, time.Second); err != nil {
+				note = fmt.Sprintf("\nNothing answers at %s yet: gmgate answers 502 until it does.\n", in.upstream)
+			} else {
+				c.Close()
+			}
 		}
+		file = fmt.Sprintf("The same gateway from a file, to edit and keep:\n  %s\n  %s serve -c %s\n\n", in.cfgFile, in.probeCmd, shellQuote(in.cfgFile))
 	}
 	fmt.Fprintf(w, `
-gmgate: TLCP and TLS on %s, in front of %s.
+%s
 Certificates (%s): %s
 %s
 Reach it with TLCP:
@@ -390,36 +404,9 @@ Reach it with TLS:
 
 Metrics: http://%s/metrics
 
-The same gateway from a file, to edit and keep:
-  %s
-  %s serve -c %s
+%sStop with Ctrl-C.
 
-Stop with Ctrl-C.
-
-`, gw, upstream, made, st.Dir, reach, probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, admin, cfgFile, probeCmd, shellQuote(cfgFile))
-}
-
-func (st *State) printInstructions(w io.Writer, probeCmd string, gw, admin net.Addr) {
-	made := "reused"
-	if st.Created {
-		made = "created"
-	}
-	port := gw.(*net.TCPAddr).Port
-	fmt.Fprintf(w, `
-gmgate demo: TLCP and TLS on %s, in front of a built-in backend.
-Certificates (%s): %s
-
-Reach it with TLCP:
-  %s probe --ca %s https://127.0.0.1:%d/
-
-Reach it with TLS:
-  curl --cacert %s https://127.0.0.1:%d/
-
-Metrics: http://%s/metrics
-
-Stop with Ctrl-C.
-
-`, gw, made, st.Dir, probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, admin)
+`, head, made, st.Dir, note, in.probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, in.admin, file)
 }
 
 func shellQuote(s string) string {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/internal/testopenssl"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -144,25 +144,10 @@ func TestUnsupportedAlgorithmIsNamed(t *testing.T) {
 	}
 }
 
-func needOpenSSL(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("openssl")
-	if err != nil {
-		t.Skip("openssl is not installed; install OpenSSL 3 (apt-get install openssl) to run the OpenSSL interop tests")
-	}
-	return bin
-}
-
-func openssl(t *testing.T, bin, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("openssl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+var (
+	needOpenSSL = testopenssl.Bin
+	openssl     = testopenssl.Run
+)
 
 // pbkdf2SM3 derives a 16-byte key with OpenSSL's PBKDF2 and SM3.
 func pbkdf2SM3(t *testing.T, bin, dir, password string, salt []byte, iterations int) string {
