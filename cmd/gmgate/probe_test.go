@@ -129,3 +129,27 @@ func TestProbeCommandServerClosesWithoutAlert(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
 }
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{`PING\r\n`: "PING\r\n", `a\\b`: `a\b`, `\x00\x41\t`: "\x00A\t", "": "", `\0`: "\x00"} {
+		if got, err := unescape(in); err != nil || string(got) != want {
+			t.Errorf("%q: %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{`\`, `\q`, `\x4`, `\xZZ`} {
+		if _, err := unescape(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzUnescape(f *testing.F) {
+	f.Add(`PING\r\n\x00`)
+	f.Add(`\x`)
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := unescape(s)
+		if err == nil && len(out) > len(s) {
+			t.Fatalf("%q unescaped to %d bytes", s, len(out))
+		}
+	})
+}

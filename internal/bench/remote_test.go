@@ -270,3 +270,14 @@ func TestPacerIsAnUpperBound(t *testing.T) {
 		t.Fatalf("%d starts", len(starts))
 	}
 }
+
+func FuzzParseProcStat(f *testing.F) {
+	f.Add([]byte("4242 (my (odd) server) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 4 0 100 0 0\n"))
+	f.Add([]byte("1 (x) S"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		st, err := parseProcStat(line)
+		if err != nil && st.cpu != 0 {
+			t.Fatalf("error %v with CPU %d", err, st.cpu)
+		}
+	})
+}
