@@ -136,8 +136,10 @@ func TestHandshakeSelfStarted(t *testing.T) {
 		{"ECC_SM4_GCM_SM3", "ECC_SM4_GCM_SM3"}, {"ECDHE_SM4_CBC_SM3", "ECDHE_SM4_CBC_SM3"}, {"ECC_SM4_GCM_SM3 resumed", "ECC_SM4_GCM_SM3 resumed"},
 		{"TLS1.3 X25519 ECDSA-P256", "TLS1.3 X25519"}, {"TLS1.2 P-256 ECDSA-P256", "TLS1.2 P-256"},
 	} {
-		if r := rep.Results[i]; r.Name != want.name || r.Requested != want.requested || r.Negotiated[strings.TrimSuffix(want.name, " resumed")+map[bool]string{true: " (resumed)"}[r.ResumeRatio == 1]] != r.Handshakes {
-			t.Errorf("result %d: name %q, requested %q, negotiated %v (%d handshakes)", i, r.Name, r.Requested, r.Negotiated, r.Handshakes)
+		r := rep.Results[i]
+		label := strings.TrimSuffix(want.name, " resumed")
+		if r.Name != want.name || r.Requested != want.requested || r.Negotiated[label] != r.FullHandshakes || r.Negotiated[label+" (resumed)"] != r.Resumed {
+			t.Errorf("result %d: name %q, requested %q, negotiated %v (%d full, %d resumed)", i, r.Name, r.Requested, r.Negotiated, r.FullHandshakes, r.Resumed)
 		}
 	}
 	for _, want := range []string{"ECC_SM4_GCM_SM3 resumed", "TLS1.2 P-256 ECDSA-P256", "per server CPU-s", "full handshakes per server CPU-second", "Capacity"} {
