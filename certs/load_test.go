@@ -257,6 +257,30 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		t.Errorf("fields = %v (%v)", fields, err)
 	}
 
+	// An RSA sign_key and an enc_key of another pair are both reported,
+	// each as what it is; messages use a command's flag names while the
+	// fields stay the configuration's.
+	other := writeTestPair(t, ca, dir, "other", nil, "other.example.cn")
+	_, rsaKey := writeRSAServer(t, dir, "rsa.example.com")
+	mixed := files(good)
+	mixed.SignKey, mixed.EncKey = rsaKey, other.EncKey
+	_, _, err = LoadTLCPFiles(mixed, LoadOptions{Names: FieldNames{SignCert: "--cert", SignKey: "--key", EncCert: "--enc-cert", EncKey: "--enc-key"}})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	var msgs []string
+	fields = nil
+	for _, e := range joined(err) {
+		fe := e.(*FieldError)
+		fields = append(fields, fe.Field)
+		msgs = append(msgs, fe.Error())
+	}
+	if strings.Join(fields, " ") != "sign_key enc_key" {
+		t.Errorf("fields = %v (%v)", fields, err)
+	}
+	wantAll(t, strings.Join(msgs, "\n"), "--key "+rsaKey+" is an RSA-2048 key; TLCP needs SM2 keys",
+		"--enc-key "+other.EncKey+" does not belong to --enc-cert "+good.EncCert)
+
 	// A store names the source of each problem, across sources.
 	bad := files(good)
 	bad.SignKey = good.EncKey

@@ -237,6 +237,10 @@ func TestCheckAndServeAgree(t *testing.T) {
 			[]string{"listeners[0].tlcp.enc_key: enc_key " + p.other.EncKey + " does not belong to enc_cert " + p.good.EncCert}},
 		{"RSA certificate as sign_cert", configYAML(admin, edge(func(l *listenerYAML) { l.signCert, l.signKey = p.rsaCert, p.rsaKey })), nil,
 			[]string{"listeners[0].tlcp.sign_cert: sign_cert " + p.rsaCert + ": the certificate has an RSA-2048 key, but TLCP needs SM2 certificates"}},
+		{"RSA key as sign_key, with a key from another pair", configYAML(admin, edge(func(l *listenerYAML) { l.signKey, l.encKey = p.rsaKey, p.other.EncKey })), nil, []string{
+			"listeners[0].tlcp.sign_key: sign_key " + p.rsaKey + " is an RSA-2048 key; TLCP needs SM2 keys",
+			"listeners[0].tlcp.enc_key: enc_key " + p.other.EncKey + " does not belong to enc_cert " + p.good.EncCert,
+		}},
 		{"SM2 certificate on the TLS side", configYAML(admin, edge(func(l *listenerYAML) { l.tlsCert, l.tlsKey = p.good.SignCert, p.good.SignKey })), nil,
 			[]string{"listeners[0].tls.cert: cert " + p.good.SignCert + " is an SM2 certificate, which TLS clients cannot use"}},
 		{"port in use", configYAML(admin, edge(func(l *listenerYAML) { l.listen = busy.Addr().String() })), nil,
