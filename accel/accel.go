@@ -13,8 +13,9 @@
 //	sdf:/opt/vendor/libsdf.so?index=1&key=sign&pin-env=SDF_PIN&sessions=16
 //	                                             a key on a crypto card (see package sdf)
 //
-// Secrets are never written into a reference; String and the errors of
-// this package hide one written there by mistake. Other schemes may be
+// Secrets are never written into a reference: ParseRef refuses a pin= or
+// password= in any case or percent-encoding, and String and the errors of
+// this package hide the whole query of a reference. Other schemes may be
 // registered by their backends (see Register). docs/keys.md describes the
 // references for operators.
 //
@@ -41,6 +42,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel/internal/observe"
 	"github.com/gmgate/gmgate/accel/internal/secret"
+	"github.com/gmgate/gmgate/internal/keyref"
 )
 
 // Key is an opened private key.
@@ -62,9 +64,8 @@ type Ref struct {
 	raw    string
 }
 
-// String returns the reference as written, except that the value of a
-// secret written inline by mistake (pin=, password=, which every backend
-// refuses) is replaced, so the result is safe for logs and errors.
+// String returns the reference with its query hidden (scheme:path?REDACTED),
+// so the result is safe for logs and errors whatever the query holds.
 func (r *Ref) String() string { return secret.Redact(r.raw) }
 
 // ParseRef parses a key reference. A string without a scheme is a file
@@ -73,6 +74,11 @@ func ParseRef(s string) (*Ref, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, errors.New("empty key reference")
+	}
+	if _, query, ok := strings.Cut(s, "?"); ok {
+		if name, found := keyref.InlineSecret(query); found {
+			return nil, fmt.Errorf("key reference %q: the %s may not be written in the key reference; use %s-env=VAR or %s-file=PATH", secret.Redact(s), name, name, name)
+		}
 	}
 	scheme, rest, ok := strings.Cut(s, ":")
 	if !ok || strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || len(scheme) < 2 {

@@ -44,7 +44,11 @@ func TestParseRef(t *testing.T) {
 }
 
 func TestRefHidesInlineSecrets(t *testing.T) {
-	for _, s := range []string{"sdf:/lib.so?index=1&pin=s3cretpin&key=sign", "file:/k.pem?password=s3cretpin", "sdf:/x?PIN=s3cretpin&%zz"} {
+	for _, s := range []string{
+		"sdf:/lib.so?index=1&pin=s3cretpin&key=sign", "file:/k.pem?password=s3cretpin", "sdf:/x?PIN=s3cretpin&%zz",
+		"file:/k.pem?Password=s3cretpin", "sdf:/lib.so?index=1&key=sign&pin%3Ds3cretpin", "sdf:/lib.so?index=1&key=sign&pin%3ds3cretpin",
+		"tpm:/dev/tpm0?pin=s3cretpin", "/k.pem?password=s3cretpin",
+	} {
 		r, err := ParseRef(s)
 		if err == nil && strings.Contains(r.String(), "s3cretpin") {
 			t.Errorf("String shows the secret: %s", r)
@@ -57,9 +61,16 @@ func TestRefHidesInlineSecrets(t *testing.T) {
 			t.Errorf("Open(%q): %v", s, err)
 		}
 	}
-	_, err := Open(context.Background(), "tpm:/dev/tpm0?pin=s3cretpin")
+	_, err := Open(context.Background(), "tpm:/dev/tpm0?pin-env=s3cretpin")
 	if err == nil || !strings.Contains(err.Error(), `unknown scheme "tpm" (known: file, sdf)`) || strings.Contains(err.Error(), "s3cretpin") {
 		t.Errorf("unknown scheme: %v", err)
+	}
+	// A written-out secret is refused before any backend sees it, in any
+	// case or encoding.
+	for _, s := range []string{"sdf:/lib.so?index=1&key=sign&pin%3Ds3cretpin", "file:/k.pem?Password=s3cretpin"} {
+		if _, err := ParseRef(s); err == nil || !strings.Contains(err.Error(), "may not be written in the key reference") {
+			t.Errorf("ParseRef(%q): %v", s, err)
+		}
 	}
 }
 

@@ -37,15 +37,15 @@ var ErrKeyEncryption = errors.New("unsupported key encryption")
 func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
 	data, err := os.ReadFile(ref.Path)
 	if err != nil {
-		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+		return nil, fmt.Errorf("key %s: %w", secret.Redact(ref.Path), err)
 	}
 	password, err := secret.Read(ref.Params, "password")
 	if err != nil {
-		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+		return nil, fmt.Errorf("key %s: %w", secret.Redact(ref.Path), err)
 	}
 	key, err := ParsePEMPrivateKey(data, password)
 	if err != nil {
-		return nil, fmt.Errorf("key %s: %w", ref.Path, err)
+		return nil, fmt.Errorf("key %s: %w", secret.Redact(ref.Path), err)
 	}
 	return NewSoftwareKey(key), nil
 }

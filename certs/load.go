@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -222,7 +223,7 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 			return fail()
 		}
 		probs.add("sign_key", fmt.Errorf("%s %s and %s %s are swapped: %s belongs to %s %s and %s to %s %s; exchange %s and %s",
-			n.SignKey, f.SignKey, n.EncKey, f.EncKey, f.SignKey, n.EncCert, f.EncCert, f.EncKey, n.SignCert, f.SignCert, n.SignKey, n.EncKey))
+			n.SignKey, keyref.Redact(f.SignKey), n.EncKey, keyref.Redact(f.EncKey), keyref.Redact(f.SignKey), n.EncCert, f.EncCert, keyref.Redact(f.EncKey), n.SignCert, f.SignCert, n.SignKey, n.EncKey))
 		return fail()
 	}
 	if !signOK {
@@ -239,7 +240,7 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 		return fail()
 	}
 	if _, ok := encKey.(crypto.Decrypter); !ok {
-		probs.add("enc_key", fmt.Errorf("%s %s: the key cannot decrypt, which the TLCP encryption key must", n.EncKey, f.EncKey))
+		probs.add("enc_key", fmt.Errorf("%s %s: the key cannot decrypt, which the TLCP encryption key must", n.EncKey, keyref.Redact(f.EncKey)))
 		return fail()
 	}
 	selfTest(probs, "sign_key", n.SignKey, f.SignKey, signKey, sign, accel.UseSign, opts)
@@ -287,7 +288,7 @@ func loadSignOnly(f TLCPFiles, opts LoadOptions, n FieldNames) (*tlcp.Certificat
 }
 
 func keyMismatch(keyField, key, certField, cert string) error {
-	return fmt.Errorf("%s %s does not belong to %s %s (the public keys differ); give the key that was generated with this certificate", keyField, key, certField, cert)
+	return fmt.Errorf("%s %s does not belong to %s %s (the public keys differ); give the key that was generated with this certificate", keyField, keyref.Redact(key), certField, cert)
 }
 
 // sm2KeyFor reports whether key and the chain of its certificate both
@@ -299,7 +300,7 @@ func sm2KeyFor(probs *problems, field, name, ref, certName, certPath string, key
 		return false
 	}
 	if !sm2.IsSM2PublicKey(key.Public()) {
-		probs.add(field, fmt.Errorf("%s %s is an %s key; TLCP needs SM2 keys: give the SM2 key generated with %s %s (an RSA or ECDSA key and its certificate go on the tls side)", name, ref, describePublicKey(key.Public()), certName, certPath))
+		probs.add(field, fmt.Errorf("%s %s is an %s key; TLCP needs SM2 keys: give the SM2 key generated with %s %s (an RSA or ECDSA key and its certificate go on the tls side)", name, keyref.Redact(ref), describePublicKey(key.Public()), certName, certPath))
 		return false
 	}
 	return true
@@ -315,16 +316,8 @@ func selfTest(probs *problems, field, name, ref string, key accel.Key, cert *smx
 		return
 	}
 	if err := accel.SelfTest(opts.ctx(), key, cert, use); err != nil {
-		probs.add(field, fmt.Errorf("%s %s: self-test failed: %w", name, secretRedacted(ref), err))
+		probs.add(field, fmt.Errorf("%s %s: self-test failed: %w", name, keyref.Redact(ref), err))
 	}
-}
-
-// secretRedacted returns a key reference safe for messages.
-func secretRedacted(ref string) string {
-	if r, err := accel.ParseRef(ref); err == nil {
-		return r.String()
-	}
-	return "(key reference)"
 }
 
 // loadSM2Chain loads a certificate file of a TLCP pair (field, called

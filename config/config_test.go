@@ -292,3 +292,37 @@ func wantProblems(t *testing.T, yaml string, want []string) error {
 	}
 	return err
 }
+
+// A password or PIN written into a key reference is refused in whatever
+// case or percent-encoding, and the problem never repeats it.
+func TestInlineSecretsInAnyCaseOrEncoding(t *testing.T) {
+	for _, ref := range []string{
+		"file:/k?Password=hunter2",
+		"file:/k?PASSWORD=hunter2",
+		"file:/k?password%3Dhunter2",
+		"file:/k?password%3dhunter2",
+		"file:/k?%70assword=hunter2",
+		"sdf:/lib.so?index=1&key=sign&PIN=hunter2",
+		"sdf:/lib.so?index=1&key=sign&pin%3Dhunter2",
+		"sdf:/lib.so?index=1&key=sign&Pin%253Dhunter2",
+		"/etc/gmgate/k.pem?Password=hunter2",
+	} {
+		yml := `
+listeners:
+  - listen: ":1"
+    tls: {cert: c, key: "` + ref + `"}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`
+		_, err := Parse("x.yaml", []byte(yml))
+		var ce *Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0].String(), "listeners[0].tls.key: the ") ||
+			!strings.Contains(ce.Problems[0].String(), "is written in the configuration") {
+			t.Errorf("%s: %v", ref, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error repeats the secret: %v", ref, err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -474,16 +475,15 @@ func (v *validator) keyRef(path, s string) {
 	if !ok {
 		return
 	}
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		v.add(path, "the key reference's parameters cannot be read", "write them as name=value pairs joined by &")
+	// Checked before the query is parsed, so that a secret is found
+	// in whatever case or encoding it was written; nothing of the
+	// reference is repeated in the message.
+	if secret, found := keyref.InlineSecret(query); found {
+		v.add(path, "the "+secret+" is written in the configuration", "use "+secret+"-env=VAR or "+secret+"-file=PATH so that it stays out of the file")
 		return
 	}
-	for _, secret := range []string{"password", "pin"} {
-		if params.Has(secret) {
-			// The value itself is never repeated: it is a secret.
-			v.add(path, "the "+secret+" is written in the configuration", "use "+secret+"-env=VAR or "+secret+"-file=PATH so that it stays out of the file")
-		}
+	if _, err := url.ParseQuery(query); err != nil {
+		v.add(path, "the key reference's parameters cannot be read", "write them as name=value pairs joined by &")
 	}
 }
 

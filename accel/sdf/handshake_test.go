@@ -133,7 +133,7 @@ func TestECDHEWithCardEncryptionKey(t *testing.T) {
 	ref := c.ref(lib, 1, "enc", "")
 	err := accel.RequireKeyAgreement(ref, enc)
 	if !errors.Is(err, accel.ErrNoKeyAgreement) || !strings.Contains(err.Error(), "the sdf backend does not offer") ||
-		!strings.Contains(err.Error(), "remove the ECDHE suites") || !strings.Contains(err.Error(), ref) {
+		!strings.Contains(err.Error(), "remove the ECDHE suites") || !strings.Contains(err.Error(), lib+"?REDACTED") {
 		t.Errorf("got %v", err)
 	}
 	if err := accel.RequireKeyAgreement("file:/x", softwareKey(t)); err != nil {

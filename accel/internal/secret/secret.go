@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/gmgate/gmgate/internal/keyref"
 )
 
 // Read returns the secret that params name under name ("pin",
@@ -61,28 +63,6 @@ func Source(params url.Values, name string) string {
 	return ""
 }
 
-// secretNames are the parameters whose values must never be shown.
-var secretNames = []string{"pin", "password"}
-
-// Redact returns a key reference with the values of inline secret
-// parameters (which Read refuses) replaced, so that the reference can be
-// shown in an error message.
-func Redact(ref string) string {
-	path, query, ok := strings.Cut(ref, "?")
-	if !ok {
-		return ref
-	}
-	parts := strings.Split(query, "&")
-	for i, p := range parts {
-		k, _, _ := strings.Cut(p, "=")
-		if uk, err := url.QueryUnescape(k); err == nil {
-			k = uk
-		}
-		for _, s := range secretNames {
-			if strings.EqualFold(k, s) {
-				parts[i] = k + "=REDACTED"
-			}
-		}
-	}
-	return path + "?" + strings.Join(parts, "&")
-}
+// Redact returns a key reference with its whole query hidden, so that
+// the reference can be shown in an error message whatever it carries.
+func Redact(ref string) string { return keyref.Redact(ref) }
