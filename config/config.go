@@ -64,22 +64,32 @@ type Limits struct {
 	// MaxConnections is the number of client connections held at once,
 	// per listener; more are closed as soon as they are accepted.
 	MaxConnections int `yaml:"max_connections"`
-	// MaxHandshakes is the number of handshakes in progress at once,
-	// across all listeners.
+	// MaxHandshakes is the number of handshakes in progress at once, per
+	// listener. A connection takes a slot once its whole ClientHello has
+	// arrived, so slow and silent clients hold none.
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// HandshakeWait is how long a new connection waits for a handshake
 	// slot before it is refused.
 	HandshakeWait Duration `yaml:"handshake_wait"`
 	// MaxHeaderBytes bounds the request header of an HTTP request.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxResponseHeaderBytes bounds the response header of an upstream.
+	MaxResponseHeaderBytes int `yaml:"max_response_header_bytes"`
 }
 
 // Timeouts of the client and upstream sides.
 type Timeouts struct {
 	// Handshake bounds the PROXY header and the TLCP/TLS handshake.
 	Handshake Duration `yaml:"handshake"`
+	// ClientHello bounds the wait for a client's whole ClientHello, from
+	// accept; no handshake slot is held meanwhile. Handshake bounds it
+	// too.
+	ClientHello Duration `yaml:"client_hello"`
 	// ReadHeader bounds reading an HTTP request header.
 	ReadHeader Duration `yaml:"read_header"`
+	// RequestBody bounds the wait for each read of a request body: the
+	// time a client may leave an upload idle, not its whole length.
+	RequestBody Duration `yaml:"request_body"`
 	// Idle closes keep-alive client connections that stay idle this long
 	// (and TCP-mode connections that move no byte this long).
 	Idle Duration `yaml:"idle"`
@@ -304,6 +314,10 @@ type Passive struct {
 	MaxFails *int `yaml:"max_fails"`
 	// EjectFor is how long an ejected target is left out.
 	EjectFor Duration `yaml:"eject_for"`
+	// PanicThreshold is a percentage: when fewer than this share of the
+	// targets are in service, ejections are ignored and requests go to
+	// every target the active checks hold healthy. 0 turns it off.
+	PanicThreshold *int `yaml:"panic_threshold"`
 }
 
 // Duration is a time.Duration written as "5s", "250ms", "1m30s".

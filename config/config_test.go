@@ -326,3 +326,43 @@ upstreams: {u: {targets: ["http://h:1"]}}
 		}
 	}
 }
+
+func TestHardeningKeys(t *testing.T) {
+	base := `
+listeners:
+  - listen: ":1"
+    tls: {cert: c, key: k}
+    routes: [{upstream: u}]
+`
+	cfg, err := Parse("x.yaml", []byte(base+"upstreams: {u: {targets: [\"http://h:1\"]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeouts.ClientHello.D() != DefaultClientHello || cfg.Timeouts.RequestBody.D() != DefaultRequestBody ||
+		cfg.Limits.MaxResponseHeaderBytes != DefaultMaxRespHeader || *cfg.Upstreams["u"].Passive.PanicThreshold != DefaultPanicThreshold {
+		t.Errorf("defaults not applied: %+v %+v %+v", cfg.Timeouts, cfg.Limits, cfg.Upstreams["u"].Passive)
+	}
+	cfg, err = Parse("x.yaml", []byte(base+`upstreams: {u: {targets: ["http://h:1"], passive: {panic_threshold: 0}}}
+timeouts: {client_hello: 2s, request_body: 1m}
+limits: {max_response_header_bytes: 8192}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeouts.ClientHello.D() != 2*time.Second || cfg.Timeouts.RequestBody.D() != time.Minute || cfg.Limits.MaxResponseHeaderBytes != 8192 || *cfg.Upstreams["u"].Passive.PanicThreshold != 0 {
+		t.Errorf("values not read: %+v %+v", cfg.Timeouts, cfg.Limits)
+	}
+	_, err = Parse("x.yaml", []byte(base+`upstreams: {u: {targets: ["http://h:1"], passive: {panic_threshold: 150}}}
+timeouts: {request_body: -1s}
+limits: {max_response_header_bytes: -1}
+`))
+	for _, want := range []string{
+		"upstreams.u.passive.panic_threshold: 150 is not a percentage",
+		"timeouts.request_body: a duration may not be negative",
+		"limits.max_response_header_bytes: must be greater than zero",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

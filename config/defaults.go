@@ -14,8 +14,11 @@ const (
 	DefaultMaxHandshakes    = 256
 	DefaultHandshakeWait    = 250 * time.Millisecond
 	DefaultMaxHeaderBytes   = 64 << 10
+	DefaultMaxRespHeader    = 64 << 10
 	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultClientHello      = 5 * time.Second
 	DefaultReadHeader       = 10 * time.Second
+	DefaultRequestBody      = 30 * time.Second
 	DefaultIdle             = 2 * time.Minute
 	DefaultUpstreamConnect  = 5 * time.Second
 	DefaultUpstreamResponse = time.Minute
@@ -26,6 +29,7 @@ const (
 	DefaultHealthPasses     = 1
 	DefaultPassiveMaxFails  = 3
 	DefaultEjectFor         = 30 * time.Second
+	DefaultPanicThreshold   = 50
 	DefaultRetries          = 1
 	// DefaultClientVerifiedHeader is the client_verified session header
 	// of a listener that names a client identity header and not this one.
@@ -56,9 +60,12 @@ func Defaults(c *Config) {
 	setInt(&c.Limits.MaxHandshakes, DefaultMaxHandshakes)
 	setDuration(&c.Limits.HandshakeWait, DefaultHandshakeWait)
 	setInt(&c.Limits.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	setInt(&c.Limits.MaxResponseHeaderBytes, DefaultMaxRespHeader)
 
 	setDuration(&c.Timeouts.Handshake, DefaultHandshakeTimeout)
+	setDuration(&c.Timeouts.ClientHello, DefaultClientHello)
 	setDuration(&c.Timeouts.ReadHeader, DefaultReadHeader)
+	setDuration(&c.Timeouts.RequestBody, DefaultRequestBody)
 	setDuration(&c.Timeouts.Idle, DefaultIdle)
 	setDuration(&c.Timeouts.UpstreamConnect, DefaultUpstreamConnect)
 	setDuration(&c.Timeouts.UpstreamResponse, DefaultUpstreamResponse)
@@ -134,6 +141,7 @@ func Defaults(c *Config) {
 		setInt(&u.Health.Passes, DefaultHealthPasses)
 		setIntPtr(&u.Passive.MaxFails, DefaultPassiveMaxFails)
 		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
+		setIntPtr(&u.Passive.PanicThreshold, DefaultPanicThreshold)
 		setIntPtr(&u.Retries, DefaultRetries)
 	}
 }

@@ -119,15 +119,17 @@ upstreams:
     targets: ["http://10.0.0.5:8080", "http://10.0.0.6:8080"]
     policy: least_conn            # round_robin | least_conn
     health: {path: /healthz, interval: 5s, timeout: 2s}
-    passive: {max_fails: 3, eject_for: 30s}
+    passive: {max_fails: 3, eject_for: 30s, panic_threshold: 50}
     retries: 1                    # idempotent requests that could not be sent
 limits:
-  max_connections: 20000
-  max_handshakes: 512
+  max_connections: 20000         # per listener
+  max_handshakes: 512            # per listener, taken once a ClientHello is in
   handshake_wait: 250ms
 timeouts:
   handshake: 10s
+  client_hello: 5s               # a client's whole ClientHello, before any handshake slot
   read_header: 10s
+  request_body: 30s              # idle time allowed between reads of a request body
   idle: 2m
   upstream_connect: 5s
   upstream_response: 60s

@@ -50,13 +50,16 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 	v.positive("limits.max_connections", c.Limits.MaxConnections)
 	v.positive("limits.max_handshakes", c.Limits.MaxHandshakes)
 	v.positive("limits.max_header_bytes", c.Limits.MaxHeaderBytes)
+	v.positive("limits.max_response_header_bytes", c.Limits.MaxResponseHeaderBytes)
 	for _, d := range []struct {
 		path string
 		d    Duration
 	}{
 		{"limits.handshake_wait", c.Limits.HandshakeWait},
 		{"timeouts.handshake", c.Timeouts.Handshake},
+		{"timeouts.client_hello", c.Timeouts.ClientHello},
 		{"timeouts.read_header", c.Timeouts.ReadHeader},
+		{"timeouts.request_body", c.Timeouts.RequestBody},
 		{"timeouts.idle", c.Timeouts.Idle},
 		{"timeouts.upstream_connect", c.Timeouts.UpstreamConnect},
 		{"timeouts.upstream_response", c.Timeouts.UpstreamResponse},
@@ -547,6 +550,9 @@ func (v *validator) upstream(p string, u *Upstream) {
 	}
 	if u.Passive.MaxFails != nil && *u.Passive.MaxFails < 0 {
 		v.add(p+".passive.max_fails", "may not be negative", "use 0 to turn passive ejection off")
+	}
+	if t := u.Passive.PanicThreshold; t != nil && (*t < 0 || *t > 100) {
+		v.add(p+".passive.panic_threshold", fmt.Sprintf("%d is not a percentage", *t), "use a number from 0 (off) to 100")
 	}
 	if u.Passive.EjectFor <= 0 {
 		v.add(p+".passive.eject_for", "must be greater than zero", `write a duration such as "30s"`)
