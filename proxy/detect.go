@@ -88,36 +88,18 @@ func detectProtocol(hdr []byte) (wireProtocol, error) {
 	return 0, fmt.Errorf("%w (version %02x %02x)", errNotHandshake, hdr[1], hdr[2])
 }
 
-// peekProtocol reads the first record header from c and returns the
-// protocol with a connection that replays it. A plain HTTP request is
-// answered with a 400 and errPlainHTTP.
-func peekProtocol(c net.Conn) (wireProtocol, net.Conn, error) {
-	var hdr [recordHeaderLen]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return 0, c, err
-	}
-	p, err := detectProtocol(hdr[:])
-	if err != nil {
-		if looksLikeHTTP(hdr[:]) {
-			answerPlainHTTP(c)
-			return 0, c, errPlainHTTP
-		}
-		return 0, c, err
-	}
-	return p, &replayConn{Conn: c, prefix: hdr[:]}, nil
-}
-
 // answerPlainHTTP writes the 400 and lets the client read it: the rest of
-// its request is drained (within the handshake deadline already set on c)
-// so that closing does not reset the connection under the answer.
-func answerPlainHTTP(c net.Conn) {
-	if _, err := io.WriteString(c, plainHTTPAnswer); err != nil {
+// its request is drained (within the deadline already set on the
+// connection) so that closing does not reset the connection under the
+// answer.
+func answerPlainHTTP(r io.Reader, w io.Writer) {
+	if _, err := io.WriteString(w, plainHTTPAnswer); err != nil {
 		return
 	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+	if cw, ok := w.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r, 64<<10))
 }
 
 // replayConn returns prefix before reading from the connection again.
@@ -130,6 +112,10 @@ func (c *replayConn) Read(b []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(b, c.prefix)
 		c.prefix = c.prefix[n:]
+		if len(c.prefix) == 0 {
+			// Let the buffer go: the connection may live for hours.
+			c.prefix = nil
+		}
 		return n, nil
 	}
 	return c.Conn.Read(b)

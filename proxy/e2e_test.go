@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -258,21 +257,13 @@ func TestUpstreamKilledIsEjected(t *testing.T) {
 
 func TestNoHealthyUpstreamIs503(t *testing.T) {
 	p := getPKI(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := dead.Addr().String()
-	dead.Close()
-	var logs testlog.Buffer
+	addr := closedAddr(t)
 	cfg := testConfig(p, "http://"+addr)
 	cfg.Upstreams["app"].Health.Disabled = true
-	s, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	defer s.Shutdown(context.Background())
+	// Without panic mode, which would keep trying the ejected target
+	// (TestLastTargetStaysInService).
+	cfg.Upstreams["app"].Passive.PanicThreshold = intp(0)
+	s, logs := startLogged(t, cfg, nil)
 	client := tlcpClient(t, p, nil)
 
 	resp, err := client.Get(gatewayURL(s, "/x"))

@@ -2,7 +2,8 @@ package proxy
 
 // Health of upstream targets, apart from selection and transport: active
 // checks on a timer (HTTP GET of a path, or a TCP connect) and passive
-// failure counting on real traffic with ejection for a while.
+// failure counting on real traffic with ejection for a while, which a
+// passed active check ends.
 
 import (
 	"context"
@@ -74,6 +75,14 @@ func (p *pool) record(t *target, err error) {
 		t.fails.Store(0)
 		t.ejectedUntil.Store(0)
 		p.log.Info("upstream target up", "target", t.addr)
+		return
+	}
+	// A passed check ends a passive ejection early, as Envoy does: the
+	// failures that caused it may be long over.
+	if t.ejectedUntil.Load() > time.Now().UnixNano() {
+		t.fails.Store(0)
+		t.ejectedUntil.Store(0)
+		p.log.Info("upstream target back in service: a health check passed", "target", t.addr)
 	}
 }
 

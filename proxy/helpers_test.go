@@ -18,6 +18,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/tlcp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -160,7 +161,20 @@ func testConfig(p *testPKI, targets ...string) *config.Config {
 // startServer starts a gateway and shuts it down when the test ends.
 func startServer(t testing.TB, cfg *config.Config, access *slog.Logger) *Server {
 	t.Helper()
-	s, err := New(cfg, Options{Logger: testLogger(t), AccessLog: access})
+	return startWith(t, cfg, Options{Logger: testLogger(t), AccessLog: access})
+}
+
+// startLogged starts a gateway whose process log is JSON in the returned
+// buffer, and shuts it down when the test ends.
+func startLogged(t testing.TB, cfg *config.Config, access *slog.Logger) (*Server, *testlog.Buffer) {
+	t.Helper()
+	logs := &testlog.Buffer{}
+	return startWith(t, cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: access}), logs
+}
+
+func startWith(t testing.TB, cfg *config.Config, opts Options) *Server {
+	t.Helper()
+	s, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +227,16 @@ func mustServeTLCP(t testing.TB, p *testPKI, s *Server) {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
+}
+
+// get fetches url and returns the response with its body read.
+func get(t testing.TB, client *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, readAll(t, resp)
 }
 
 func readAll(t testing.TB, resp *http.Response) string {
@@ -297,4 +321,34 @@ func tempDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return filepath.Clean(d)
+}
+
+// clientHello returns the first flight of a TLCP client for localhost
+// (its ClientHello records), for tests that play a client byte by byte.
+func clientHello(t testing.TB, p *testPKI) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		defer b.Close()
+		_ = tlcp.Client(b, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}).Handshake()
+	}()
+	_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, hello, err := readClientHello(a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hello
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,14 @@ type connInfo struct {
 	// who the client is.
 	peerCert    *smx509.Certificate
 	peerCertDER []byte
+	// ambiguousFraming is set when a request header block with both
+	// Content-Length and Transfer-Encoding was read on the connection;
+	// the next request answered takes it and closes the connection.
+	ambiguousFraming atomic.Bool
+	// body is the request body of the request being served (HTTP/1:
+	// one at a time, read and written by the handler's goroutine only),
+	// so that the pool can tell a client's body failure from its own.
+	body *requestBody
 	// clientVerified is set when the client's certificate was verified.
 	clientVerified bool
 }
@@ -145,6 +154,14 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.listener.state.Load()
 	ci := infoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
+	if ci.ambiguousFraming.Swap(false) {
+		rec.closeConn = true
+	}
+	ci.body = nil
+	if r.Body != nil && r.Body != http.NoBody {
+		ci.body = newRequestBody(r.Body, w, st.requestBody)
+		r.Body = ci.body
+	}
 	var rt *route
 	if st.plain == nil || !st.plain.intercept(rec, r) {
 		rt = st.router.match(r.Host, r.URL.Path, false)
@@ -155,7 +172,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	upstreamName := ""
 	if rt != nil {
 		upstreamName = rt.upstream.name
-		rp := h.srv.reverseProxy(rt.upstream, st.headers)
+		rp := h.srv.reverseProxy(rt.upstream, st)
 		rp.ModifyResponse = rec.noteTarget
 		rp.ServeHTTP(rec, r)
 	}
@@ -198,10 +215,11 @@ func addrString(a net.Addr) string {
 
 // reverseProxy builds the forwarding handler of a pool for a listener's
 // session headers. It is cheap: the pool holds the transport.
-func (s *Server) reverseProxy(p *pool, headers config.SessionHeaders) *httputil.ReverseProxy {
+func (s *Server) reverseProxy(p *pool, st *listenerState) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			rewrite(pr, headers)
+			removeSpoofable(pr.Out.Header, st.spoofable)
+			rewrite(pr, st.headers)
 		},
 		Transport: p,
 		// Responses of unknown length (streams, server-sent events) are
@@ -210,7 +228,7 @@ func (s *Server) reverseProxy(p *pool, headers config.SessionHeaders) *httputil.
 		BufferPool: copyBuffers,
 		ErrorLog:   s.stdErrorLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.upstreamFailed(w, r, p.name, err)
+			s.upstreamFailed(w, r, p, err)
 		},
 	}
 }
@@ -236,6 +254,7 @@ func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
 		forwardedFor = `"[` + clientIP + `]"`
 	}
 	pr.Out.Header.Set("Forwarded", "for="+forwardedFor+";host="+quoteIfNeeded(pr.In.Host)+";proto="+proto)
+	pr.Out.Header.Set("X-Real-IP", clientIP)
 
 	// The operator's session headers: whatever the client sent under
 	// these names is dropped first, so they cannot be forged.
@@ -285,14 +304,35 @@ func quoteIfNeeded(s string) string {
 	return s
 }
 
-// upstreamFailed answers a request whose upstream failed: 503 when no
+// upstreamFailed answers a request that got no response: 503 when no
 // target is in service, 504 when the upstream timed out, 502 otherwise,
-// with a short plain body, and logs which upstream failed and why.
-func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, upstream string, err error) {
+// with a short plain body, and logs which upstream failed and why (a few
+// lines a second per upstream). A request whose client broke or let idle
+// its own body is the client's failure: 400 or 408, and the connection is
+// closed; one whose client went away is logged as 499 and nothing is
+// sent.
+func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool, err error) {
+	var be *clientBodyError
+	if errors.As(err, &be) {
+		status := be.status()
+		s.log.Debug("request body failed", "upstream", p.name, "status", status, "cause", be.err.Error(), "path", r.URL.Path)
+		if status == statusClientClosed {
+			abort(w)
+			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.closeConn = true
+		}
+		what := "the request body is not valid HTTP"
+		if status == http.StatusRequestTimeout {
+			what = "the request body did not arrive in time"
+		}
+		plainError(w, status, what)
+		return
+	}
 	if r.Context().Err() != nil {
-		// The client went away; there is nobody to answer.
-		s.log.Debug("client gone before the upstream answered", "upstream", upstream, "path", r.URL.Path)
-		w.WriteHeader(499)
+		s.log.Debug("client gone before the upstream answered", "upstream", p.name, "path", r.URL.Path)
+		abort(w)
 		return
 	}
 	status, what := classifyUpstreamError(err)
@@ -305,9 +345,21 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, upstream
 	if rec, ok := w.(*recorder); ok {
 		rec.target = target
 	}
-	s.log.Warn("upstream failed", "upstream", upstream, "target", target, "status", status, "cause", err.Error(),
-		"method", r.Method, "host", r.Host, "path", r.URL.Path)
+	p.failLog.Log("upstream failed", slog.String("upstream", p.name), slog.String("target", target), slog.Int("status", status),
+		slog.String("cause", err.Error()), slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path))
 	plainError(w, status, what)
+}
+
+// abort closes the connection of a request whose client has gone, without
+// a response (net/http would otherwise send 200), and notes 499 for the
+// access log.
+func abort(w http.ResponseWriter) {
+	if rec, ok := w.(*recorder); ok {
+		rec.code = statusClientClosed
+	}
+	if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		c.Close()
+	}
 }
 
 func classifyUpstreamError(err error) (int, string) {
@@ -341,6 +393,8 @@ type recorder struct {
 	http.ResponseWriter
 	code  int
 	bytes int64
+	// closeConn closes the client connection after this response.
+	closeConn bool
 	// target is the upstream address that answered (or failed).
 	target string
 }
@@ -357,13 +411,16 @@ func (r *recorder) noteTarget(resp *http.Response) error {
 func (r *recorder) WriteHeader(code int) {
 	if r.code == 0 && code >= 200 {
 		r.code = code
+		if r.closeConn {
+			r.Header().Set("Connection", "close")
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.code == 0 {
-		r.code = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)

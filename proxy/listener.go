@@ -35,11 +35,16 @@ type listenerState struct {
 	proxyProtocol *config.ProxyProtocol
 	maxConns      int64
 	handshake     time.Duration
+	clientHello   time.Duration
 	idle          time.Duration
+	requestBody   time.Duration
 	upstreamDial  time.Duration
 	handshakes    *handshakeLimiter
 	// plain is set on http listeners.
 	plain *plainHTTP
+	// spoofable are the normalised names of the request headers gmgate
+	// sets, whose look-alikes a client sends are removed.
+	spoofable []string
 }
 
 // runningListener is a bound socket with the HTTP server that serves its
@@ -52,6 +57,8 @@ type runningListener struct {
 	active    atomic.Int64
 	httpSrv   *http.Server
 	httpConns *connListener
+	// failLog writes the listener's handshake failures, a few a second.
+	failLog *rateLimitedLog
 }
 
 func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, error) {
@@ -59,7 +66,8 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}
-	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln}
+	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln,
+		failLog: newRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
 	rl.httpConns = newConnListener(ln.Addr())
 	rl.httpSrv = &http.Server{
@@ -176,10 +184,10 @@ func (c *trackedConn) CloseWrite() error {
 	return nil
 }
 
-// handshakeLimiter bounds the handshakes in progress. A connection waits
-// up to wait for a slot and is refused after that, so a flood of new
-// connections costs a bounded number of goroutines, not memory without
-// end.
+// handshakeLimiter bounds the handshakes in progress on one listener. A
+// connection asks for a slot once its ClientHello is in and waits up to
+// wait for one; it is refused after that, so a flood of new connections
+// costs a bounded number of goroutines, not memory without end.
 type handshakeLimiter struct {
 	slots chan struct{}
 	wait  time.Duration
@@ -210,14 +218,20 @@ func (l *handshakeLimiter) acquire(ctx context.Context) bool {
 func (l *handshakeLimiter) release() { <-l.slots }
 
 // handleConn runs one client connection from accept to hand-off: PROXY
-// header, handshake slot, protocol detection, handshake, then HTTP or TCP.
+// header, ClientHello, handshake slot, handshake, then HTTP or TCP.
+//
+// The slot is taken only once the whole ClientHello has arrived: until
+// then the client alone sets the pace, and a slow or silent client must
+// not keep others from their handshakes.
 func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedConn) {
 	var conn net.Conn = tc
 	client := tc.RemoteAddr()
-	deadline := time.Now().Add(st.handshake)
+	accepted := time.Now()
+	deadline := accepted.Add(st.handshake)
+	helloDeadline := accepted.Add(min(st.clientHello, st.handshake))
 	if pp := st.proxyProtocol; pp != nil {
-		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(proxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.handshake))
-		_ = pc.SetDeadline(deadline)
+		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(proxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.clientHello))
+		_ = pc.SetDeadline(helloDeadline)
 		if pc.ProxyHeader() == nil {
 			if _, err := pc.Read(nil); err != nil {
 				s.metrics.connsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
@@ -229,29 +243,37 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		client = pc.RemoteAddr()
 		conn = pc
 	} else {
-		_ = tc.SetDeadline(deadline)
+		_ = tc.SetDeadline(helloDeadline)
 	}
 
 	if st.protocol == config.ProtocolHTTP {
 		s.servePlainHTTP(rl, conn, client)
 		return
 	}
+
+	detected, hello, err := readClientHello(conn, conn)
+	if err != nil {
+		s.handshakeFailed(rl, client, detected.String(), err, time.Since(accepted))
+		tc.Close()
+		return
+	}
+	_ = conn.SetDeadline(deadline)
+	conn = &replayConn{Conn: conn, prefix: hello}
+
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if !st.handshakes.acquire(ctx) {
 		s.metrics.connsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
-		s.metrics.handshake("unknown", "none", "refused", 0)
+		s.metrics.handshake(detected.String(), "none", "refused", 0)
 		tc.Close()
 		return
 	}
 	start := time.Now()
-	info, established, err := s.handshake(ctx, st, conn)
+	info, established, err := s.handshake(ctx, st, detected, conn)
 	st.handshakes.release()
 	d := time.Since(start)
 	if err != nil {
-		result := handshakeResult(err)
-		s.metrics.handshake(info.protocol, "none", result, d)
-		s.log.Debug("handshake failed", "listener", rl.name, "client", client.String(), "protocol", info.protocol, "result", result, "cause", err.Error())
+		s.handshakeFailed(rl, client, info.protocol, err, d)
 		tc.Close()
 		return
 	}
@@ -271,6 +293,30 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	}
 }
 
+// handshakeFailed counts a failed handshake and logs it at info, a few
+// lines a second per listener: the client, what it spoke, the alert sent
+// or received and the cause. A client that closed without sending a byte
+// (a port probe, a load balancer's TCP check) is logged at debug only.
+func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, protocol string, err error, d time.Duration) {
+	result := handshakeResult(err)
+	s.metrics.handshake(protocol, "none", result, d)
+	attrs := []slog.Attr{
+		slog.String("listener", rl.name),
+		slog.String("client", addrString(client)),
+		slog.String("protocol", protocol),
+		slog.String("result", result),
+	}
+	if dir, alert, ok := handshakeAlert(err); ok {
+		attrs = append(attrs, slog.String("alert_"+dir, alert))
+	}
+	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", ms(d)))
+	if errors.Is(err, io.EOF) {
+		s.log.LogAttrs(context.Background(), slog.LevelDebug, "connection closed before a ClientHello", attrs...)
+		return
+	}
+	rl.failLog.Log("handshake failed", attrs...)
+}
+
 // httpConn is an established connection handed to the HTTP server, with
 // what its handshake negotiated for ConnContext.
 type httpConn struct {
@@ -280,6 +326,17 @@ type httpConn struct {
 	// reading does not hold its connection (and the upstream's) forever;
 	// a long response to a client that keeps reading is not limited.
 	writeTimeout time.Duration
+	// framing watches the request headers (read by one goroutine at a
+	// time: net/http's).
+	framing framingSniffer
+}
+
+func (c *httpConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.framing.scan(b[:n]) {
+		c.info.ambiguousFraming.Store(true)
+	}
+	return n, err
 }
 
 func (c *httpConn) Write(b []byte) (int, error) {
@@ -314,21 +371,17 @@ func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
 	return proxyproto.USE
 }
 
-// handshake detects the protocol (on auto listeners) and runs the
-// handshake. info.protocol is set as far as it is known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, c net.Conn) (*connInfo, net.Conn, error) {
+// handshake runs the handshake of the listener's protocol, or on an auto
+// listener of the protocol the client's first record header names.
+// info.protocol is set as far as it is known, even on failure.
+func (s *Server) handshake(ctx context.Context, st *listenerState, detected wireProtocol, c net.Conn) (*connInfo, net.Conn, error) {
 	info := &connInfo{protocol: "unknown"}
-	p, replay, err := peekProtocol(c)
-	if err != nil {
-		return info, nil, err
-	}
-	c = replay
 	proto := wireTLCP
 	switch st.protocol {
 	case config.ProtocolTLS:
 		proto = wireTLS
 	case config.ProtocolAuto:
-		proto = p
+		proto = detected
 	}
 	if proto == wireTLS {
 		info.protocol = "tls"
@@ -371,22 +424,31 @@ func tlsVersionName(v uint16) string {
 	return "tls"
 }
 
-// handshakeResult labels a failed handshake for the metrics: the alert
-// when there is one, else what kind of failure it was.
-func handshakeResult(err error) string {
+// handshakeAlert returns the alert a failed handshake ended with, when
+// it is known, and whether it was sent or received.
+func handshakeAlert(err error) (dir, alert string, ok bool) {
 	var ae *tlcp.AlertError
 	if errors.As(err, &ae) {
-		prefix := "alert_sent_"
+		dir = "sent"
 		if ae.Remote {
-			prefix = "alert_received_"
+			dir = "received"
 		}
-		return prefix + strings.ReplaceAll(ae.Alert.String(), " ", "_")
+		return dir, strings.ReplaceAll(ae.Alert.String(), " ", "_"), true
 	}
 	// crypto/tls reports an alert from the peer as an OpError "remote
 	// error" around the alert; the alert names are a small fixed set.
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "remote error" && oe.Err != nil {
-		return "alert_received_" + strings.ReplaceAll(strings.TrimPrefix(oe.Err.Error(), "tls: "), " ", "_")
+		return "received", strings.ReplaceAll(strings.TrimPrefix(oe.Err.Error(), "tls: "), " ", "_"), true
+	}
+	return "", "", false
+}
+
+// handshakeResult labels a failed handshake for the metrics: the alert
+// when there is one, else what kind of failure it was.
+func handshakeResult(err error) string {
+	if dir, alert, ok := handshakeAlert(err); ok {
+		return "alert_" + dir + "_" + alert
 	}
 	var ne net.Error
 	switch {

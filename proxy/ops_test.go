@@ -228,16 +228,28 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	s := startServer(t, cfg, nil)
 	addr := s.Addr("edge").String()
 
-	// A client that sends the first byte of a record and stops holds the
-	// only slot. (One that sends nothing at all is never handed over by
-	// the kernel: the listeners defer accept until the client speaks.)
-	idle := dialAndSpeak(t, addr)
+	// A client that sends its whole ClientHello and stops holds the only
+	// slot. (One that sends less holds none: the slot is taken once the
+	// hello is in.)
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer idle.Close()
+	if _, err := idle.Write(clientHello(t, p)); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the idle client to hold the handshake slot", func() bool {
-		return len(s.gen.handshakes.slots) == 1
+		return len(s.gen.handshakes["edge"].slots) == 1
 	})
-	c := dialAndSpeak(t, addr)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
+	if _, err := c.Write(clientHello(t, p)); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("refused connection read %d bytes", n)
 	}
@@ -247,7 +259,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	}
 	// Once the slot is free, handshakes go through again.
 	idle.Close()
-	waitFor(t, "the slot to be released", func() bool { return len(s.gen.handshakes.slots) == 0 })
+	waitFor(t, "the slot to be released", func() bool { return len(s.gen.handshakes["edge"].slots) == 0 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -494,7 +506,7 @@ func TestHostileClientsLeaveNothing(t *testing.T) {
 	}
 	waitFor(t, "every connection to be closed", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
-		return v == 0 && len(s.gen.handshakes.slots) == 0
+		return v == 0 && len(s.gen.handshakes["edge"].slots) == 0
 	})
 	// The gateway still serves.
 	mustServeTLCP(t, p, s)

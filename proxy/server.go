@@ -61,7 +61,10 @@ type Server struct {
 	access      *slog.Logger
 	accessClose io.Closer
 	stdErrorLog *log.Logger
-	metrics     *Metrics
+	// stdLog receives net/http's lines, also those written to the
+	// standard logger while the server runs.
+	stdLog  *stdLogWriter
+	metrics *Metrics
 
 	mu        sync.Mutex // serializes Start, Reload and Shutdown
 	gen       *generation
@@ -97,7 +100,7 @@ type generation struct {
 	store       *certs.Store
 	storeCancel context.CancelFunc
 	pools       map[string]*pool
-	handshakes  *handshakeLimiter
+	handshakes  map[string]*handshakeLimiter // by listener
 	states      map[string]*listenerState
 	// acme are the ACME managers by listener name.
 	acme map[string]*acmeSite
@@ -185,7 +188,8 @@ func newServer(cfg *config.Config, opts Options) *Server {
 		s.level.Set(parseLevel(cfg.Log.Level))
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &s.level}))
 	}
-	s.stdErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)
+	s.stdLog = newStdLogWriter(s.log)
+	s.stdErrorLog = log.New(s.stdLog, "", 0)
 	return s
 }
 
@@ -265,26 +269,29 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		probs = append(probs, certProblems(cfg, err)...)
 	}
 	gen := &generation{
-		cfg:    cfg,
-		store:  store,
-		pools:  map[string]*pool{},
-		states: map[string]*listenerState{},
-		acme:   map[string]*acmeSite{},
+		cfg:        cfg,
+		store:      store,
+		pools:      map[string]*pool{},
+		handshakes: map[string]*handshakeLimiter{},
+		states:     map[string]*listenerState{},
+		acme:       map[string]*acmeSite{},
 	}
-	if prev != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
-		// Keep counting the handshakes in progress across the reload.
-		gen.handshakes = prev.handshakes
-	} else {
-		gen.handshakes = newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D())
+	for _, lc := range cfg.Listeners {
+		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
+			// Keep counting the handshakes in progress across the reload.
+			gen.handshakes[lc.Name] = prev.handshakes[lc.Name]
+		} else {
+			gen.handshakes[lc.Name] = newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D())
+		}
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
-			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes {
 				gen.pools[name] = old
 				continue
 			}
 		}
-		p, err := newPool(name, uc, cfg.Timeouts, s.log, s.metrics)
+		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, s.log, s.metrics)
 		if err != nil {
 			probs = append(probs, cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), ""))
 			continue
@@ -374,11 +381,14 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		headers:       lc.SessionHeaders,
 		maxConns:      int64(gen.cfg.Limits.MaxConnections),
 		handshake:     gen.cfg.Timeouts.Handshake.D(),
+		clientHello:   gen.cfg.Timeouts.ClientHello.D(),
 		idle:          gen.cfg.Timeouts.Idle.D(),
+		requestBody:   gen.cfg.Timeouts.RequestBody.D(),
 		upstreamDial:  gen.cfg.Timeouts.UpstreamConnect.D(),
-		handshakes:    gen.handshakes,
+		handshakes:    gen.handshakes[lc.Name],
 		router:        &router{},
 		proxyProtocol: lc.ProxyProtocol,
+		spoofable:     spoofableHeaders(lc.SessionHeaders),
 	}
 	for _, rc := range lc.Routes {
 		p := gen.pools[rc.Upstream]
@@ -582,6 +592,10 @@ func (s *Server) Start() {
 		return
 	}
 	s.started = true
+	// http.Transport logs to the standard logger; its lines belong in
+	// the JSON log too.
+	log.SetOutput(s.stdLog)
+	log.SetFlags(0)
 	s.gen.start(nil, s.log)
 	s.startACME(s.gen)
 	for _, rl := range s.listeners {
@@ -806,6 +820,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.gen.close()
 	s.mu.Unlock()
 	s.closeAccessLog()
+	if log.Writer() == io.Writer(s.stdLog) {
+		log.SetOutput(os.Stderr)
+		log.SetFlags(log.LstdFlags)
+	}
 	s.log.Info("shut down")
 	return err
 }

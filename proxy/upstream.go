@@ -97,22 +97,31 @@ type pool struct {
 	transport *http.Transport
 	retries   int
 	maxFails  int
+	// panicThreshold is the share of targets in service (percent) under
+	// which passive ejections are ignored; 0 for never.
+	panicThreshold int
+	panicking      atomic.Bool
+	// failLog writes the per-request failure lines, a few a second.
+	failLog *rateLimitedLog
 
 	stop     context.CancelFunc
 	stopped  chan struct{}
 	timeouts config.Timeouts
+	// maxResponseHeader bounds a target's response header.
+	maxResponseHeader int
 }
 
-func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, log *slog.Logger, m *Metrics) (*pool, error) {
+func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, log *slog.Logger, m *Metrics) (*pool, error) {
 	p := &pool{
-		name:     name,
-		scheme:   uc.Scheme(),
-		cfg:      *uc,
-		policy:   newPolicy(uc.Policy),
-		log:      log.With("upstream", name),
-		metrics:  m,
-		timeouts: timeouts,
-		dialer:   &net.Dialer{Timeout: timeouts.UpstreamConnect.D(), KeepAlive: 30 * time.Second},
+		name:              name,
+		scheme:            uc.Scheme(),
+		cfg:               *uc,
+		policy:            newPolicy(uc.Policy),
+		log:               log.With("upstream", name),
+		metrics:           m,
+		timeouts:          timeouts,
+		maxResponseHeader: maxResponseHeader,
+		dialer:            &net.Dialer{Timeout: timeouts.UpstreamConnect.D(), KeepAlive: 30 * time.Second},
 	}
 	if uc.Retries != nil {
 		p.retries = *uc.Retries
@@ -120,6 +129,10 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, log *sl
 	if uc.Passive.MaxFails != nil {
 		p.maxFails = *uc.Passive.MaxFails
 	}
+	if uc.Passive.PanicThreshold != nil {
+		p.panicThreshold = *uc.Passive.PanicThreshold
+	}
+	p.failLog = newRateLimitedLog(log, slog.LevelWarn, "upstream failures not logged", "upstream", name)
 	for _, s := range uc.Targets {
 		u, err := config.ParseTarget(s)
 		if err != nil {
@@ -154,7 +167,8 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, log *sl
 			MaxIdleConnsPerHost:   256,
 			ExpectContinueTimeout: time.Second,
 			// The client's Accept-Encoding goes through untouched.
-			DisableCompression: true,
+			DisableCompression:     true,
+			MaxResponseHeaderBytes: int64(maxResponseHeader),
 		}
 	}
 	m.upstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
@@ -201,12 +215,31 @@ func (p *pool) close() {
 	}
 }
 
-// pick chooses an available target not in tried.
+// pick chooses an available target not in tried. When fewer than
+// panicThreshold percent of the targets are available, passive ejections
+// are ignored (Envoy's panic mode): a pool whose targets all failed a few
+// requests in a row, in a blip or a deploy, keeps trying them rather than
+// answer 503 to everyone for eject_for. The active checks' verdict still
+// holds.
 func (p *pool) pick(tried []*target) *target {
 	now := time.Now()
+	available := 0
+	for _, t := range p.targets {
+		if t.available(now) {
+			available++
+		}
+	}
+	panicking := available*100 < p.panicThreshold*len(p.targets)
+	if panicking != p.panicking.Load() && p.panicking.CompareAndSwap(!panicking, panicking) {
+		if panicking {
+			p.log.Warn("upstream in panic mode: too few targets in service, ejected targets are used too", "in_service", available, "targets", len(p.targets), "panic_threshold_percent", p.panicThreshold)
+		} else {
+			p.log.Info("upstream out of panic mode", "in_service", available, "targets", len(p.targets))
+		}
+	}
 	cands := make([]*target, 0, len(p.targets))
 	for _, t := range p.targets {
-		if !t.available(now) {
+		if !t.available(now) && !(panicking && t.healthy.Load()) {
 			continue
 		}
 		skip := false
@@ -272,10 +305,18 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			p.metrics.upstreamDuration.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
 			return resp, nil
 		}
-		p.metrics.upstreamResult(p.name, 0, err)
-		if req.Context().Err() == nil {
-			p.failed(t, err)
+		if be := clientBodyFailure(req); be != nil {
+			// The client broke its own request body: no fault of the
+			// target, and nothing to retry.
+			return nil, be
 		}
+		if req.Context().Err() != nil {
+			// The client went away: nothing to count against the
+			// target, nobody to answer.
+			return nil, err
+		}
+		p.metrics.upstreamResult(p.name, 0, err)
+		p.failed(t, err)
 		lastErr = &upstreamError{pool: p.name, target: t.addr, err: err}
 		if attempt < p.retries && notSent(err) && retryable(req) && req.Context().Err() == nil {
 			p.log.Debug("retrying on another target", "target", t.addr, "cause", err.Error())

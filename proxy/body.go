@@ -1,0 +1,192 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// requestBody is a client's request body on its way to the upstream. It
+// gives each read timeouts.request_body (the time the client may leave
+// the upload idle, not its whole length), and it keeps the first read
+// error, so that a body the client broke is answered as the client's
+// fault and never counted against the upstream target.
+type requestBody struct {
+	io.ReadCloser
+	ctl  *http.ResponseController
+	idle time.Duration
+
+	// reading is held during each Read (made by the transport's
+	// goroutine), so that failure can wait for one in flight.
+	reading sync.Mutex
+	mu      sync.Mutex
+	err     error
+}
+
+func newRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duration) *requestBody {
+	return &requestBody{ReadCloser: body, ctl: http.NewResponseController(w), idle: idle}
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.reading.Lock()
+	defer b.reading.Unlock()
+	if b.idle > 0 {
+		// The deadline is set when gmgate is ready for more, so a slow
+		// upstream does not count against the client.
+		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	}
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		if b.idle > 0 {
+			_ = b.ctl.SetReadDeadline(time.Time{})
+		}
+	case err != nil:
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failure returns the error reading the body met, as a *clientBodyError,
+// or nil. With settle it first waits for a read in flight to return: when
+// the client's connection fails, net/http cancels the request before the
+// read that saw the failure has returned, and the transport may give up
+// first.
+func (b *requestBody) failure(settle bool) error {
+	if settle {
+		b.reading.Lock()
+		defer b.reading.Unlock()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		return nil
+	}
+	return &clientBodyError{err: b.err}
+}
+
+// clientBodyFailure returns the client's body error behind a failed
+// upstream request, or nil when the request body is not at fault.
+// (ReverseProxy hands the pool the body in a wrapper of its own, so it
+// is found through the connection.)
+func clientBodyFailure(r *http.Request) error {
+	if b := infoFrom(r.Context()).body; b != nil {
+		// A canceled request means a failed or closed client
+		// connection, so a read in flight returns at once.
+		return b.failure(r.Context().Err() != nil)
+	}
+	return nil
+}
+
+// clientBodyError is a failure to read a client's request body: the
+// client's doing, not the upstream's.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *clientBodyError) Unwrap() error { return e.err }
+
+// status is what the failure is answered with: 408 when the client let the
+// body idle past timeouts.request_body, 499 (logged, never sent: nobody
+// is there to read it) when the client went away, 400 for a body that is
+// not valid HTTP (a malformed chunk, say).
+func (e *clientBodyError) status() int {
+	var ne net.Error
+	switch {
+	case errors.Is(e.err, os.ErrDeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout():
+		return http.StatusRequestTimeout
+	case errors.Is(e.err, io.ErrUnexpectedEOF), errors.Is(e.err, io.EOF), errors.Is(e.err, net.ErrClosed),
+		errors.Is(e.err, syscall.ECONNRESET), errors.Is(e.err, syscall.EPIPE):
+		return statusClientClosed
+	}
+	return http.StatusBadRequest
+}
+
+// statusClientClosed is logged for requests whose client went away
+// before it could be answered (nginx's 499); it is never sent.
+const statusClientClosed = 499
+
+// framingSniffer watches the request headers read on a connection for a
+// header block with both Content-Length and Transfer-Encoding. net/http
+// follows Transfer-Encoding and drops Content-Length, as RFC 9112 §6.1
+// says, without telling the handler; the same section says the connection
+// must then be closed after the response, since a proxy in front may
+// have framed the request by Content-Length and sent another request
+// hidden in the body.
+//
+// It sees the bytes, not the messages, so a body that holds such a header
+// block also closes the connection after its request: harmless, a new
+// connection is all it costs.
+type framingSniffer struct {
+	line         [len("transfer-encoding:")]byte // start of the current line
+	n            int
+	sawCL, sawTE bool
+}
+
+// scan reads b and reports whether a header block with both headers ended
+// in it.
+func (s *framingSniffer) scan(b []byte) bool {
+	ambiguous := false
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if s.n < len(s.line) {
+			s.n += copy(s.line[s.n:], part)
+		}
+		if i < 0 {
+			break
+		}
+		if s.endLine() {
+			ambiguous = true
+		}
+		b = b[i+1:]
+	}
+	return ambiguous
+}
+
+// endLine takes the line held and reports whether it ended a header block
+// that had both headers.
+func (s *framingSniffer) endLine() bool {
+	line := s.line[:s.n]
+	s.n = 0
+	if len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+		both := s.sawCL && s.sawTE
+		s.sawCL, s.sawTE = false, false
+		return both
+	}
+	switch {
+	case hasPrefixFold(line, "content-length:"):
+		s.sawCL = true
+	case hasPrefixFold(line, "transfer-encoding:"):
+		s.sawTE = true
+	}
+	return false
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	if len(b) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := b[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
