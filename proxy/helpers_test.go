@@ -252,7 +252,13 @@ func readAll(t testing.TB, resp *http.Response) string {
 // scrape reads the admin /metrics endpoint.
 func scrape(t testing.TB, s *Server) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get("http://" + s.AdminAddr().String() + "/metrics")
+	return scrapeAddr(t, s.AdminAddr().String())
+}
+
+// scrapeAddr reads the /metrics endpoint of the admin listener at addr.
+func scrapeAddr(t testing.TB, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

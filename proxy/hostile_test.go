@@ -1,0 +1,590 @@
+package proxy
+
+// The hostile-client suite: attacks over real sockets against a running
+// gateway, each asserting the behaviour that keeps the other clients
+// served. By default it runs a short version (a few seconds of each
+// attack) as part of go test; with GMGATE_HOSTILE=full it runs the attacks
+// at the scale of the review that found them (300 slowloris clients at one
+// byte per 5 s, 2,000 idle connections, the default limits) and prints the
+// figures of the well-behaved clients. With GMGATE_HOSTILE_BINARY=path it
+// attacks that gmgate binary, started with a generated configuration,
+// instead of a gateway in the test process (the handshake attacks only),
+// so that two builds can be compared side by side:
+//
+//	go build -o /tmp/gmgate ./cmd/gmgate
+//	GMGATE_HOSTILE=full GMGATE_HOSTILE_BINARY=/tmp/gmgate go test -run TestHostile -v -timeout 30m ./proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+	"golang.org/x/crypto/cryptobyte"
+)
+
+// hostileScale is how hard the suite attacks.
+type hostileScale struct {
+	name string
+	// Gateway limits (those a configuration from before this suite knows
+	// too, so that an older binary can be attacked the same way).
+	maxHandshakes    int
+	handshakeTimeout time.Duration
+	// The attacks.
+	slowloris     int           // clients sending a ClientHello byte by byte
+	slowlorisGap  time.Duration // between two bytes
+	idle          int           // connections that send nothing
+	warmSlowloris time.Duration // attack before measuring
+	warmIdle      time.Duration // long enough for deferred accept to hand them over
+	measure       time.Duration
+	// The well-behaved clients: workers each doing handshakes with a pause.
+	workers int
+	pause   time.Duration
+}
+
+var (
+	shortScale = hostileScale{
+		name: "short", maxHandshakes: 32, handshakeTimeout: 3 * time.Second,
+		slowloris: 48, slowlorisGap: 500 * time.Millisecond, idle: 150,
+		warmSlowloris: time.Second, warmIdle: 5 * time.Second, measure: 3 * time.Second,
+		workers: 2, pause: 20 * time.Millisecond,
+	}
+	// fullScale is the review's: the default limits (256 slots, 10 s
+	// handshake timeout, which is also the deferred-accept delay).
+	fullScale = hostileScale{
+		name: "full", maxHandshakes: config.DefaultMaxHandshakes, handshakeTimeout: config.DefaultHandshakeTimeout,
+		slowloris: 300, slowlorisGap: 5 * time.Second, idle: 2000,
+		warmSlowloris: 6 * time.Second, warmIdle: 25 * time.Second, measure: 30 * time.Second,
+		workers: 2, pause: 20 * time.Millisecond,
+	}
+)
+
+func hostileScaleFromEnv(t *testing.T) hostileScale {
+	switch os.Getenv("GMGATE_HOSTILE") {
+	case "", "short":
+		if testing.Short() {
+			t.Skip("the hostile-client suite takes a few seconds; run without -short")
+		}
+		return shortScale
+	case "full":
+		return fullScale
+	default:
+		t.Fatalf("GMGATE_HOSTILE=%q: want short or full", os.Getenv("GMGATE_HOSTILE"))
+	}
+	return hostileScale{}
+}
+
+// hostileGateway is the gateway under attack: in this process, or a
+// binary started for the suite.
+type hostileGateway struct {
+	addr  string
+	admin string
+	srv   *Server // nil for a binary
+}
+
+func startHostileGateway(t *testing.T, p *testPKI, sc hostileScale, upstream string, tune func(*config.Config)) *hostileGateway {
+	t.Helper()
+	if bin := os.Getenv("GMGATE_HOSTILE_BINARY"); bin != "" {
+		return startBinaryGateway(t, p, sc, upstream, bin)
+	}
+	cfg := testConfig(p, upstream)
+	cfg.Limits.MaxHandshakes = sc.maxHandshakes
+	cfg.Timeouts.Handshake = config.Duration(sc.handshakeTimeout)
+	if tune != nil {
+		tune(cfg)
+	}
+	s := startServer(t, cfg, nil)
+	return &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+}
+
+// startBinaryGateway runs gmgate serve from bin on free loopback ports,
+// with only the configuration keys every build knows.
+func startBinaryGateway(t *testing.T, p *testPKI, sc hostileScale, upstream, bin string) *hostileGateway {
+	t.Helper()
+	addr, admin := closedAddr(t), closedAddr(t)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "gmgate.yaml")
+	cfg := fmt.Sprintf(`admin: {listen: %q}
+log: {access: "off", level: warn}
+limits: {max_handshakes: %d, max_connections: 20000}
+timeouts: {handshake: %s}
+listeners:
+  - name: edge
+    listen: %q
+    tlcp: {sign_cert: %s, sign_key: %s, enc_cert: %s, enc_key: %s}
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: [%q]}
+`, admin, sc.maxHandshakes, sc.handshakeTimeout, addr, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, upstream)
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "-c", cfgFile)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	waitFor(t, "the gateway binary to listen", func() bool {
+		c, err := net.Dial("tcp", admin)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return &hostileGateway{addr: addr, admin: admin}
+}
+
+// clientStats are the results of the well-behaved clients.
+type clientStats struct {
+	ok, failed int
+	latency    []time.Duration // of the successful handshakes
+	firstErr   error
+}
+
+func (c clientStats) successRate() float64 {
+	if c.ok+c.failed == 0 {
+		return 0
+	}
+	return float64(c.ok) / float64(c.ok+c.failed)
+}
+
+func (c clientStats) String() string {
+	slices.Sort(c.latency)
+	q := func(p int) time.Duration {
+		if len(c.latency) == 0 {
+			return 0
+		}
+		return c.latency[min(len(c.latency)-1, len(c.latency)*p/100)]
+	}
+	return fmt.Sprintf("%d of %d handshakes succeeded (%.2f%%), p50 %v, p99 %v, max %v",
+		c.ok, c.ok+c.failed, 100*c.successRate(), q(50).Round(100*time.Microsecond), q(99).Round(100*time.Microsecond), q(100).Round(100*time.Microsecond))
+}
+
+// wellBehaved runs full TLCP handshakes (connect, handshake, close) from
+// sc.workers clients until ctx is done.
+func wellBehaved(ctx context.Context, p *testPKI, addr string, sc hostileScale) clientStats {
+	var mu sync.Mutex
+	var stats clientStats
+	var wg sync.WaitGroup
+	for range sc.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				start := time.Now()
+				d := &tlcp.Dialer{NetDialer: &net.Dialer{Timeout: 30 * time.Second}, Config: &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}}
+				hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				c, err := d.DialContext(hctx, "tcp", addr)
+				cancel()
+				d0 := time.Since(start)
+				mu.Lock()
+				if err != nil {
+					stats.failed++
+					if stats.firstErr == nil {
+						stats.firstErr = err
+					}
+				} else {
+					stats.ok++
+					stats.latency = append(stats.latency, d0)
+				}
+				mu.Unlock()
+				if c != nil {
+					c.Close()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(sc.pause):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return stats
+}
+
+// attackers runs n copies of attack until ctx is done, each reconnecting
+// when the gateway closes its connection; stop waits for them all.
+func attackers(ctx context.Context, n int, addr string, attack func(ctx context.Context, c net.Conn)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(50 * time.Millisecond):
+					}
+					continue
+				}
+				closed := context.AfterFunc(ctx, func() { c.Close() })
+				attack(ctx, c)
+				closed()
+				c.Close()
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// slowloris sends hello one byte every gap, then waits for the gateway to
+// give up on it.
+func slowloris(hello []byte, gap time.Duration) func(context.Context, net.Conn) {
+	return func(ctx context.Context, c net.Conn) {
+		for i := range hello[:len(hello)-1] {
+			if _, err := c.Write(hello[i : i+1]); err != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+	}
+}
+
+// silent says nothing and waits for the gateway to close the connection.
+func silent(_ context.Context, c net.Conn) { _, _ = io.Copy(io.Discard, c) }
+
+// TestHostileHandshakeFloods is item 8 of the review: slow and silent
+// clients must not keep well-behaved ones from their handshakes.
+func TestHostileHandshakeFloods(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	gw := startHostileGateway(t, p, sc, up.URL, nil)
+	baseline := baselineOf(t, gw)
+	hello := clientHello(t, p)
+
+	for _, attack := range []struct {
+		name  string
+		n     int
+		warm  time.Duration
+		flood func(context.Context, net.Conn)
+	}{
+		{fmt.Sprintf("slowloris: %d clients sending a ClientHello a byte every %v", sc.slowloris, sc.slowlorisGap), sc.slowloris, sc.warmSlowloris, slowloris(hello, sc.slowlorisGap)},
+		{fmt.Sprintf("idle: %d connections that say nothing", sc.idle), sc.idle, sc.warmIdle, silent},
+	} {
+		t.Run(strings.SplitN(attack.name, ":", 2)[0], func(t *testing.T) {
+			stop := attackers(context.Background(), attack.n, gw.addr, attack.flood)
+			time.Sleep(attack.warm)
+			ctx, cancel := context.WithTimeout(context.Background(), sc.measure)
+			stats := wellBehaved(ctx, p, gw.addr, sc)
+			cancel()
+			stop()
+			t.Logf("%s scale, %s: well-behaved clients: %v", sc.name, attack.name, stats)
+			if stats.successRate() < 0.99 {
+				t.Errorf("%s: well-behaved clients: %v; first error: %v", attack.name, stats, stats.firstErr)
+			}
+		})
+	}
+	baseline.check(t, gw)
+}
+
+// TestHostileRequests are items 9 to 11: clients that break their request
+// bodies or send them slowly do not eject targets or hold connections,
+// and a blip of the last target does not become an outage.
+func TestHostileRequests(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	p := getPKI(t)
+	var upMu sync.Mutex
+	var upLn net.Listener
+	upSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	})}
+	startUpstream := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		upMu.Lock()
+		upLn = ln
+		upMu.Unlock()
+		go upSrv.Serve(ln)
+		return ln.Addr().String()
+	}
+	upAddr := startUpstream("127.0.0.1:0")
+	defer upSrv.Close()
+	gw := startHostileGateway(t, p, sc, "http://"+upAddr, func(cfg *config.Config) {
+		cfg.Timeouts.RequestBody = config.Duration(500 * time.Millisecond)
+		cfg.Upstreams["app"].Health.Disabled = true
+		cfg.Upstreams["app"].Passive.EjectFor = config.Duration(time.Hour)
+	})
+	baseline := baselineOf(t, gw)
+	s := gw.srv
+	client := tlcpClient(t, p, nil)
+	healthy := func() float64 {
+		v, _ := metricValue(scrape(t, s), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"})
+		return v
+	}
+
+	t.Run("malformed and abandoned bodies do not eject the target", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 30 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := dialTLCP(t, p, s)
+				if i%2 == 0 {
+					fmt.Fprint(c, "POST / HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\nnot-hex\r\n")
+					resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+					if err != nil || resp.StatusCode != http.StatusBadRequest {
+						t.Errorf("malformed chunked body: %v %v", resp, err)
+					}
+					return
+				}
+				fmt.Fprint(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\npart")
+				c.Close()
+			}()
+		}
+		wg.Wait()
+		if h := healthy(); h != 1 {
+			t.Errorf("targets in service after client errors: %v, want 1", h)
+		}
+		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
+			t.Errorf("after client errors: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("slow bodies are cut off", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := dialTLCP(t, p, s)
+				fmt.Fprint(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000\r\n\r\n")
+				// A byte now and then, more slowly than request_body allows.
+				go func() {
+					for range 5 {
+						if _, err := c.Write([]byte{'x'}); err != nil {
+							return
+						}
+						time.Sleep(time.Second)
+					}
+				}()
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+					t.Errorf("slow body: %v %v, want 408", resp, err)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+
+	t.Run("the last target is not ejected by a blip", func(t *testing.T) {
+		upMu.Lock()
+		upLn.Close() // the upstream stops accepting for a moment
+		upMu.Unlock()
+		for range 10 {
+			if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode == http.StatusServiceUnavailable {
+				t.Fatalf("503 during the blip: the last target was taken out")
+			}
+		}
+		client.CloseIdleConnections()
+		s.gen.pools["app"].transport.CloseIdleConnections()
+		startUpstream(upAddr)
+		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
+			t.Errorf("after the blip: %d, want 200 at once", resp.StatusCode)
+		}
+	})
+	baseline.check(t, gw, client)
+}
+
+// TestHostileClientHellos are items 12 and 13: ClientHellos built to cost
+// the parser, or to pin memory with a long server name, are refused.
+func TestHostileClientHellos(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	gw := startHostileGateway(t, p, sc, up.URL, nil)
+	baseline := baselineOf(t, gw)
+	n := 20
+	if sc.name == "full" {
+		n = 1500
+	}
+	for _, c := range []struct {
+		name  string
+		hello []byte
+	}{
+		{"16,000 extensions in one ClientHello", craftClientHello(manyExtensions(16000))},
+		{"a server name of 60,000 bytes", craftClientHello(serverNameExtension(strings.Repeat("a", 60000)))},
+		{"a server name that is not a host name", craftClientHello(serverNameExtension("bad name\x00.example"))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			for range n {
+				if accepted(t, gw.addr, c.hello) {
+					t.Fatalf("the gateway answered with a ServerHello")
+				}
+			}
+			t.Logf("%d refused in %v", n, time.Since(start))
+		})
+	}
+	baseline.check(t, gw)
+}
+
+// accepted sends hello and reports whether the gateway went on with the
+// handshake (a handshake record) rather than refusing it (an alert, or
+// closing).
+func accepted(t *testing.T, addr string, hello []byte) bool {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(hello); err != nil {
+		return false
+	}
+	var hdr [recordHeaderLen]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		return false
+	}
+	return hdr[0] == recordTypeHandshake
+}
+
+// craftClientHello builds TLCP records carrying a ClientHello that offers
+// the ECC suites, with the given extensions block.
+func craftClientHello(extensions []byte) []byte {
+	var b cryptobyte.Builder
+	b.AddUint8(handshakeTypeClientHello)
+	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint16(tlcp.VersionTLCP)
+		random := make([]byte, 32)
+		_, _ = rand.Read(random)
+		b.AddBytes(random)
+		b.AddUint8(0) // no session ID
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint16(tlcp.ECC_SM4_GCM_SM3)
+			b.AddUint16(tlcp.ECC_SM4_CBC_SM3)
+		})
+		b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint8(0) })
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(extensions) })
+	})
+	return records([2]byte{1, 1}, b.BytesOrPanic(), 1<<14)
+}
+
+// manyExtensions is n empty extensions of distinct types.
+func manyExtensions(n int) []byte {
+	out := make([]byte, 0, 4*n)
+	for i := range n {
+		typ := uint16(1000 + i)
+		out = append(out, byte(typ>>8), byte(typ), 0, 0)
+	}
+	return out
+}
+
+func serverNameExtension(name string) []byte {
+	var b cryptobyte.Builder
+	b.AddUint16(0) // server_name
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint8(0) // host_name
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(name)) })
+		})
+	})
+	return b.BytesOrPanic()
+}
+
+// resourceBaseline is what the gateway held before an attack, to which it
+// must return after.
+type resourceBaseline struct {
+	goroutines int
+	heap       uint64
+}
+
+// heapSlack is the growth of the live heap tolerated after an attack:
+// session caches and pools legitimately keep some of what the
+// well-behaved clients made.
+const heapSlack = 32 << 20
+
+func baselineOf(t *testing.T, gw *hostileGateway) resourceBaseline {
+	if gw.srv == nil {
+		v, _ := metricValue(scrapeAddr(t, gw.admin), "go_goroutines", nil)
+		return resourceBaseline{goroutines: int(v)}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return resourceBaseline{goroutines: runtime.NumGoroutine(), heap: ms.HeapInuse}
+}
+
+// check waits for the goroutines to come back to the baseline (a few more
+// for the metrics scrapes) once the idle keep-alive connections are
+// closed, and checks the live heap.
+func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*http.Client) {
+	t.Helper()
+	const slack = 4
+	for _, c := range clients {
+		c.CloseIdleConnections()
+	}
+	if gw.srv == nil {
+		waitFor(t, "the gateway's goroutines to return to their number before the attack", func() bool {
+			v, _ := metricValue(scrapeAddr(t, gw.admin), "go_goroutines", nil)
+			return int(v) <= b.goroutines+slack
+		})
+		return
+	}
+	for _, p := range gw.srv.gen.pools {
+		if p.transport != nil {
+			p.transport.CloseIdleConnections()
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() > b.goroutines+slack || gw.srv.connsCount() != 0 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines and %d client connections after the attacks, %d goroutines before:\n%s",
+				runtime.NumGoroutine(), gw.srv.connsCount(), b.goroutines, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapInuse > b.heap+heapSlack {
+		t.Errorf("live heap %d MiB after the attacks, %d MiB before", ms.HeapInuse>>20, b.heap>>20)
+	}
+}
+
+// connsCount is the number of client connections open.
+func (s *Server) connsCount() int {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	return len(s.conns)
+}
