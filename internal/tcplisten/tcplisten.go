@@ -8,10 +8,12 @@
 // socket to the sockets it accepts (Linux does), setting them once on the
 // listener gives every connection the same probes for no system call.
 //
-// With DeferAccept the kernel hands a connection over only once its first
-// bytes (a ClientHello) have arrived, so the first read finds them instead
-// of parking the goroutine, and a connection that never speaks costs no
-// goroutine (Linux's TCP_DEFER_ACCEPT).
+// With DeferAccept the kernel hands a connection over once its first bytes
+// (a ClientHello) have arrived, so the first read finds them instead of
+// parking the goroutine, and a connection that does not speak costs no
+// goroutine until about DeferAccept has passed (Linux's TCP_DEFER_ACCEPT).
+// After that the kernel hands it over silent: the server still needs its
+// own deadline for the first bytes.
 package tcplisten
 
 import (
