@@ -1,0 +1,19 @@
+//go:build !purego
+
+package sm4cbc
+
+import "golang.org/x/sys/cpu"
+
+// haveLanes is true when the CPU (and the OS, for the AVX-512 state) can
+// run kernel_amd64.s: GFNI, with AVX-512 for 128-bit rotations and
+// three-way XORs.
+var haveLanes = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512GFNI
+
+// encryptLanes encrypts n blocks of four CBC chains in place. Lane l's IV
+// is the block at ptr[l], its plaintext follows; after each block the lane
+// moves on by step[l] bytes. Each lane's last ciphertext block ends where
+// the IV of a following call would be. Bits 16l to 16l+15 of store mask
+// lane l's stores (0xf: all four words, 0: none, for an idle lane).
+//
+//go:noescape
+func encryptLanes(k *laneKey, ptr *[lanes]*byte, step *[lanes]uintptr, store uint64, n int)
