@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -401,9 +402,9 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	}
 	written := 0
 	for len(data) > 0 || written == 0 {
-		m := min(len(data), maxPlaintext)
+		var m int
 		var err error
-		outBuf, err = c.sealRecord(outBuf, typ, data[:m])
+		outBuf, m, err = c.sealRecords(outBuf, typ, data)
 		if err != nil {
 			return written, c.out.setErrorLocked(err)
 		}
@@ -437,6 +438,23 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 		c.scratch = outBuf[:0]
 	}
 	return written, err
+}
+
+// sealRecords seals a prefix of data, at most maxPlaintext bytes unless
+// the cipher seals bulk application data in batches, and returns how much
+// it took.
+func (c *Conn) sealRecords(out []byte, typ recordType, data []byte) ([]byte, int, error) {
+	if bs, ok := c.out.cipher.(batchSealer); ok && typ == recordTypeApplicationData && c.out.seq < math.MaxUint64-maxBatchRecords {
+		out, m, records, err := bs.sealBatch(out, typ, data, c.out.seq, c.config.rand())
+		if err != nil {
+			return out, 0, err
+		}
+		c.out.seq += uint64(records)
+		return out, m, nil
+	}
+	m := min(len(data), maxPlaintext)
+	out, err := c.sealRecord(out, typ, data[:m])
+	return out, m, err
 }
 
 func (c *Conn) sealRecord(out []byte, typ recordType, payload []byte) ([]byte, error) {

@@ -67,6 +67,13 @@
 // CBC records are checked in constant time (padding and MAC, with the
 // Lucky 13 countermeasure); Finished messages are compared in constant time.
 //
+// CBC encryption is serial within a record, but each record has its own
+// IV: where the CPU can run several SM4-CBC chains at once (GFNI and
+// AVX-512, see internal/sm4cbc), a Write of 8 KiB or more over a CBC suite
+// is cut into up to four records of equal size (at least 4 KiB each, at
+// most 2^14 bytes) that are encrypted together. Any record size is valid
+// TLCP; peers see only smaller records.
+//
 // The package is tested against github.com/tjfoc/gmsm's gmtls in both
 // directions (suite 0xE013, with and without client authentication) and
 // against the published and derived vectors of the PRF, key block, Finished,

@@ -48,6 +48,46 @@ func tjfocRoots(t *testing.T) *tjx509.CertPool {
 	return pool
 }
 
+// tjfocClientConfig is a gmtls client that trusts our test CA and speaks
+// the one suite gmtls has.
+func tjfocClientConfig(t *testing.T) *tjtls.Config {
+	return &tjtls.Config{
+		GMSupport:    tjtls.NewGMSupport(),
+		RootCAs:      tjfocRoots(t),
+		ServerName:   "server.test",
+		CipherSuites: []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
+	}
+}
+
+// tjfocServerConfig is a gmtls server with our test server's pair.
+func tjfocServerConfig(t testing.TB) *tjtls.Config {
+	p := getPKI(t)
+	return &tjtls.Config{
+		GMSupport: tjtls.NewGMSupport(),
+		// gmtls takes the signing and the encryption certificate as two
+		// certificates, in that order.
+		Certificates: []tjtls.Certificate{
+			tjfocPair(t, p.server.SignCertificate[0], p.server.SignKey),
+			tjfocPair(t, p.server.EncCertificate[0], p.server.EncKey),
+		},
+		CipherSuites:           []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
+		SessionTicketsDisabled: true,
+	}
+}
+
+// listenCBC is our server with scfg, ECC_SM4_CBC_SM3 only (the suite
+// gmtls speaks), on a loopback port until the test ends.
+func listenCBC(t *testing.T, scfg *Config) net.Listener {
+	t.Helper()
+	scfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
+	l, err := Listen("tcp", "127.0.0.1:0", scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 // echoUpper answers one request of n bytes with its upper-case form.
 func echoUpper(c net.Conn, n int) error {
 	buf := make([]byte, n)
@@ -82,15 +122,10 @@ func TestInteropTjfocClient(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := getPKI(t)
 			scfg := serverConfig(t)
-			scfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
 			if auth {
 				scfg.ClientAuth = RequireAndVerifyClientCert
 			}
-			l, err := Listen("tcp", "127.0.0.1:0", scfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := listenCBC(t, scfg)
 			var state ConnectionState // set before done receives
 			done := serveOne(l, func(c net.Conn) error {
 				err := echoUpper(c, len("request from tjfoc"))
@@ -98,12 +133,7 @@ func TestInteropTjfocClient(t *testing.T) {
 				return err
 			})
 
-			ccfg := &tjtls.Config{
-				GMSupport:    tjtls.NewGMSupport(),
-				RootCAs:      tjfocRoots(t),
-				ServerName:   "server.test",
-				CipherSuites: []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
-			}
+			ccfg := tjfocClientConfig(t)
 			if auth {
 				sign := tjfocPair(t, p.client.SignCertificate[0], p.client.SignKey)
 				ccfg.GetClientCertificate = func(*tjtls.CertificateRequestInfo) (*tjtls.Certificate, error) {
@@ -146,15 +176,7 @@ func TestInteropTjfocServer(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			p := getPKI(t)
-			scfg := &tjtls.Config{
-				GMSupport: tjtls.NewGMSupport(),
-				Certificates: []tjtls.Certificate{
-					tjfocPair(t, p.server.SignCertificate[0], p.server.SignKey),
-					tjfocPair(t, p.server.EncCertificate[0], p.server.EncKey),
-				},
-				CipherSuites:           []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
-				SessionTicketsDisabled: true,
-			}
+			scfg := tjfocServerConfig(t)
 			if auth {
 				scfg.ClientAuth = tjtls.RequireAndVerifyClientCert
 				scfg.ClientCAs = tjfocRoots(t)
@@ -191,13 +213,7 @@ func TestInteropTjfocServer(t *testing.T) {
 // our server when it does not trust the CA: the failure is real, not a
 // side effect of the test setup.
 func TestInteropTjfocRejectsWrongCA(t *testing.T) {
-	scfg := serverConfig(t)
-	scfg.CipherSuites = []uint16{ECC_SM4_CBC_SM3}
-	l, err := Listen("tcp", "127.0.0.1:0", scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := listenCBC(t, serverConfig(t))
 	serverErr := serveOne(l, func(c net.Conn) error { return c.(*Conn).Handshake() })
 	other, err := tjx509.ParseCertificate(getPKI(t).otherCA.Cert.Raw)
 	if err != nil {

@@ -97,18 +97,7 @@ func gmgatePeer(b *testing.B) peerImpl {
 }
 
 func tjfocPeer(b *testing.B) peerImpl {
-	p := getPKI(b)
-	scfg := &tjtls.Config{
-		GMSupport: tjtls.NewGMSupport(),
-		// gmtls takes the signing and the encryption certificate as two
-		// certificates, in that order.
-		Certificates: []tjtls.Certificate{
-			tjfocPair(b, p.server.SignCertificate[0], p.server.SignKey),
-			tjfocPair(b, p.server.EncCertificate[0], p.server.EncKey),
-		},
-		CipherSuites:           []uint16{tjtls.GMTLS_SM2_WITH_SM4_SM3},
-		SessionTicketsDisabled: true,
-	}
+	scfg := tjfocServerConfig(b)
 	ccfg := &tjtls.Config{
 		GMSupport:              tjtls.NewGMSupport(),
 		InsecureSkipVerify:     true,
