@@ -43,11 +43,13 @@ func (c *Config) Problem(path, msg, fix string) Problem {
 	return Problem{File: c.File, Line: c.idx.line(path), Path: path, Msg: msg, Fix: fix}
 }
 
-// Admin is the listener for /metrics, /healthz and /readyz. The data plane
-// never serves these.
+// Admin is the listener for /metrics, /healthz, /readyz and, when Pprof is
+// set, /debug/pprof/. The data plane never serves these.
 type Admin struct {
 	// Listen is host:port, or "off". Loopback by default.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures the process log and the access log.

@@ -86,6 +86,7 @@ func unset(v *yaml.Node, dropZero bool) bool {
 const Example = `# gmgate configuration. Check it with: gmgate config check -c gmgate.yaml
 admin:
   listen: 127.0.0.1:9180          # /metrics, /healthz, /readyz (loopback only by default)
+  pprof: false                    # true: Go profiles under /debug/pprof/ on this listener
 log:
   level: info
   access: stdout                  # stdout | stderr | off | /path/to/access.log

@@ -2,14 +2,21 @@ package proxy
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // adminHandler serves /metrics, /healthz (the process is alive) and
-// /readyz (it accepts new connections: not draining).
+// /readyz (it accepts new connections: not draining), and Go's profiles
+// under /debug/pprof/ while admin.pprof is on.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/debug/pprof/", s.whenPprof(pprof.Index))
+	mux.Handle("/debug/pprof/cmdline", s.whenPprof(pprof.Cmdline))
+	mux.Handle("/debug/pprof/profile", s.whenPprof(pprof.Profile))
+	mux.Handle("/debug/pprof/symbol", s.whenPprof(pprof.Symbol))
+	mux.Handle("/debug/pprof/trace", s.whenPprof(pprof.Trace))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{ErrorLog: s.stdErrorLog}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -25,4 +32,16 @@ func (s *Server) adminHandler() http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	return mux
+}
+
+// whenPprof serves h while admin.pprof is on (a reload turns it on and
+// off), and 404 otherwise.
+func (s *Server) whenPprof(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.pprof.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
+	})
 }

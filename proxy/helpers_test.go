@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -316,6 +317,33 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("gave up waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// edgeConfig is a configuration file with the given admin section, one
+// TLCP listener "edge" on a free port and one upstream "app" at target.
+func edgeConfig(p *testPKI, admin, target string) string {
+	return fmt.Sprintf(`admin: %s
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    tlcp: {sign_cert: %s, sign_key: %s, enc_cert: %s, enc_key: %s}
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["%s"]}
+`, admin, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, target)
+}
+
+// replaceFile puts doc in file by renaming a new file over it, as editors
+// and configuration tools do.
+func replaceFile(t testing.TB, file, doc string) {
+	t.Helper()
+	if err := os.WriteFile(file+".tmp", []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".tmp", file); err != nil {
+		t.Fatal(err)
 	}
 }
 

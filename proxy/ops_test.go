@@ -520,22 +520,7 @@ func TestRunReloadsOnFileChange(t *testing.T) {
 	file := dir + "/gmgate.yaml"
 	write := func(target string) {
 		t.Helper()
-		doc := fmt.Sprintf(`admin: {listen: "off"}
-log: {access: "off"}
-listeners:
-  - name: edge
-    listen: "127.0.0.1:0"
-    tlcp: {sign_cert: %s, sign_key: %s, enc_cert: %s, enc_key: %s}
-    routes: [{upstream: app}]
-upstreams:
-  app: {targets: ["%s"]}
-`, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, target)
-		if err := os.WriteFile(file+".tmp", []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".tmp", file); err != nil {
-			t.Fatal(err)
-		}
+		replaceFile(t, file, edgeConfig(p, `{listen: "off"}`, target))
 	}
 	write(a.URL)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -74,6 +74,8 @@ type Server struct {
 	started   bool
 	draining  atomic.Bool
 	closed    bool
+	// pprof is admin.pprof of the running configuration.
+	pprof atomic.Bool
 
 	// sessionCaches keep TLCP sessions across reloads, by listener. A
 	// session resumes only under the configuration it was made under
@@ -166,6 +168,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	}
 	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
 	s.gen = gen
+	s.pprof.Store(cfg.Admin.Pprof)
 	accel.SetObserver(accelObserver{s.metrics})
 	s.metrics.setCerts(gen.store)
 	s.metrics.setACME(gen.acmeCollectors())
@@ -719,6 +722,7 @@ func (s *Server) reload(cfg *config.Config) error {
 		}
 	}
 	s.gen = gen
+	s.pprof.Store(cfg.Admin.Pprof)
 	s.metrics.setCerts(gen.store)
 	s.metrics.setACME(gen.acmeCollectors())
 	if s.started {
