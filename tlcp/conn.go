@@ -42,12 +42,13 @@ type Conn struct {
 
 	in, out halfConn
 
-	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is small between
-	// records and borrows a large buffer from largeBufs for big records.
+	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is borrowed from
+	// smallBufs, or from largeBufs for big records, and given back once
+	// Read has consumed it, so that an idle connection holds none.
 	rawBuf        []byte
 	rawR, rawW    int
-	rawPooled     bool
-	small         [1536]byte
+	rawPool       *sync.Pool   // where rawBuf came from
+	rawPtr        *[]byte      // what rawPool gave
 	input         []byte       // decrypted application data not yet returned
 	hand          bytes.Buffer // handshake data not yet parsed
 	emptyRecords  int          // consecutive empty application records
@@ -58,8 +59,6 @@ type Conn struct {
 	// write.
 	buffering bool
 	sendBuf   []byte
-	// scratch is reused for small unbuffered writes.
-	scratch []byte
 
 	closeNotifySent bool
 	closeNotifyErr  error
@@ -115,13 +114,15 @@ func (e *permanentError) Unwrap() error   { return e.err }
 func (e *permanentError) Timeout() bool   { return e.err.Timeout() }
 func (e *permanentError) Temporary() bool { return false }
 
-// largeBufs holds input buffers big enough for any record; writeBufs hold
-// a few sealed records so that bulk writes leave in large writes.
+// smallBufs hold input of small records and the headers of big ones,
+// largeBufs input buffers big enough for any record; writeBufs hold a few
+// sealed records so that bulk writes leave in large writes.
 var (
+	smallBufs = sync.Pool{New: func() any { b := make([]byte, 1536); return &b }}
 	largeBufs = sync.Pool{New: func() any { b := make([]byte, recordHeaderLen+maxCiphertext+256); return &b }}
 	writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, writeFlushSize+recordHeaderLen+maxCiphertext); return &b }}
-	// flightBufs collect a handshake flight; a server's first flight with
-	// a certificate chain fits in a few kilobytes.
+	// flightBufs collect a handshake flight (a server's first flight with
+	// a certificate chain fits in a few kilobytes) or seal a small write.
 	flightBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 )
 
@@ -153,7 +154,7 @@ func (c *Conn) NetConn() net.Conn { return c.conn }
 // in one read.
 func (c *Conn) fill(n int) error {
 	if c.rawBuf == nil {
-		c.rawBuf = c.small[:]
+		c.borrowRaw(&smallBufs)
 	}
 	if c.rawW-c.rawR >= n {
 		return nil
@@ -162,11 +163,11 @@ func (c *Conn) fill(n int) error {
 		if n <= len(c.rawBuf) {
 			copy(c.rawBuf, c.rawBuf[c.rawR:c.rawW])
 		} else {
-			big := largeBufs.Get().(*[]byte)
-			copy(*big, c.rawBuf[c.rawR:c.rawW])
-			c.releaseRaw()
-			c.rawBuf = *big
-			c.rawPooled = true
+			small := c.rawPtr
+			pool := c.rawPool
+			c.borrowRaw(&largeBufs)
+			copy(c.rawBuf, (*small)[c.rawR:c.rawW])
+			pool.Put(small)
 		}
 		c.rawW -= c.rawR
 		c.rawR = 0
@@ -190,21 +191,19 @@ func (c *Conn) fill(n int) error {
 	return nil
 }
 
-// releaseRaw returns a borrowed large buffer when nothing in it is needed.
-func (c *Conn) releaseRaw() {
-	if c.rawPooled {
-		b := c.rawBuf
-		largeBufs.Put(&b)
-		c.rawPooled = false
-	}
-	c.rawBuf = nil
+// borrowRaw makes a buffer from pool the input buffer.
+func (c *Conn) borrowRaw(pool *sync.Pool) {
+	c.rawPtr = pool.Get().(*[]byte)
+	c.rawPool = pool
+	c.rawBuf = *c.rawPtr
 }
 
-// maybeReleaseRaw drops the large input buffer once all its data has been
-// consumed, so that idle connections hold only their small buffer.
+// maybeReleaseRaw gives the input buffer back once all its data has been
+// consumed, so that idle connections hold none.
 func (c *Conn) maybeReleaseRaw() {
-	if c.rawPooled && c.rawR == c.rawW && len(c.input) == 0 {
-		c.releaseRaw()
+	if c.rawBuf != nil && c.rawR == c.rawW && len(c.input) == 0 {
+		c.rawPool.Put(c.rawPtr)
+		c.rawBuf, c.rawPtr, c.rawPool = nil, nil, nil
 		c.rawR, c.rawW = 0, 0
 	}
 }
@@ -386,7 +385,8 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 		return 0, c.out.err
 	}
 	var outBuf []byte
-	pooled := false
+	var pool *sync.Pool
+	var borrowed *[]byte
 	switch {
 	case c.buffering:
 		outBuf = c.sendBuf
@@ -394,11 +394,15 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 			outBuf = (*flightBufs.Get().(*[]byte))[:0]
 		}
 	case len(data) > 2048:
-		outBuf = (*writeBufs.Get().(*[]byte))[:0]
-		pooled = true
+		pool = &writeBufs
 	default:
-		// Small records reuse one scratch buffer.
-		outBuf = c.scratch[:0]
+		// Small writes borrow a flight buffer, so that an idle
+		// connection keeps no write buffer.
+		pool = &flightBufs
+	}
+	if pool != nil {
+		borrowed = pool.Get().(*[]byte)
+		outBuf = (*borrowed)[:0]
 	}
 	written := 0
 	for len(data) > 0 || written == 0 {
@@ -431,11 +435,9 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 		return written, nil
 	}
 	err := c.writeRaw(outBuf)
-	if pooled {
-		outBuf = outBuf[:0]
-		writeBufs.Put(&outBuf)
-	} else if cap(outBuf) <= 4096 {
-		c.scratch = outBuf[:0]
+	if borrowed != nil {
+		*borrowed = outBuf[:0]
+		pool.Put(borrowed)
 	}
 	return written, err
 }
@@ -776,6 +778,10 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 	c.handshakeErr = c.handshakeFn(ctx)
 	if c.handshakeErr == nil {
 		c.handshakes++
+		if c.hand.Len() == 0 {
+			// Drop the buffer that held the peer's flights.
+			c.hand = bytes.Buffer{}
+		}
 	} else {
 		// A handshake error leaves the connection unusable for data too.
 		c.flush()
