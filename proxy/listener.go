@@ -82,6 +82,7 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 			}
 			return ctx
 		},
+		ConnState: httpConnState,
 	}
 	return rl, nil
 }
@@ -287,7 +288,8 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		s.forwardTCP(st, rt.upstream, established, info)
 		return
 	}
-	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle}
+	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle, listener: rl.httpConns}
+	hc.sock = parkSocket(tc.Conn)
 	if !rl.httpConns.push(hc) {
 		hc.Close()
 	}
@@ -329,12 +331,19 @@ type httpConn struct {
 	// framing watches the request headers (read by one goroutine at a
 	// time: net/http's).
 	framing framingSniffer
+	// listener takes the connection back after it was parked while idle
+	// (idle.go).
+	listener *connListener
+	idleState
 }
 
 func (c *httpConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if c.framing.scan(b[:n]) {
 		c.info.ambiguousFraming.Store(true)
+	}
+	if c.idle {
+		return c.idleRead(n, err)
 	}
 	return n, err
 }
@@ -473,6 +482,9 @@ type connListener struct {
 	ch   chan net.Conn
 	done chan struct{}
 	once sync.Once
+	// parked are its idle keep-alive connections that wait for their
+	// next request outside the HTTP server (idle.go).
+	parked parkedConns
 }
 
 func newConnListener(addr net.Addr) *connListener {
@@ -498,7 +510,12 @@ func (l *connListener) push(c net.Conn) bool {
 	}
 }
 
-func (l *connListener) close() { l.once.Do(func() { close(l.done) }) }
+func (l *connListener) close() {
+	l.once.Do(func() {
+		close(l.done)
+		l.parked.closeAll()
+	})
+}
 
 func (l *connListener) Close() error { l.close(); return nil }
 

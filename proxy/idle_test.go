@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// rawClient is one client connection used by hand, so that the tests
+// know which connection each request goes on.
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func dialRaw(t *testing.T, p *testPKI, s *Server, protocol string) *rawClient {
+	t.Helper()
+	addr := s.Addr("edge").String()
+	var c net.Conn
+	var err error
+	if protocol == "tls" {
+		c, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost"})
+	} else {
+		c, err = tlcp.Dial("tcp", addr, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawClient{t: t, conn: c, br: bufio.NewReader(c)}
+}
+
+// get sends raw (one or more requests) and reads n responses.
+func (c *rawClient) get(raw string, n int) {
+	c.t.Helper()
+	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c.conn, raw); err != nil {
+		c.t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			c.t.Fatalf("response %d: %v", i+1, err)
+		}
+		readAll(c.t, resp)
+		if resp.Header.Get("X-Upstream") != "app" {
+			c.t.Fatalf("response %d: %d, not from the upstream", i+1, resp.StatusCode)
+		}
+	}
+}
+
+const getRequest = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+
+func parkedCount(s *Server) int {
+	l := s.listeners["edge"].httpConns
+	l.parked.mu.Lock()
+	defer l.parked.mu.Unlock()
+	return len(l.parked.conns)
+}
+
+// goroutinesIn counts goroutines with fn on their stack.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIdleConnectionsPark checks that a keep-alive connection that stays
+// idle leaves the HTTP server (no goroutine of net/http holds it) and is
+// served again, on the same connection, when its next request comes: a
+// request alone, two pipelined, and one that arrives in two pieces.
+func TestIdleConnectionsPark(t *testing.T) {
+	for _, protocol := range []string{"tlcp", "tls"} {
+		t.Run(protocol, func(t *testing.T) {
+			p := getPKI(t)
+			up := echoUpstream(t, "app")
+			s := startServer(t, testConfig(p, up.URL), nil)
+			c := dialRaw(t, p, s, protocol)
+			c.get(getRequest, 1)
+			waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+			// Without parking, the HTTP server's goroutine would wait in
+			// httpConn.Read.
+			if n := goroutinesIn("proxy.(*httpConn).Read"); n != 0 {
+				t.Fatalf("%d goroutines read client connections while the only one is parked", n)
+			}
+			if n := goroutinesIn("proxy.(*connListener).waitParked"); n != 1 {
+				t.Fatalf("%d goroutines wait for parked connections, want 1", n)
+			}
+
+			c.get(getRequest, 1)
+			waitFor(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+			c.get(getRequest+getRequest, 2)
+			waitFor(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+
+			// The first piece wakes the connection; the HTTP server then
+			// reads the rest.
+			if _, err := io.WriteString(c.conn, getRequest[:7]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * idleParkAfter)
+			c.get(getRequest[7:], 1)
+		})
+	}
+}
+
+// TestParkedConnectionsKeepIdleTimeout checks that timeouts.idle still
+// closes a parked connection, counted from the end of its last response,
+// and that shutdown closes parked connections at once.
+func TestParkedConnectionsKeepIdleTimeout(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app")
+	cfg := testConfig(p, up.URL)
+	const idle = 1500 * time.Millisecond
+	cfg.Timeouts.Idle = config.Duration(idle)
+	s := startServer(t, cfg, nil)
+
+	c := dialRaw(t, p, s, "tlcp")
+	c.get(getRequest, 1)
+	done := time.Now()
+	waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want EOF when the server closes it", err)
+	}
+	if d := time.Since(done); d < idle-100*time.Millisecond || d > idle+2*time.Second {
+		t.Fatalf("closed %v after the response, idle timeout %v", d, idle)
+	}
+	waitFor(t, "the parked connection to be forgotten", func() bool { return parkedCount(s) == 0 })
+
+	c2 := dialRaw(t, p, s, "tlcp")
+	c2.get(getRequest, 1)
+	waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c2.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c2.br.ReadByte(); err != io.EOF {
+		t.Fatalf("parked connection at shutdown: read %v, want EOF", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %v with a parked connection", d)
+	}
+}
