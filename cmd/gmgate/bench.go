@@ -17,7 +17,10 @@ var benchCmd = &cobra.Command{
 
   gmgate bench handshake          TLCP beside TLS 1.2 and 1.3, against a server started here
   gmgate bench handshake --target gw.example.cn:443 --metrics http://gw:9180/metrics
-  gmgate bench crypto             SM2, SM3, SM4 beside RSA, ECDSA, X25519, AES-GCM, SHA-256`,
+  gmgate bench crypto             SM2, SM3, SM4 beside RSA, ECDSA, X25519, AES-GCM, SHA-256
+  gmgate bench proxy              keep-alive requests through gmgate serve (--baseline OLD to compare)
+  gmgate bench download           a large download through gmgate serve
+  gmgate bench idle-conns         memory per idle keep-alive connection of gmgate serve`,
 }
 
 func init() { rootCmd.AddCommand(benchCmd) }

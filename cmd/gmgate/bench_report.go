@@ -12,8 +12,9 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "report FILE.json",
 		Short: "Show a saved gmgate bench report as a table, or chart it",
-		Long: `Read a report that gmgate bench crypto or gmgate bench handshake wrote
-with --json and show it as the table (or JSON), optionally writing a chart.
+		Long: `Read a report that gmgate bench crypto, handshake, proxy, download or
+idle-conns wrote with --json and show it as the table (or JSON), optionally
+writing a chart (crypto and handshake).
 
 Examples:
   gmgate bench handshake --json > hs.json

@@ -29,6 +29,8 @@ func (o Output) Write(w io.Writer, report any) error {
 		WriteCryptoTable(w, r)
 	case *HandshakeReport:
 		WriteHandshakeTable(w, r)
+	case *ProxyReport, *DownloadReport, *IdleReport:
+		return WriteGatewayReport(w, r, false)
 	default:
 		return fmt.Errorf("no table for %T", report)
 	}
@@ -54,8 +56,14 @@ func ReadReport(r io.Reader) (any, error) {
 		report = new(CryptoReport)
 	case HandshakeSchema:
 		report = new(HandshakeReport)
+	case ProxySchema:
+		report = new(ProxyReport)
+	case DownloadSchema:
+		report = new(DownloadReport)
+	case IdleSchema:
+		report = new(IdleReport)
 	default:
-		return nil, fmt.Errorf("not a gmgate bench report (schema %q; known: %s, %s)", head.Schema, CryptoSchema, HandshakeSchema)
+		return nil, fmt.Errorf("not a gmgate bench report (schema %q; known: %s, %s, %s, %s, %s)", head.Schema, CryptoSchema, HandshakeSchema, ProxySchema, DownloadSchema, IdleSchema)
 	}
 	if err := json.Unmarshal(data, report); err != nil {
 		return nil, fmt.Errorf("reading the %s report: %w", head.Schema, err)

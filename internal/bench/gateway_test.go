@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"bytes"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestSummarizeRounds(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want Summary
+		text string
+	}{
+		{[]float64{3, 1, 2}, Summary{2, 1, 3}, "2.00 (1.00-3.00)"},
+		{[]float64{4, 1, 2, 3}, Summary{2.5, 1, 4}, "2.50 (1.00-4.00)"},
+		{[]float64{-1.5, 0.25}, Summary{-0.625, -1.5, 0.25}, "-0.625 (-1.50 to 0.250)"},
+		{[]float64{-16.619, 4}, Summary{-6.3095, -16.619, 4}, "-6.31 (-16.6 to 4.00)"},
+		{nil, Summary{}, "0 (0-0)"},
+	} {
+		got := summarizeRounds(tc.in)
+		if got != tc.want || got.String() != tc.text {
+			t.Errorf("summarizeRounds(%v) = %+v %q, want %+v %q", tc.in, got, got.String(), tc.want, tc.text)
+		}
+	}
+}
+
+func TestBuildOrderAlternates(t *testing.T) {
+	bs := []GatewayBuild{{Name: "a"}, {Name: "b"}}
+	if o := buildOrder(bs, 0); o[0].Name != "a" || o[1].Name != "b" {
+		t.Errorf("round 0: %v", o)
+	}
+	if o := buildOrder(bs, 1); o[0].Name != "b" || o[1].Name != "a" {
+		t.Errorf("round 1: %v", o)
+	}
+	if bs[0].Name != "a" {
+		t.Error("buildOrder reordered its argument")
+	}
+}
+
+// TestProcReaders reads this process's own figures.
+func TestProcReaders(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// Burn a little CPU so that the tick counters move.
+	x := 0
+	for i := 0; i < 50_000_000; i++ {
+		x += i ^ x
+	}
+	_ = x
+	cpu, err := procCPU(os.Getpid())
+	if err != nil || cpu <= 0 {
+		t.Fatalf("procCPU: %v, %v", cpu, err)
+	}
+	rss, err := procRSS(os.Getpid())
+	if err != nil || rss < 1<<20 {
+		t.Fatalf("procRSS: %d, %v", rss, err)
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Error("procCPU of no process: no error")
+	}
+}
+
+// TestGatewayReportsRoundTrip: a report written with --json reads back
+// (gmgate bench report) and shows as its table.
+func TestGatewayReportsRoundTrip(t *testing.T) {
+	s := Summary{Median: 2, Min: 1, Max: 3}
+	for _, rep := range []any{
+		&ProxyReport{GatewayReportHead: GatewayReportHead{Schema: ProxySchema}, Results: []ProxyResult{{Build: "direct", Protocol: "direct", Clients: 8, RequestsPerSecond: s}, {Build: "this build", Protocol: "TLS", Clients: 8, RequestsPerSecond: s, ServerCPUPer1000: s}}},
+		&DownloadReport{GatewayReportHead: GatewayReportHead{Schema: DownloadSchema}, Size: 1 << 20, Results: []DownloadResult{{Build: "this build", MBPerSecond: s}}},
+		&IdleReport{GatewayReportHead: GatewayReportHead{Schema: IdleSchema}, Conns: 10, Results: []IdleResult{{Build: "this build", KiBPerConn: s}}},
+	} {
+		var js bytes.Buffer
+		if err := WriteJSON(&js, rep); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ReadReport(&js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reflect.TypeOf(back) != reflect.TypeOf(rep) {
+			t.Fatalf("read back %T, wrote %T", back, rep)
+		}
+		var table bytes.Buffer
+		if err := (Output{}).Write(&table, back); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(table.String(), "this build") || !strings.Contains(table.String(), "2.00 (1.00-3.00)") {
+			t.Errorf("%T table:\n%s", rep, table.String())
+		}
+	}
+}
