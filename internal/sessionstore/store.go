@@ -1,0 +1,481 @@
+// Package sessionstore shares TLCP sessions between gateway replicas
+// through Redis: a tlcp.SessionCache with a local cache in front, whose
+// sessions are sealed (SM4-GCM, see Keys) before they leave the process and
+// expire in Redis with their lifetime. It also derives the TLS session
+// ticket keys that replicas share.
+//
+// A slow or unreachable Redis must cost a full handshake, never a failed
+// or a hung one: lookups are bounded by a short timeout and skipped while
+// Redis is known to be down, writes go through a bounded queue off the
+// handshake, and the store probes Redis in the background until it is
+// back.
+//
+// The package knows nothing of configuration files or Prometheus: the
+// proxy passes it a Redis client, the keys and an Observer.
+package sessionstore
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/redis/go-redis/v9"
+)
+
+// Lookup results, as reported to Observer.Lookup.
+const (
+	// LookupLocal is a session found in the local cache: Redis was not
+	// asked.
+	LookupLocal = "local"
+	// LookupHit is a session found in Redis.
+	LookupHit = "hit"
+	// LookupMiss is a session neither cache has (or one past its
+	// lifetime).
+	LookupMiss = "miss"
+	// LookupError is a lookup that failed or timed out; the handshake
+	// goes on as a full one.
+	LookupError = "error"
+	// LookupInvalid is a value in Redis that does not open with the keys
+	// or does not parse.
+	LookupInvalid = "invalid"
+	// LookupUnavailable is a lookup not sent because Redis is down.
+	LookupUnavailable = "unavailable"
+)
+
+// Write results, as reported to Observer.Write.
+const (
+	WriteOK          = "ok"
+	WriteError       = "error"
+	WriteDropped     = "dropped"     // the queue was full
+	WriteUnavailable = "unavailable" // Redis is down: kept locally only
+)
+
+// Observer receives what the store does, for metrics. Its methods are
+// called concurrently and must not block.
+type Observer interface {
+	// Lookup reports a session lookup and how long Redis took to answer
+	// it (zero when Redis was not asked).
+	Lookup(result string, d time.Duration)
+	// Write reports n writes of kind op ("set" or "delete") sent in one
+	// round trip of duration d (zero when none was sent).
+	Write(op, result string, n int, d time.Duration)
+	// Up reports whether Redis answers.
+	Up(up bool)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Lookup(string, time.Duration)             {}
+func (nopObserver) Write(string, string, int, time.Duration) {}
+func (nopObserver) Up(bool)                                  {}
+
+// Defaults of Options.
+const (
+	DefaultTimeout       = 50 * time.Millisecond
+	DefaultWriteTimeout  = time.Second
+	DefaultProbeInterval = 500 * time.Millisecond
+	DefaultQueue         = 4096
+	// logInterval is the least time between two "unreachable" lines.
+	logInterval = 30 * time.Second
+	// writeBatch bounds the writes sent in one pipeline.
+	writeBatch = 128
+)
+
+// Options configure a Store.
+type Options struct {
+	// Client is the Redis client; the store closes it on Close.
+	Client redis.UniversalClient
+	// Keys seal the sessions.
+	Keys *Keys
+	// Prefix starts every Redis key the store writes ("gmgate:").
+	Prefix string
+	// Timeout bounds a lookup (DefaultTimeout when zero).
+	Timeout time.Duration
+	// WriteTimeout bounds a batch of writes (DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	// ProbeInterval is how often a down Redis is tried again
+	// (DefaultProbeInterval).
+	ProbeInterval time.Duration
+	// Queue bounds the writes waiting to be sent (DefaultQueue); more
+	// are dropped.
+	Queue    int
+	Logger   *slog.Logger
+	Observer Observer
+}
+
+// Store is the shared part of the session caches of one process: the
+// Redis client, its health and the write queue.
+type Store struct {
+	client       redis.UniversalClient
+	keys         *Keys
+	prefix       string
+	timeout      time.Duration
+	writeTimeout time.Duration
+	probeEvery   time.Duration
+	log          *slog.Logger
+	obs          Observer
+	now          func() time.Time
+
+	up      atomic.Bool
+	probing atomic.Bool
+	writes  chan write
+
+	logMu      sync.Mutex
+	downSince  time.Time // when the current outage began
+	lastLogged time.Time // when "unreachable" was last logged
+	downLogged bool      // the current outage was logged
+	flaps      int       // outages not logged since lastLogged
+
+	stop    chan struct{}
+	stopped sync.WaitGroup
+	closed  atomic.Bool
+}
+
+type write struct {
+	key   string
+	value []byte // nil deletes
+	ttl   time.Duration
+}
+
+// New starts a store. Redis is taken to be up until a request fails.
+func New(opts Options) *Store {
+	s := &Store{
+		client:       opts.Client,
+		keys:         opts.Keys,
+		prefix:       opts.Prefix,
+		timeout:      opts.Timeout,
+		writeTimeout: opts.WriteTimeout,
+		probeEvery:   opts.ProbeInterval,
+		log:          opts.Logger,
+		obs:          opts.Observer,
+		now:          time.Now,
+		stop:         make(chan struct{}),
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.writeTimeout <= 0 {
+		s.writeTimeout = DefaultWriteTimeout
+	}
+	if s.probeEvery <= 0 {
+		s.probeEvery = DefaultProbeInterval
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
+	}
+	queue := opts.Queue
+	if queue <= 0 {
+		queue = DefaultQueue
+	}
+	s.writes = make(chan write, queue)
+	s.up.Store(true)
+	s.obs.Up(true)
+	s.stopped.Add(1)
+	go s.writer()
+	return s
+}
+
+// Close stops the store's goroutines, sends the writes already queued
+// (within WriteTimeout) and closes the Redis client.
+func (s *Store) Close() {
+	s.logMu.Lock()
+	if s.closed.Swap(true) {
+		s.logMu.Unlock()
+		return
+	}
+	s.logMu.Unlock()
+	close(s.stop)
+	s.stopped.Wait()
+	s.client.Close()
+}
+
+// Client returns the store's Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Keys returns the store's sealing keys.
+func (s *Store) Keys() *Keys { return s.keys }
+
+// Up reports whether Redis is taken to be up.
+func (s *Store) Up() bool { return s.up.Load() }
+
+// TicketKeys returns the TLS session ticket keys of the listener name
+// (see Keys.TicketKeys).
+func (s *Store) TicketKeys(name string) [][32]byte { return s.keys.TicketKeys(name) }
+
+// SessionKey returns the Redis key of a TLCP session ID.
+func (s *Store) SessionKey(id []byte) string {
+	return s.prefix + "tlcp:" + hex.EncodeToString(id)
+}
+
+// Cache returns a session cache that answers from local first and from
+// Redis next, and writes to both. lifetime is the sessions' lifetime: a
+// session is not resumed, from either cache, past CreatedAt + lifetime.
+// local should be kept across reloads; the returned cache is cheap.
+func (s *Store) Cache(local tlcp.SessionCache, lifetime time.Duration) tlcp.SessionCache {
+	return &cache{store: s, local: local, lifetime: lifetime}
+}
+
+type cache struct {
+	store    *Store
+	local    tlcp.SessionCache
+	lifetime time.Duration
+}
+
+// alive reports whether st is within its lifetime.
+func (c *cache) alive(st *tlcp.SessionState) bool {
+	return c.lifetime <= 0 || c.store.now().Before(st.CreatedAt.Add(c.lifetime))
+}
+
+func (c *cache) Get(id []byte) (*tlcp.SessionState, bool) {
+	s := c.store
+	if st, ok := c.local.Get(id); ok {
+		// A session fetched from Redis was put here later than it was
+		// made: the local cache's own expiry runs late for it.
+		if c.alive(st) {
+			s.obs.Lookup(LookupLocal, 0)
+			return st, true
+		}
+		c.local.Delete(id)
+	}
+	if len(id) == 0 || len(id) > 32 {
+		return nil, false
+	}
+	if !s.up.Load() {
+		s.obs.Lookup(LookupUnavailable, 0)
+		return nil, false
+	}
+	key := s.SessionKey(id)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	start := time.Now()
+	sealed, err := s.client.Get(ctx, key).Bytes()
+	d := time.Since(start)
+	cancel()
+	switch {
+	case err == redis.Nil:
+		s.obs.Lookup(LookupMiss, d)
+		return nil, false
+	case err != nil:
+		s.obs.Lookup(LookupError, d)
+		s.down(err)
+		return nil, false
+	}
+	plain, err := s.keys.Open(sealed, []byte(key))
+	if err != nil {
+		s.obs.Lookup(LookupInvalid, d)
+		return nil, false
+	}
+	st, err := tlcp.ParseSessionState(plain)
+	clear(plain)
+	if err != nil {
+		s.obs.Lookup(LookupInvalid, d)
+		return nil, false
+	}
+	if !c.alive(st) {
+		s.obs.Lookup(LookupMiss, d)
+		return nil, false
+	}
+	c.local.Put(id, st)
+	s.obs.Lookup(LookupHit, d)
+	return st, true
+}
+
+func (c *cache) Put(id []byte, st *tlcp.SessionState) {
+	c.local.Put(id, st)
+	s := c.store
+	if len(id) == 0 || len(id) > 32 || st == nil {
+		return
+	}
+	ttl := time.Duration(0)
+	if c.lifetime > 0 {
+		if ttl = st.CreatedAt.Add(c.lifetime).Sub(s.now()); ttl <= 0 {
+			return
+		}
+	}
+	if !s.up.Load() {
+		s.obs.Write("set", WriteUnavailable, 1, 0)
+		return
+	}
+	plain, err := st.Marshal()
+	if err != nil {
+		return
+	}
+	key := s.SessionKey(id)
+	sealed, err := s.keys.Seal(plain, []byte(key))
+	clear(plain)
+	if err != nil {
+		s.obs.Write("set", WriteError, 1, 0)
+		return
+	}
+	s.enqueue(write{key: key, value: sealed, ttl: ttl})
+}
+
+func (c *cache) Delete(id []byte) {
+	c.local.Delete(id)
+	s := c.store
+	if len(id) == 0 || len(id) > 32 {
+		return
+	}
+	if !s.up.Load() {
+		s.obs.Write("delete", WriteUnavailable, 1, 0)
+		return
+	}
+	s.enqueue(write{key: s.SessionKey(id)})
+}
+
+// enqueue hands w to the writer, or drops it when the queue is full: a
+// session that is not shared costs a full handshake elsewhere, a blocked
+// handshake costs more.
+func (s *Store) enqueue(w write) {
+	if s.closed.Load() {
+		return
+	}
+	select {
+	case s.writes <- w:
+	default:
+		s.obs.Write(opOf(w), WriteDropped, 1, 0)
+	}
+}
+
+func opOf(w write) string {
+	if w.value == nil {
+		return "delete"
+	}
+	return "set"
+}
+
+// writer sends the queued writes, in pipelines of up to writeBatch.
+func (s *Store) writer() {
+	defer s.stopped.Done()
+	batch := make([]write, 0, writeBatch)
+	for {
+		select {
+		case w := <-s.writes:
+			batch = s.fill(append(batch[:0], w))
+			if !s.up.Load() {
+				for _, w := range batch {
+					s.obs.Write(opOf(w), WriteUnavailable, 1, 0)
+				}
+				continue
+			}
+			s.send(batch)
+		case <-s.stop:
+			// Send what is queued, then stop.
+			for {
+				batch = s.fill(batch[:0])
+				if len(batch) == 0 || !s.up.Load() {
+					return
+				}
+				s.send(batch)
+			}
+		}
+	}
+}
+
+// fill adds queued writes to batch, up to writeBatch, without waiting.
+func (s *Store) fill(batch []write) []write {
+	for len(batch) < writeBatch {
+		select {
+		case w := <-s.writes:
+			batch = append(batch, w)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (s *Store) send(batch []write) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout)
+	defer cancel()
+	start := time.Now()
+	pipe := s.client.Pipeline()
+	sets, dels := 0, 0
+	for _, w := range batch {
+		if w.value == nil {
+			pipe.Del(ctx, w.key)
+			dels++
+		} else {
+			pipe.Set(ctx, w.key, w.value, w.ttl)
+			sets++
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	d := time.Since(start)
+	result := WriteOK
+	if err != nil {
+		result = WriteError
+		s.down(err)
+	}
+	if sets > 0 {
+		s.obs.Write("set", result, sets, d)
+	}
+	if dels > 0 {
+		s.obs.Write("delete", result, dels, d)
+	}
+}
+
+// down marks Redis down after a failed request and starts probing it.
+func (s *Store) down(cause error) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	if s.closed.Load() || !s.up.CompareAndSwap(true, false) {
+		return
+	}
+	s.obs.Up(false)
+	now := s.now()
+	s.downSince = now
+	if s.lastLogged.IsZero() || now.Sub(s.lastLogged) >= logInterval {
+		args := []any{"cause", cause.Error(), "retry_every", s.probeEvery.String()}
+		if s.flaps > 0 {
+			args = append(args, "outages_not_logged", s.flaps)
+		}
+		s.log.Warn("session store unreachable: sessions are not shared until it is back; handshakes go on", args...)
+		s.lastLogged, s.downLogged, s.flaps = now, true, 0
+	} else {
+		s.downLogged = false
+		s.flaps++
+	}
+	if s.probing.CompareAndSwap(false, true) {
+		s.stopped.Add(1)
+		go s.probe()
+	}
+}
+
+// probe pings Redis until it answers, then marks it up.
+func (s *Store) probe() {
+	defer s.stopped.Done()
+	t := time.NewTicker(s.probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.probing.Store(false)
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, 250*time.Millisecond))
+		err := s.client.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.logMu.Lock()
+		if s.downLogged {
+			s.log.Info("session store reachable again: sessions are shared", "down_for", s.now().Sub(s.downSince).Round(time.Millisecond).String())
+		}
+		// No longer probing before up: a failure right after this
+		// starts a new probe.
+		s.probing.Store(false)
+		s.up.Store(true)
+		s.obs.Up(true)
+		s.logMu.Unlock()
+		return
+	}
+}

@@ -1,0 +1,380 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testpki"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// counts records what a store reports.
+type counts struct {
+	mu      sync.Mutex
+	lookups map[string]int
+	writes  map[string]int
+	up      bool
+}
+
+func newCounts() *counts {
+	return &counts{lookups: map[string]int{}, writes: map[string]int{}}
+}
+
+func (c *counts) Lookup(result string, _ time.Duration) {
+	c.mu.Lock()
+	c.lookups[result]++
+	c.mu.Unlock()
+}
+
+func (c *counts) Write(op, result string, n int, _ time.Duration) {
+	c.mu.Lock()
+	c.writes[op+" "+result] += n
+	c.mu.Unlock()
+}
+
+func (c *counts) Up(up bool) {
+	c.mu.Lock()
+	c.up = up
+	c.mu.Unlock()
+}
+
+func (c *counts) lookup(result string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lookups[result]
+}
+
+func (c *counts) write(what string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes[what]
+}
+
+// replica is one gateway's view of the shared store.
+type replica struct {
+	store *Store
+	obs   *counts
+	logs  *testlog.Buffer
+}
+
+func newReplica(t *testing.T, addr string, keys *Keys, timeout time.Duration) *replica {
+	t.Helper()
+	r := &replica{obs: newCounts(), logs: &testlog.Buffer{}}
+	client := redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second,
+	})
+	r.store = New(Options{
+		Client: client, Keys: keys, Prefix: "gmgate:", Timeout: timeout,
+		ProbeInterval: 20 * time.Millisecond,
+		Logger:        slog.New(slog.NewJSONHandler(r.logs, nil)),
+		Observer:      r.obs,
+	})
+	t.Cleanup(r.store.Close)
+	return r
+}
+
+func testState(created time.Time) *tlcp.SessionState {
+	master := bytes.Repeat([]byte{0xA5, 0x5A, 0xC3}, 16)
+	return &tlcp.SessionState{Version: tlcp.VersionTLCP, CipherSuite: tlcp.ECC_SM4_GCM_SM3, MasterSecret: master, CreatedAt: created, ServerName: "localhost"}
+}
+
+// waitFor polls cond for up to five seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
+	mr := miniredis.RunT(t)
+	keys := mustKeys(t, key1)
+	a, b := newReplica(t, mr.Addr(), keys, time.Second), newReplica(t, mr.Addr(), keys, time.Second)
+	lifetime := time.Hour
+	ca := a.store.Cache(tlcp.NewLRUSessionCache(16, lifetime), lifetime)
+	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, lifetime), lifetime)
+
+	id := bytes.Repeat([]byte{7}, 32)
+	st := testState(time.Now().Add(-10 * time.Minute))
+	ca.Put(id, st)
+	key := a.store.SessionKey(id)
+	waitFor(t, "the session in Redis", func() bool { return mr.Exists(key) })
+	if a.obs.write("set ok") != 1 {
+		t.Fatalf("writes: %v", a.obs.writes)
+	}
+	// The TTL is what is left of the lifetime.
+	if ttl := mr.TTL(key); ttl < 49*time.Minute || ttl > 50*time.Minute {
+		t.Fatalf("TTL %v, want about 50m", ttl)
+	}
+	v, _ := mr.Get(key)
+	if bytes.Contains([]byte(v), st.MasterSecret[:8]) {
+		t.Fatal("Redis holds the master secret in the clear")
+	}
+
+	got, ok := cb.Get(id)
+	if !ok || !bytes.Equal(got.MasterSecret, st.MasterSecret) || got.ServerName != "localhost" {
+		t.Fatalf("replica b: %v %v", got, ok)
+	}
+	if b.obs.lookup(LookupHit) != 1 {
+		t.Fatalf("lookups: %v", b.obs.lookups)
+	}
+	// Next time b answers from its local cache.
+	if _, ok := cb.Get(id); !ok || b.obs.lookup(LookupLocal) != 1 {
+		t.Fatalf("second lookup on b: %v, %v", ok, b.obs.lookups)
+	}
+	// And a never asks Redis for its own session.
+	if _, ok := ca.Get(id); !ok || a.obs.lookup(LookupLocal) != 1 || a.obs.lookup(LookupHit) != 0 {
+		t.Fatalf("lookup on a: %v, %v", ok, a.obs.lookups)
+	}
+
+	// A session past its lifetime is not resumed, even when Redis or the
+	// local cache still hold it.
+	old := bytes.Repeat([]byte{8}, 32)
+	oldState := testState(time.Now().Add(-2 * time.Hour))
+	sealed := sealState(t, keys, a.store.SessionKey(old), oldState)
+	mr.Set(a.store.SessionKey(old), string(sealed))
+	if _, ok := cb.Get(old); ok {
+		t.Fatal("an expired session from Redis was resumed")
+	}
+	shortLocal := tlcp.NewLRUSessionCache(16, 0)
+	shortLocal.Put(old, oldState)
+	if _, ok := b.store.Cache(shortLocal, lifetime).Get(old); ok {
+		t.Fatal("an expired session from the local cache was resumed")
+	}
+
+	// A value moved to another session's key does not open.
+	moved := bytes.Repeat([]byte{9}, 32)
+	mr.Set(b.store.SessionKey(moved), v)
+	if _, ok := cb.Get(moved); ok || b.obs.lookup(LookupInvalid) != 1 {
+		t.Fatalf("a value under another key resumed: %v, %v", ok, b.obs.lookups)
+	}
+	// Nor does one sealed with a key b does not have.
+	other := newReplica(t, mr.Addr(), mustKeys(t, key2), time.Second)
+	if _, ok := other.store.Cache(tlcp.NewLRUSessionCache(16, lifetime), lifetime).Get(id); ok || other.obs.lookup(LookupInvalid) != 1 {
+		t.Fatalf("a value opened with another key: %v, %v", ok, other.obs.lookups)
+	}
+
+	// Delete removes the session everywhere.
+	cb.Delete(id)
+	waitFor(t, "the session deleted from Redis", func() bool { return !mr.Exists(key) })
+	if _, ok := cb.Get(id); ok {
+		t.Fatal("a deleted session resumed")
+	}
+}
+
+func sealState(t *testing.T, keys *Keys, key string, st *tlcp.SessionState) []byte {
+	t.Helper()
+	plain, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := keys.Seal(plain, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealed
+}
+
+// TestRedisDownCostsAFullHandshake stops Redis under a replica: lookups
+// miss at once (no wait for a timeout once Redis is known down), one line
+// says so, and when Redis is back the store finds it and shares again.
+func TestRedisDownCostsAFullHandshake(t *testing.T) {
+	mr := miniredis.RunT(t)
+	addr := mr.Addr()
+	keys := mustKeys(t, key1)
+	a, b := newReplica(t, addr, keys, time.Second), newReplica(t, addr, keys, time.Second)
+	ca := a.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+
+	mr.Close()
+	id := bytes.Repeat([]byte{1}, 32)
+	if _, ok := cb.Get(id); ok {
+		t.Fatal("a lookup with Redis down found a session")
+	}
+	if b.obs.lookup(LookupError) != 1 || b.store.Up() {
+		t.Fatalf("lookups %v, up %v", b.obs.lookups, b.store.Up())
+	}
+	start := time.Now()
+	for range 100 {
+		cb.Get(id)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("100 lookups with Redis known down took %v", d)
+	}
+	if b.obs.lookup(LookupUnavailable) < 90 {
+		t.Fatalf("lookups %v: with Redis down, lookups should not be sent", b.obs.lookups)
+	}
+	if n := strings.Count(b.logs.String(), "session store unreachable"); n != 1 {
+		t.Fatalf("%d unreachable lines, want 1:\n%s", n, b.logs)
+	}
+	// Sessions made meanwhile stay local.
+	ca.Put(id, testState(time.Now()))
+	if _, ok := ca.Get(id); !ok {
+		t.Fatal("the local cache lost a session while Redis was down")
+	}
+
+	if err := mr.StartAddr(addr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to find Redis back", b.store.Up)
+	waitFor(t, "the reachable-again line", func() bool { return strings.Contains(b.logs.String(), "session store reachable again") })
+	ca.Put(id, testState(time.Now()))
+	waitFor(t, "a to find Redis back", a.store.Up)
+	// a's first write after the outage may be the one that finds it
+	// down; the probe brings it back, and the next one lands.
+	waitFor(t, "a session in Redis", func() bool {
+		ca.Put(id, testState(time.Now()))
+		time.Sleep(10 * time.Millisecond)
+		return mr.Exists(a.store.SessionKey(id))
+	})
+	if _, ok := cb.Get(id); !ok {
+		t.Fatal("no hit once Redis is back")
+	}
+}
+
+// hungServer accepts connections and never answers.
+func hungServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				<-stop
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		close(stop)
+		conns.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestHungRedisIsBounded points a store at a server that accepts and
+// never answers: a lookup returns within its timeout.
+func TestHungRedisIsBounded(t *testing.T) {
+	r := newReplica(t, hungServer(t), mustKeys(t, key1), 30*time.Millisecond)
+	c := r.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	start := time.Now()
+	if _, ok := c.Get(bytes.Repeat([]byte{1}, 32)); ok {
+		t.Fatal("found a session on a server that never answers")
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("a lookup on a hung Redis took %v with a 30ms timeout", d)
+	}
+	if r.obs.lookup(LookupError) != 1 || r.store.Up() {
+		t.Fatalf("lookups %v, up %v", r.obs.lookups, r.store.Up())
+	}
+}
+
+// TestWritesNeverWait fills the write queue of a store whose writer is
+// stuck on a Redis that does not answer: Put returns at once, and what
+// does not fit in the queue is dropped and counted.
+func TestWritesNeverWait(t *testing.T) {
+	obs := newCounts()
+	client := redis.NewClient(&redis.Options{Addr: hungServer(t), MaxRetries: -1, ContextTimeoutEnabled: true})
+	s := New(Options{Client: client, Keys: mustKeys(t, key1), Prefix: "p:", Queue: 4, WriteTimeout: 300 * time.Millisecond, Observer: obs})
+	defer s.Close()
+	c := s.Cache(tlcp.NewLRUSessionCache(64, time.Hour), time.Hour)
+	start := time.Now()
+	for i := range 64 {
+		c.Put(bytes.Repeat([]byte{byte(i + 1)}, 32), testState(time.Now()))
+	}
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Fatalf("64 writes to a hung Redis took %v", d)
+	}
+	if n := obs.write("set dropped"); n == 0 {
+		t.Fatalf("%d writes dropped of 64 with a queue of 4: %v", n, obs.writes)
+	}
+	// The stuck batch times out and marks Redis down.
+	waitFor(t, "the store to find Redis down", func() bool { return !s.Up() })
+}
+
+// TestResumeOnAnotherReplica makes a full TLCP handshake with one server
+// and resumes the session on another that shares only Redis with it.
+func TestResumeOnAnotherReplica(t *testing.T) {
+	mr := miniredis.RunT(t)
+	keys := mustKeys(t, key1)
+	ca := testpki.NewCA(t, "store test CA")
+	d := ca.IssueDual(t, "localhost", []string{"localhost"}, nil)
+	cert := tlcp.Certificate{SignCertificate: [][]byte{d.SignCert}, SignKey: d.SignKey, EncCertificate: [][]byte{d.EncCert}, EncKey: d.EncKey}
+	server := func(r *replica) *tlcp.Config {
+		return &tlcp.Config{
+			Certificates:   []tlcp.Certificate{cert},
+			SessionCache:   r.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour),
+			SessionContext: "edge",
+			CipherSuites:   []uint16{tlcp.ECC_SM4_GCM_SM3},
+		}
+	}
+	r1, r2 := newReplica(t, mr.Addr(), keys, time.Second), newReplica(t, mr.Addr(), keys, time.Second)
+	s1, s2 := server(r1), server(r2)
+	client := &tlcp.Config{RootCAs: ca.Roots, ServerName: "localhost", ClientSessionCache: tlcp.NewLRUClientSessionCache(4, 0), CipherSuites: []uint16{tlcp.ECC_SM4_GCM_SM3}}
+
+	if handshake(t, client, s1).DidResume {
+		t.Fatal("the first handshake resumed")
+	}
+	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	st := handshake(t, client, s2)
+	if !st.DidResume {
+		t.Fatal("no resumption on the second replica")
+	}
+	if r2.obs.lookup(LookupHit) != 1 {
+		t.Fatalf("replica 2 lookups: %v", r2.obs.lookups)
+	}
+	// Another listener's name (another binding) does not resume it.
+	s3 := server(newReplica(t, mr.Addr(), keys, time.Second))
+	s3.SessionContext = "internal"
+	if handshake(t, client, s3).DidResume {
+		t.Fatal("a session resumed under another SessionContext")
+	}
+}
+
+func handshake(t *testing.T, client, server *tlcp.Config) tlcp.ConnectionState {
+	t.Helper()
+	cc, sc := net.Pipe()
+	defer cc.Close()
+	defer sc.Close()
+	errc := make(chan error, 1)
+	go func() {
+		s := tlcp.Server(sc, server)
+		errc <- s.HandshakeContext(context.Background())
+	}()
+	c := tlcp.Client(cc, client)
+	if err := c.HandshakeContext(context.Background()); err != nil {
+		t.Fatalf("client handshake: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("server handshake: %v", err)
+	}
+	return c.ConnectionState()
+}
