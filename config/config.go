@@ -28,6 +28,8 @@ type Config struct {
 	Timeouts  Timeouts             `yaml:"timeouts"`
 	Listeners []Listener           `yaml:"listeners"`
 	Upstreams map[string]*Upstream `yaml:"upstreams"`
+	// SessionStore is what replicas share through Redis (none when nil).
+	SessionStore *SessionStore `yaml:"session_store,omitempty"`
 
 	// File is the file the configuration was read from ("" when parsed
 	// from memory without a name).
@@ -135,6 +137,9 @@ type Listener struct {
 	// SessionHeaders names request headers that describe the client's
 	// TLCP/TLS session to the upstream; an empty name sends no header.
 	SessionHeaders SessionHeaders `yaml:"session_headers"`
+	// SharedSessions shares the listener's TLCP sessions and TLS session
+	// ticket keys with the other replicas through the session store.
+	SharedSessions bool `yaml:"shared_sessions,omitempty"`
 }
 
 // ProxyProtocol accepts PROXY protocol v1/v2 headers from trusted load
@@ -220,6 +225,10 @@ type ACME struct {
 	Challenges []string `yaml:"challenges"`
 	// KeyType of the certificate's key: p256, p384, rsa2048 or rsa4096.
 	KeyType string `yaml:"key_type"`
+	// Shared keeps the account, certificates and locks in the session
+	// store instead of StateDir/acme, so that one replica obtains a
+	// certificate and the others load it.
+	Shared bool `yaml:"shared,omitempty"`
 }
 
 // Route sends requests for a host and path prefix to an upstream. Routes

@@ -167,6 +167,56 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			"listeners[1].tlcp.session_cache.lifetime: -1s is out of range",
 			"listeners[1].tlcp.session_cache.size: 2000000 is out of range",
 		}},
+		{"session store", `
+session_store:
+  keys_file: "-----BEGIN KEYS"
+  keys_env: GMGATE_SESSION_KEYS
+  redis:
+    addrs: ["redis", "r2:6379"]
+    password: hunter2
+    password_env: A
+    password_file: b
+    db: 3
+    timeout: 10s
+    tls: {cert: c}
+listeners:
+  - listen: ":1"
+    shared_sessions: true
+    tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d, session_cache: {size: 0}}
+    routes: [{upstream: u}]
+  - {listen: ":2", protocol: http, shared_sessions: true, routes: [{upstream: u}]}
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"session_store.keys_env: keys_file and keys_env are both set",
+			`session_store.redis.addrs[0]: "redis" is not host:port`,
+			"session_store.redis.password: the password is written in the configuration",
+			"session_store.redis.password_file: password_env and password_file are both set",
+			"session_store.redis.db: a Redis Cluster has database 0 only",
+			"session_store.redis.timeout: 10s is out of range",
+			"session_store.redis.tls: a client certificate needs both cert and key",
+			"listeners[0].shared_sessions: session resumption is off",
+			"listeners[1].shared_sessions: an http listener has no sessions",
+		}},
+		{"shared without a store", `
+listeners:
+  - listen: ":1"
+    shared_sessions: true
+    tls: {acme: {domains: [example.cn], shared: true}}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"listeners[0].shared_sessions: there is no session_store",
+			"listeners[0].tls.acme.shared: there is no session_store",
+		}},
+		{"session store without keys or redis", `
+session_store: {}
+listeners:
+  - {listen: ":1", tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}, routes: [{upstream: u}]}
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"session_store: no sealing keys",
+			"session_store.redis: no Redis server given",
+		}},
 		{"duplicates", `
 listeners:
   - {name: a, listen: ":1", tls: {cert: c, key: k, min_version: "1.1"}, routes: [{upstream: t, path: /x}]}

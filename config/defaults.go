@@ -130,6 +130,7 @@ func Defaults(c *Config) {
 			setString(&l.Routes[j].Path, "/")
 		}
 	}
+	c.sessionStoreDefaults()
 	for _, u := range c.Upstreams {
 		if u == nil {
 			continue

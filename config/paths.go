@@ -42,6 +42,7 @@ func (c *Config) resolvePaths(dir string) {
 			}
 		}
 	}
+	c.sessionStorePaths(file, key)
 	for _, u := range c.Upstreams {
 		if u == nil || u.TLS == nil {
 			continue

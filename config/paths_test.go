@@ -173,3 +173,50 @@ upstreams: {u: {targets: ["http://h:1"]}}
 		t.Errorf("HTTPSPort = %q", port)
 	}
 }
+
+func TestSessionStoreDefaultsAndPaths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(`
+session_store:
+  keys_file: secrets/session.keys
+  redis:
+    addrs: ["redis:6379"]
+    password_file: secrets/redis.password
+    tls: {ca: redis-ca.pem}
+listeners:
+  - listen: ":443"
+    shared_sessions: true
+    tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := cfg.SessionStore
+	if ss.KeysFile != filepath.Join(dir, "secrets/session.keys") || ss.Redis.PasswordFile != filepath.Join(dir, "secrets/redis.password") || ss.Redis.TLS.CA != filepath.Join(dir, "redis-ca.pem") {
+		t.Errorf("paths not resolved against the file: %+v %+v", ss, ss.Redis.TLS)
+	}
+	if ss.Redis.KeyPrefix != DefaultRedisKeyPrefix || ss.Redis.Timeout.D() != DefaultRedisTimeout {
+		t.Errorf("defaults: prefix %q, timeout %s", ss.Redis.KeyPrefix, ss.Redis.Timeout)
+	}
+	if !cfg.Listeners[0].SharedSessions {
+		t.Error("shared_sessions lost")
+	}
+	// config show prints it back the same.
+	out, err := Show(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(file, out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if again.SessionStore.KeysFile != ss.KeysFile || again.SessionStore.Redis.Timeout != ss.Redis.Timeout || !again.Listeners[0].SharedSessions {
+		t.Errorf("show did not round-trip the session store:\n%s", out)
+	}
+}

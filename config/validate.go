@@ -79,6 +79,7 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 		v.listener(c, i, names, addrs)
 	}
 	v.addressOverlaps(c)
+	v.sessionStore(c)
 	upNames := make([]string, 0, len(c.Upstreams))
 	for name := range c.Upstreams {
 		upNames = append(upNames, name)
