@@ -51,6 +51,9 @@ type ACMEOptions struct {
 	// Name labels the managed certificates in logs and metrics (the
 	// listener's name, say).
 	Name string
+	// Storage keeps the account, keys, certificates and locks instead of
+	// StateDir/acme: a RedisStorage shared by replicas.
+	Storage certmagic.Storage
 }
 
 // ACME obtains and renews TLS certificates with certmagic.
@@ -78,7 +81,7 @@ var acmeKeyTypes = map[string]certmagic.KeyType{
 
 // NewACME prepares ACME management; Manage obtains the certificates.
 func NewACME(opts ACMEOptions) (*ACME, error) {
-	if opts.StateDir == "" {
+	if opts.StateDir == "" && opts.Storage == nil {
 		return nil, errors.New("acme: no state directory; set the state directory so that certificates and the account survive restarts")
 	}
 	if len(opts.Domains) == 0 {
@@ -102,8 +105,12 @@ func NewACME(opts ACMEOptions) (*ACME, error) {
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.cfg, nil },
 		Logger:           zl,
 	})
+	storage := opts.Storage
+	if storage == nil {
+		storage = &certmagic.FileStorage{Path: filepath.Join(opts.StateDir, "acme")}
+	}
 	a.cfg = certmagic.New(a.cache, certmagic.Config{
-		Storage:   &certmagic.FileStorage{Path: filepath.Join(opts.StateDir, "acme")},
+		Storage:   storage,
 		KeySource: certmagic.StandardKeyGenerator{KeyType: keyType},
 		Logger:    zl,
 		OnEvent:   a.onEvent,
@@ -131,6 +138,11 @@ func NewACME(opts ACMEOptions) (*ACME, error) {
 // onEvent records certmagic's issuance results for Manage.
 func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) error {
 	name, _ := data["identifier"].(string)
+	if event == "cached_managed_cert" {
+		// Loaded from storage: one another replica obtained, say.
+		a.signalChanged()
+		return nil
+	}
 	if name == "" {
 		return nil
 	}
@@ -154,11 +166,16 @@ func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) err
 	case "cert_failed":
 		a.log.Error("ACME certificate not obtained; certmagic retries", "name", a.name, "domain", name, "kind", kind, "cause", fmt.Sprint(data["error"]))
 	}
+	a.signalChanged()
+	return nil
+}
+
+// signalChanged wakes Manage.
+func (a *ACME) signalChanged() {
 	select {
 	case a.changed <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // Manage loads the domains' certificates from the state directory or

@@ -1,0 +1,253 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/testacme"
+)
+
+func newRedisStorage(t *testing.T, mr *miniredis.Miniredis) *RedisStorage {
+	t.Helper()
+	keys, err := sessionstore.ParseKeys("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { client.Close() })
+	return NewRedisStorage(client, "gmgate:acme:", keys)
+}
+
+func TestRedisStorage(t *testing.T) {
+	mr := miniredis.RunT(t)
+	s := newRedisStorage(t, mr)
+	ctx := context.Background()
+
+	secret := []byte("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIAAAA\n")
+	files := map[string][]byte{
+		"certificates/ca/a.example/a.example.key": secret,
+		"certificates/ca/a.example/a.example.crt": []byte("cert a"),
+		"certificates/ca/b.example/b.example.crt": []byte("cert b"),
+		"acme/ca/users/x@y/x.json":                []byte("{}"),
+	}
+	for k, v := range files {
+		if err := s.Store(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range files {
+		got, err := s.Load(ctx, k)
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("Load(%s) = %q, %v", k, got, err)
+		}
+	}
+	// What Redis holds is sealed: no private key in the clear.
+	for _, rk := range mr.Keys() {
+		if v := mr.HGet(rk, "v"); bytes.Contains([]byte(v), []byte("PRIVATE KEY")) {
+			t.Fatalf("%s holds a private key in the clear", rk)
+		}
+	}
+	// A value moved under another key does not open.
+	mr.HSet("gmgate:acme:f:certificates/ca/b.example/b.example.key", "v", mr.HGet("gmgate:acme:f:certificates/ca/a.example/a.example.key", "v"))
+	if _, err := s.Load(ctx, "certificates/ca/b.example/b.example.key"); err == nil {
+		t.Fatal("a value moved to another key opened")
+	}
+	mr.Del("gmgate:acme:f:certificates/ca/b.example/b.example.key")
+
+	if _, err := s.Load(ctx, "certificates/ca/none"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load of a missing key: %v", err)
+	}
+	for _, k := range []string{"certificates", "certificates/ca/a.example", "certificates/ca/a.example/a.example.crt"} {
+		if !s.Exists(ctx, k) {
+			t.Errorf("Exists(%s) = false", k)
+		}
+	}
+	for _, k := range []string{"certificates/c", "certificates/ca/a.exam", "nothing"} {
+		if s.Exists(ctx, k) {
+			t.Errorf("Exists(%s) = true", k)
+		}
+	}
+	got, err := s.List(ctx, "certificates/ca", false)
+	if want := []string{"certificates/ca/a.example", "certificates/ca/b.example"}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("List = %v, %v; want %v", got, err, want)
+	}
+	got, err = s.List(ctx, "certificates", true)
+	if err != nil || len(got) != 3 {
+		t.Errorf("recursive List = %v, %v", got, err)
+	}
+	if _, err := s.List(ctx, "missing", false); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("List of a missing directory: %v", err)
+	}
+	info, err := s.Stat(ctx, "certificates/ca/a.example/a.example.crt")
+	if err != nil || !info.IsTerminal || info.Size != 6 || time.Since(info.Modified) > time.Minute {
+		t.Errorf("Stat = %+v, %v", info, err)
+	}
+	if info, err := s.Stat(ctx, "certificates/ca"); err != nil || info.IsTerminal {
+		t.Errorf("Stat of a directory = %+v, %v", info, err)
+	}
+	if _, err := s.Stat(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Stat of a missing key: %v", err)
+	}
+	// Deleting a directory deletes what is under it, and nothing else.
+	if err := s.Delete(ctx, "certificates/ca/a.example"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Exists(ctx, "certificates/ca/a.example/a.example.key") || !s.Exists(ctx, "certificates/ca/b.example/b.example.crt") {
+		t.Error("Delete of a directory removed the wrong keys")
+	}
+	if err := s.Delete(ctx, "certificates/ca/none"); err != nil {
+		t.Errorf("Delete of a missing key: %v", err)
+	}
+}
+
+func TestRedisStorageLock(t *testing.T) {
+	mr := miniredis.RunT(t)
+	a, b := newRedisStorage(t, mr), newRedisStorage(t, mr)
+	ctx := context.Background()
+	if err := a.Lock(ctx, "issue_cert_a.example"); err != nil {
+		t.Fatal(err)
+	}
+	// b waits while a holds the lock...
+	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if err := b.Lock(short, "issue_cert_a.example"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second holder got the lock: %v", err)
+	}
+	// ...and gets it once a lets go.
+	got := make(chan error, 1)
+	go func() { got <- b.Lock(ctx, "issue_cert_a.example") }()
+	if err := a.Unlock(ctx, "issue_cert_a.example"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was not handed over")
+	}
+	if err := b.Unlock(ctx, "issue_cert_a.example"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unlock(ctx, "issue_cert_a.example"); err == nil {
+		t.Fatal("unlocked a lock not held")
+	}
+
+	// A holder that died stops extending its lock: it expires.
+	mr.Set("gmgate:acme:lock:issue_cert_b.example", "dead holder's token")
+	mr.SetTTL("gmgate:acme:lock:issue_cert_b.example", RedisLockTTL)
+	go func() { got <- a.Lock(ctx, "issue_cert_b.example") }()
+	time.Sleep(100 * time.Millisecond)
+	mr.FastForward(RedisLockTTL + time.Second)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an abandoned lock never expired")
+	}
+	if v, _ := mr.Get("gmgate:acme:lock:issue_cert_b.example"); v == "dead holder's token" {
+		t.Fatal("the lock still names the dead holder")
+	}
+	if err := a.Unlock(ctx, "issue_cert_b.example"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACMEAcrossReplicas runs two ACME managers that share a Redis
+// storage, behind one challenge port that a load balancer spreads over
+// both: one order is made, and both serve its certificate.
+func TestACMEAcrossReplicas(t *testing.T) {
+	pebble := testacme.New(t)
+	challengeLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort := challengeLn.Addr().(*net.TCPAddr).Port
+	pebble.Start(httpPort, 0)
+	mr := miniredis.RunT(t)
+
+	var replicas []*ACME
+	for range 2 {
+		a, err := NewACME(ACMEOptions{
+			Storage:                 newRedisStorage(t, mr),
+			Domains:                 []string{acmeTestDomain},
+			DirectoryURL:            pebble.DirectoryURL,
+			TrustedRoots:            pebble.ServerRoots,
+			HTTPPort:                httpPort,
+			ListenHost:              "127.0.0.1",
+			DisableTLSALPNChallenge: true,
+			Logger:                  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Stop)
+		replicas = append(replicas, a)
+	}
+	// Each challenge request goes to the other replica than the last.
+	var turn atomic.Int64
+	lb := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := replicas[turn.Add(1)%2]
+		a.HTTPChallengeHandler(http.NotFoundHandler()).ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: lb, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(challengeLn)
+	t.Cleanup(func() { srv.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(replicas))
+	for i, a := range replicas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.Manage(ctx)
+		}()
+	}
+	wg.Wait()
+	var serials []string
+	orders := 0
+	for i, a := range replicas {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		certs := a.cache.AllMatchingCertificates(acmeTestDomain)
+		if len(certs) == 0 {
+			t.Fatalf("replica %d serves no certificate", i)
+		}
+		serials = append(serials, certs[0].Leaf.SerialNumber.String())
+		a.mu.Lock()
+		orders += int(a.issuance[[2]string{"new", "success"}])
+		a.mu.Unlock()
+	}
+	if orders != 1 || serials[0] != serials[1] {
+		t.Fatalf("%d orders, serials %v: want one certificate obtained once and loaded by the other replica", orders, serials)
+	}
+	// The certificate's key is in Redis, sealed.
+	var found bool
+	for _, k := range mr.Keys() {
+		found = found || bytes.HasSuffix([]byte(k), []byte(".key"))
+	}
+	if !found {
+		t.Fatalf("no key in Redis: %v", mr.Keys())
+	}
+}
