@@ -38,6 +38,8 @@ type acmeSite struct {
 type acmeSpec struct {
 	acme     config.ACME
 	stateDir string
+	// store is the shared store's id with acme.shared.
+	store uint64
 }
 
 // acmeDir is where ACME state lives under the state directory.
@@ -75,13 +77,23 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		}
 		p := fmt.Sprintf("listeners[%d].tls.acme", i)
 		spec := acmeSpec{acme: *lc.TLS.ACME, stateDir: cfg.StateDir}
+		var storage *certs.RedisStorage
+		if spec.acme.Shared {
+			// In the session store: no state directory is used. The
+			// store's problems are reported with it.
+			if gen.shared == nil {
+				continue
+			}
+			spec.stateDir, spec.store = "", gen.shared.id
+			storage = gen.shared.acmeStorage()
+		}
 		if prev != nil {
 			if old, ok := prev.acme[lc.Name]; ok && reflect.DeepEqual(old.spec, spec) {
 				gen.acme[lc.Name] = old
 				continue
 			}
 		}
-		if !stateChecked {
+		if !stateChecked && storage == nil {
 			stateChecked = true
 			if err := checkStateDir(cfg.StateDir); err != nil {
 				probs = append(probs, cfg.Problem("state_dir", "ACME cannot keep its account and certificates under "+acmeDir(cfg.StateDir)+": "+err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))
@@ -103,11 +115,13 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		if check || len(probs) > 0 {
 			continue
 		}
-		if err := os.MkdirAll(acmeDir(cfg.StateDir), 0o700); err != nil {
-			probs = append(probs, cfg.Problem("state_dir", err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))
-			continue
+		if storage == nil {
+			if err := os.MkdirAll(acmeDir(cfg.StateDir), 0o700); err != nil {
+				probs = append(probs, cfg.Problem("state_dir", err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))
+				continue
+			}
 		}
-		mgr, err := certs.NewACME(certs.ACMEOptions{
+		opts := certs.ACMEOptions{
 			Name:                    lc.Name,
 			StateDir:                cfg.StateDir,
 			Domains:                 spec.acme.Domains,
@@ -118,7 +132,11 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			DisableTLSALPNChallenge: !slices.Contains(spec.acme.Challenges, config.ChallengeTLSALPN01),
 			KeyType:                 spec.acme.KeyType,
 			Logger:                  s.log,
-		})
+		}
+		if storage != nil {
+			opts.Storage = storage
+		}
+		mgr, err := certs.NewACME(opts)
 		if err != nil {
 			probs = append(probs, cfg.Problem(p, err.Error(), ""))
 			continue

@@ -34,6 +34,8 @@ type Metrics struct {
 	certs atomic.Pointer[prometheus.Collector]
 	// acme are the collectors of the ACME managers in service.
 	acme atomic.Pointer[[]prometheus.Collector]
+	// store are the session store's, registered with the first store.
+	store storeMetrics
 }
 
 // latencyBuckets run from 100µs to 10s: SM2 handshakes take about a

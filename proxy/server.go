@@ -106,6 +106,8 @@ type generation struct {
 	states      map[string]*listenerState
 	// acme are the ACME managers by listener name.
 	acme map[string]*acmeSite
+	// shared is the session store (nil without session_store).
+	shared *sharedStore
 	// warnings are what the configuration check reports without
 	// refusing the configuration.
 	warnings []config.Problem
@@ -301,6 +303,9 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		gen.pools[name] = p
 	}
+	shared, storeProbs, storeWarnings := s.sessionStore(cfg, prev, bo)
+	gen.shared = shared
+	probs = append(probs, storeProbs...)
 	probs = append(probs, s.acmeSites(cfg, prev, gen, bo.check)...)
 	for i, lc := range cfg.Listeners {
 		st, err := s.listenerState(lc, gen)
@@ -314,7 +319,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		gen.closeNew(prev)
 		return nil, configError(probs)
 	}
-	gen.warnings = s.warnings(cfg, gen)
+	gen.warnings = append(s.warnings(cfg, gen), storeWarnings...)
 	return gen, nil
 }
 
@@ -339,6 +344,11 @@ func (g *generation) closeNew(prev *generation) {
 		if prev == nil || prev.acme[name] != site {
 			site.mgr.Stop()
 		}
+	}
+	if prev == nil {
+		g.shared.closeUnless(nil)
+	} else {
+		g.shared.closeUnless(prev.shared)
 	}
 }
 
@@ -372,6 +382,11 @@ func (g *generation) closeExcept(next *generation) {
 		if next == nil || next.acme[name] != site {
 			site.mgr.Stop()
 		}
+	}
+	if next == nil {
+		g.shared.closeUnless(nil)
+	} else {
+		g.shared.closeUnless(next.shared)
 	}
 }
 
@@ -421,7 +436,7 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 			AcceptServerAuthClientCerts: lc.TLCP.AcceptServerAuthClientCerts,
 			SessionContext:              name,
 		}
-		if cache := s.sessionCache(name, lc.TLCP.SessionCache); cache != nil {
+		if cache := s.sessionCache(gen, name, lc.TLCP.SessionCache, lc.SharedSessions); cache != nil {
 			tc.SessionCache = cache
 		} else {
 			tc.SessionsDisabled = true
@@ -459,6 +474,7 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		if lc.TLS.MinVersion == "1.3" {
 			tc.MinVersion = tls.VersionTLS13
 		}
+		gen.shareTickets(tc, name, lc.SharedSessions)
 		if lc.TLS.ClientCA != "" {
 			pem, err := os.ReadFile(lc.TLS.ClientCA)
 			if err != nil {
@@ -514,8 +530,9 @@ type sessionCache struct {
 }
 
 // sessionCache returns the listener's session cache, kept across reloads
-// unless its settings change; nil when resumption is off.
-func (s *Server) sessionCache(listener string, sc *config.SessionCache) tlcp.SessionCache {
+// unless its settings change, behind gen's shared store when shared; nil
+// when resumption is off.
+func (s *Server) sessionCache(gen *generation, listener string, sc *config.SessionCache, shared bool) tlcp.SessionCache {
 	size, lifetime := tlcp.DefaultSessionCacheSize, tlcp.DefaultSessionLifetime
 	if sc != nil {
 		if sc.Size != nil {
@@ -534,7 +551,7 @@ func (s *Server) sessionCache(listener string, sc *config.SessionCache) tlcp.Ses
 		c = &sessionCache{size: size, lifetime: lifetime, cache: tlcp.NewLRUSessionCache(size, lifetime)}
 		s.sessionCaches[listener] = c
 	}
-	return c.cache
+	return gen.shareSessions(c.cache, lifetime, shared)
 }
 
 func loadSMPool(file string) (*smx509.CertPool, error) {

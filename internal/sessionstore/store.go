@@ -177,9 +177,28 @@ func New(opts Options) *Store {
 	s.writes = make(chan write, queue)
 	s.up.Store(true)
 	s.obs.Up(true)
-	s.stopped.Add(1)
+	s.stopped.Add(2)
 	go s.writer()
+	go s.firstPing()
 	return s
+}
+
+// firstPing finds out at once whether Redis answers, so that an outage
+// at start is said before a handshake runs into it.
+func (s *Store) firstPing() {
+	defer s.stopped.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, time.Second))
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := s.client.Ping(ctx).Err(); err != nil && ctx.Err() != context.Canceled {
+		s.down(err)
+	}
 }
 
 // Close stops the store's goroutines, sends the writes already queued
@@ -413,8 +432,10 @@ func (s *Store) send(batch []write) {
 		result = WriteError
 		s.down(err)
 	}
+	// The round trip is reported once, with the first kind.
 	if sets > 0 {
 		s.obs.Write("set", result, sets, d)
+		d = 0
 	}
 	if dels > 0 {
 		s.obs.Write("delete", result, dels, d)

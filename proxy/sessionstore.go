@@ -1,0 +1,241 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// sharedStore is the session store of a generation: what the replicas
+// share through Redis. A reload that changes neither the session_store
+// section nor the keys keeps it, with its connections.
+type sharedStore struct {
+	spec  config.SessionStore
+	keys  *sessionstore.Keys
+	store *sessionstore.Store
+	// id tells stores apart, so that an ACME manager on a store that a
+	// reload replaced is replaced too.
+	id uint64
+}
+
+var sharedStoreIDs atomic.Uint64
+
+// sessionStore builds the session store of cfg, or reuses prev's. When
+// checking, the keys, password and TLS files are read but no store is
+// made; unless offline, Redis is asked once whether it answers, and a
+// silence is a warning (a replica serves without Redis).
+func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOptions) (*sharedStore, []config.Problem, []config.Problem) {
+	ss := cfg.SessionStore
+	if ss == nil || ss.Redis == nil {
+		return nil, nil, nil
+	}
+	if bo.offline {
+		return nil, nil, nil
+	}
+	var probs []config.Problem
+	keys, err := sessionstore.LoadKeys(ss.KeysFile, ss.KeysEnv)
+	if err != nil {
+		field := "session_store.keys_file"
+		if ss.KeysFile == "" {
+			field = "session_store.keys_env"
+		}
+		probs = append(probs, cfg.Problem(field, err.Error(), "write one key of 64 hexadecimal digits per line (openssl rand -hex 32)"))
+	}
+	opts, err := redisOptions(ss.Redis)
+	if err != nil {
+		probs = append(probs, cfg.Problem("session_store.redis", err.Error(), ""))
+	}
+	if len(probs) > 0 {
+		return nil, probs, nil
+	}
+	if prev != nil && prev.shared != nil && reflect.DeepEqual(prev.shared.spec, *ss) && prev.shared.keys.Equal(keys) {
+		return prev.shared, nil, nil
+	}
+	client := redis.NewUniversalClient(opts)
+	if bo.check {
+		defer client.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := client.Ping(ctx).Err(); err != nil {
+			return nil, nil, []config.Problem{cfg.Problem("session_store.redis.addrs", "Redis does not answer ("+err.Error()+"); replicas serve without it, each with its own sessions", "start Redis, or check addrs, username, password and tls")}
+		}
+		return nil, nil, nil
+	}
+	store := sessionstore.New(sessionstore.Options{
+		Client:   client,
+		Keys:     keys,
+		Prefix:   ss.Redis.KeyPrefix,
+		Timeout:  ss.Redis.Timeout.D(),
+		Logger:   s.log.With("component", "session_store"),
+		Observer: s.metrics.storeObserver(),
+	})
+	return &sharedStore{spec: *ss, keys: keys, store: store, id: sharedStoreIDs.Add(1)}, nil, nil
+}
+
+// redisOptions turns the redis section into go-redis options: one address
+// is a server, several the nodes of a Redis Cluster. Requests are not
+// retried (a lookup has one short timeout) and honour their context's
+// deadline.
+func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
+	opts := &redis.UniversalOptions{
+		Addrs:                 r.Addrs,
+		Username:              r.Username,
+		DB:                    r.DB,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           2 * time.Second,
+		// Connections ready for the first lookups after a start.
+		MinIdleConns: 2,
+	}
+	switch {
+	case r.PasswordEnv != "":
+		v, ok := os.LookupEnv(r.PasswordEnv)
+		if !ok {
+			return nil, fmt.Errorf("password_env: environment variable %s is not set", r.PasswordEnv)
+		}
+		opts.Password = v
+	case r.PasswordFile != "":
+		b, err := os.ReadFile(r.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password_file: %w", err)
+		}
+		opts.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	if r.TLS != nil {
+		tc, err := upstreamTLSConfig(r.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opts.TLSConfig = tc
+	}
+	return opts, nil
+}
+
+// close closes the store unless other (the next or previous generation's)
+// shares it.
+func (ss *sharedStore) closeUnless(other *sharedStore) {
+	if ss != nil && ss != other {
+		ss.store.Close()
+	}
+}
+
+// shareSessions puts the shared store behind a listener's (or site's)
+// local session cache when it opts in; otherwise the local cache serves
+// alone.
+func (g *generation) shareSessions(local tlcp.SessionCache, lifetime time.Duration, shared bool) tlcp.SessionCache {
+	if !shared || g.shared == nil {
+		return local
+	}
+	return g.shared.store.Cache(local, lifetime)
+}
+
+// shareTickets gives a TLS configuration the session ticket keys that
+// every replica derives from the same sealing keys for the listener (or
+// site) name, so that a ticket from one replica resumes on another. The
+// first sealing key encrypts new tickets; the others still decrypt.
+func (g *generation) shareTickets(tc *tls.Config, name string, shared bool) {
+	if shared && g.shared != nil {
+		tc.SetSessionTicketKeys(g.shared.store.TicketKeys(name))
+	}
+}
+
+// acmeStorage returns the shared certmagic storage, under the store's
+// key prefix.
+func (ss *sharedStore) acmeStorage() *certs.RedisStorage {
+	return certs.NewRedisStorage(ss.store.Client(), ss.spec.Redis.KeyPrefix+"acme:", ss.keys)
+}
+
+// storeMetrics are the session store's metrics.
+type storeMetrics struct {
+	lookups  *prometheus.CounterVec
+	writes   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	up       prometheus.Gauge
+
+	// Handles by label, resolved once.
+	lookup   map[string]prometheus.Counter
+	write    map[[2]string]prometheus.Counter
+	lookupD  prometheus.Observer
+	writeD   prometheus.Observer
+	register sync.Once
+}
+
+// storeObserver returns the session store's metrics, registered on first
+// use: a gateway without a session store has none of them.
+func (m *Metrics) storeObserver() *storeMetrics {
+	sm := &m.store
+	sm.register.Do(func() {
+		sm.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gmgate_session_store_lookups_total",
+			Help: "TLCP session lookups of listeners with shared_sessions, by result: local (the local cache had it; Redis not asked), hit, miss, error (failed or timed out: a full handshake), invalid (does not open with the keys), unavailable (Redis known down: not asked).",
+		}, []string{"result"})
+		sm.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gmgate_session_store_writes_total",
+			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, dropped (queue full), unavailable (Redis known down: kept locally).",
+		}, []string{"op", "result"})
+		sm.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gmgate_session_store_duration_seconds",
+			Help:    "Time of Redis round trips: a session lookup (get), a pipeline of queued writes (write).",
+			Buckets: latencyBuckets,
+		}, []string{"op"})
+		sm.up = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gmgate_session_store_up",
+			Help: "1 while Redis answers, 0 while sessions are not shared because it does not.",
+		})
+		sm.lookup = map[string]prometheus.Counter{}
+		for _, r := range []string{sessionstore.LookupLocal, sessionstore.LookupHit, sessionstore.LookupMiss, sessionstore.LookupError, sessionstore.LookupInvalid, sessionstore.LookupUnavailable} {
+			sm.lookup[r] = sm.lookups.WithLabelValues(r)
+		}
+		sm.write = map[[2]string]prometheus.Counter{}
+		for _, op := range []string{"set", "delete"} {
+			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
+				sm.write[[2]string{op, r}] = sm.writes.WithLabelValues(op, r)
+			}
+		}
+		sm.lookupD = sm.duration.WithLabelValues("get")
+		sm.writeD = sm.duration.WithLabelValues("write")
+		m.Registry.MustRegister(sm.lookups, sm.writes, sm.duration, sm.up)
+	})
+	return sm
+}
+
+var _ sessionstore.Observer = (*storeMetrics)(nil)
+
+func (sm *storeMetrics) Lookup(result string, d time.Duration) {
+	if c := sm.lookup[result]; c != nil {
+		c.Inc()
+	}
+	if d > 0 {
+		sm.lookupD.Observe(d.Seconds())
+	}
+}
+
+func (sm *storeMetrics) Write(op, result string, n int, d time.Duration) {
+	if c := sm.write[[2]string{op, result}]; c != nil {
+		c.Add(float64(n))
+	}
+	if d > 0 {
+		sm.writeD.Observe(d.Seconds())
+	}
+}
+
+func (sm *storeMetrics) Up(up bool) {
+	if up {
+		sm.up.Set(1)
+	} else {
+		sm.up.Set(0)
+	}
+}

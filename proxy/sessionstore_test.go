@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+const (
+	testSealKey1 = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+	testSealKey2 = "f0e0d0c0b0a090807060504030201000ffeeddccbbaa99887766554433221100"
+)
+
+// sharedConfig is testConfig with the edge listener's sessions shared
+// through the Redis at addr, sealed with the keys in keysFile.
+func sharedConfig(p *testPKI, upstream, addr, keysFile string) *config.Config {
+	cfg := testConfig(p, upstream)
+	cfg.SessionStore = &config.SessionStore{KeysFile: keysFile, Redis: &config.Redis{Addrs: []string{addr}}}
+	cfg.Listeners[0].SharedSessions = true
+	config.Defaults(cfg)
+	return cfg
+}
+
+func writeKeys(t *testing.T, dir, name string, keys ...string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// tlcpResumes makes a TLCP handshake with s through cache and reports
+// whether it resumed.
+func tlcpResumes(t *testing.T, p *testPKI, s *Server, cache tlcp.ClientSessionCache) bool {
+	t.Helper()
+	c, err := tlcp.Dial("tcp", s.Addr("edge").String(), &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", ClientSessionCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.ConnectionState().DidResume
+}
+
+// tlsResumes sends a request to s over TLS 1.3 with cache and reports
+// whether the handshake resumed (the ticket of the answer is kept).
+func tlsResumes(t *testing.T, p *testPKI, s *Server, cache tls.ClientSessionCache) bool {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", MinVersion: tls.VersionTLS13, ClientSessionCache: cache}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(gatewayURL(s, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	return resp.TLS.DidResume
+}
+
+func TestSharedSessionsAcrossReplicas(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	mr := miniredis.RunT(t)
+	dir := tempDir(t)
+	keys := writeKeys(t, dir, "keys", testSealKey1)
+	s1 := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+	s2 := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+
+	cache := tlcp.NewLRUClientSessionCache(4, 0)
+	if tlcpResumes(t, p, s1, cache) {
+		t.Fatal("the first handshake resumed")
+	}
+	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	if !tlcpResumes(t, p, s2, cache) {
+		t.Fatal("a TLCP session from replica 1 did not resume on replica 2")
+	}
+	if v, _ := metricValue(scrape(t, s2), "gmgate_session_store_lookups_total", map[string]string{"result": "hit"}); v != 1 {
+		t.Fatalf("replica 2 store hits = %v, want 1", v)
+	}
+	if !tlcpResumes(t, p, s2, cache) {
+		t.Fatal("no resumption from replica 2's local cache")
+	}
+	mf := scrape(t, s2)
+	if v, _ := metricValue(mf, "gmgate_session_store_lookups_total", map[string]string{"result": "local"}); v != 1 {
+		t.Fatalf("replica 2 local hits = %v, want 1", v)
+	}
+	if v, _ := metricValue(mf, "gmgate_session_store_up", nil); v != 1 {
+		t.Fatalf("gmgate_session_store_up = %v", v)
+	}
+
+	// TLS: tickets from one replica resume on the other.
+	tcache := tls.NewLRUClientSessionCache(4)
+	if tlsResumes(t, p, s1, tcache) {
+		t.Fatal("the first TLS handshake resumed")
+	}
+	if !tlsResumes(t, p, s2, tcache) {
+		t.Fatal("a TLS ticket from replica 1 did not resume on replica 2")
+	}
+
+	// Key rotation on one replica: the new key first, the old one still
+	// listed. What replica 1 sealed with the old key resumes there, for
+	// TLCP and TLS alike.
+	cache, tcache = tlcp.NewLRUClientSessionCache(4, 0), tls.NewLRUClientSessionCache(4)
+	tlcpResumes(t, p, s1, cache)
+	tlsResumes(t, p, s1, tcache)
+	waitFor(t, "the second session in Redis", func() bool { return len(mr.Keys()) == 2 })
+	rotated := sharedConfig(p, up, mr.Addr(), writeKeys(t, dir, "rotated", testSealKey2, testSealKey1))
+	if err := s2.Reload(rotated); err != nil {
+		t.Fatal(err)
+	}
+	if !tlcpResumes(t, p, s2, cache) {
+		lookups := map[string]float64{}
+		for _, r := range []string{"local", "hit", "miss", "error", "invalid", "unavailable"} {
+			lookups[r], _ = metricValue(scrape(t, s2), "gmgate_session_store_lookups_total", map[string]string{"result": r})
+		}
+		t.Fatalf("a TLCP session sealed with the old key did not resume after the new key was put first; replica 2 lookups %v", lookups)
+	}
+	if !tlsResumes(t, p, s2, tcache) {
+		t.Fatal("a TLS ticket sealed with the old key did not resume after the new key was put first")
+	}
+}
+
+func TestSharedSessionsOptIn(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	mr := miniredis.RunT(t)
+	keys := writeKeys(t, tempDir(t), "keys", testSealKey1)
+	s1 := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+	private := sharedConfig(p, up, mr.Addr(), keys)
+	private.Listeners[0].SharedSessions = false
+	s2 := startServer(t, private, nil)
+
+	cache := tlcp.NewLRUClientSessionCache(4, 0)
+	tlcpResumes(t, p, s1, cache)
+	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	if tlcpResumes(t, p, s2, cache) {
+		t.Fatal("a listener without shared_sessions resumed a session from Redis")
+	}
+	tcache := tls.NewLRUClientSessionCache(4)
+	tlsResumes(t, p, s1, tcache)
+	if tlsResumes(t, p, s2, tcache) {
+		t.Fatal("a listener without shared_sessions resumed another replica's ticket")
+	}
+}
