@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/tls"
+	"encoding/hex"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -146,5 +150,85 @@ func TestSharedSessionsOptIn(t *testing.T) {
 	tlsResumes(t, p, s1, tcache)
 	if tlsResumes(t, p, s2, tcache) {
 		t.Fatal("a listener without shared_sessions resumed another replica's ticket")
+	}
+}
+
+// TestRedisHoldsNoPlaintextMasterSecret makes TLCP sessions of every kind
+// (ECC and ECDHE, with and without client certificates) through a
+// listener with shared sessions, takes their master secrets from the
+// replica's own cache, and scans every value in Redis for them.
+func TestRedisHoldsNoPlaintextMasterSecret(t *testing.T) {
+	p := getPKI(t)
+	mr := miniredis.RunT(t)
+	keysFile := writeKeys(t, tempDir(t), "keys", testSealKey1)
+	cfg := sharedConfig(p, echoUpstream(t, "app").URL, mr.Addr(), keysFile)
+	cfg.Listeners[0].TLCP.ClientAuth = "verify_if_given"
+	cfg.Listeners[0].TLCP.ClientCA = p.dual.CACert
+	s := startServer(t, cfg, nil)
+	pair, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := *pair.Certificate()
+
+	var ids [][]byte
+	for _, tc := range []struct {
+		suite uint16
+		cert  bool
+	}{
+		{tlcp.ECC_SM4_GCM_SM3, false}, {tlcp.ECC_SM4_CBC_SM3, true},
+		{tlcp.ECDHE_SM4_GCM_SM3, true}, {tlcp.ECDHE_SM4_CBC_SM3, true},
+	} {
+		for range 2 {
+			cc := &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", CipherSuites: []uint16{tc.suite}}
+			if tc.cert {
+				cc.Certificates = []tlcp.Certificate{client}
+			}
+			c, err := tlcp.Dial("tcp", s.Addr("edge").String(), cc)
+			if err != nil {
+				t.Fatalf("%s: %v", tlcp.CipherSuiteName(tc.suite), err)
+			}
+			ids = append(ids, c.ConnectionState().SessionID)
+			c.Close()
+		}
+	}
+	waitFor(t, "every session in Redis", func() bool { return len(mr.Keys()) == len(ids) })
+
+	local := s.sessionCaches["edge"].cache
+	keys, err := sessionstore.LoadKeys(keysFile, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var masters [][]byte
+	for _, id := range ids {
+		st, ok := local.Get(id)
+		if !ok || len(st.MasterSecret) != 48 {
+			t.Fatalf("session %x is not in the replica's cache", id)
+		}
+		masters = append(masters, st.MasterSecret)
+		// The scan would see it: opened, the value holds the secret.
+		key := "gmgate:tlcp:" + hex.EncodeToString(id)
+		v, _ := mr.Get(key)
+		plain, err := keys.Open([]byte(v), []byte(key))
+		if err != nil || !bytes.Contains(plain, st.MasterSecret) {
+			t.Fatalf("%s does not open to its session: %v", key, err)
+		}
+	}
+	for _, k := range mr.Keys() {
+		v, err := mr.Get(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range masters {
+			// Any 8 bytes of a master secret in a row.
+			for i := 0; i+8 <= len(m); i += 8 {
+				if bytes.Contains([]byte(v), m[i:i+8]) {
+					t.Fatalf("%s holds bytes of a master secret in the clear", k)
+				}
+			}
+		}
+		if bytes.Contains([]byte(v), pair.SignCert.RawSubject) {
+			t.Fatalf("%s holds a client certificate in the clear", k)
+		}
 	}
 }

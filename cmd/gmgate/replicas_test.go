@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is a redis-server process of a test, on a loopback port of
+// its own.
+type redisServer struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRedis starts redis-server, or skips the test when it is not
+// installed.
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it): the replica tests need a real Redis")
+	}
+	_, port, _ := net.SplitHostPort(freeAddr(t))
+	n, _ := strconv.Atoi(port)
+	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: n}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+func (r *redisServer) start() {
+	r.t.Helper()
+	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(r.cmd, r.done)
+	c := redis.NewClient(&redis.Options{Addr: r.addr()})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			r.t.Fatal("redis-server did not answer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill ends redis-server at once, as a crash would.
+func (r *redisServer) kill() {
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+	r.cmd = nil
+}
+
+// replicaPKI is what the replicas and the clients share.
+type replicaPKI struct {
+	files certs.DualFiles // server pair, and CACert
+	// caBundle holds CACert and another CA: as client_ca, it verifies the
+	// same clients under other subjects.
+	caBundle string
+	client   tlcp.Certificate
+	roots    *smx509.CertPool
+	tlsCert  string
+	tlsKey   string
+	tlsRoots *x509.CertPool
+	keys     string
+}
+
+func newReplicaPKI(t *testing.T, dir string) *replicaPKI {
+	t.Helper()
+	p := &replicaPKI{}
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.files, err = pair.Write(dir, "localhost", nil); err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.client = *client.Certificate()
+	other, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDir := filepath.Join(dir, "other")
+	if err := other.Write(otherDir, nil); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := os.ReadFile(p.files.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := os.ReadFile(filepath.Join(otherDir, certs.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.caBundle = filepath.Join(dir, "ca-bundle.crt")
+	if err := os.WriteFile(p.caBundle, append(ours, theirs...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.roots = smx509.NewCertPool()
+	p.roots.AppendCertsFromPEM(ours)
+	p.tlsCert, p.tlsKey = writeRSACert(t, dir, "localhost")
+	pem, err := os.ReadFile(p.tlsCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tlsRoots = x509.NewCertPool()
+	p.tlsRoots.AppendCertsFromPEM(pem)
+	p.keys = filepath.Join(dir, "session.keys")
+	if err := os.WriteFile(p.keys, []byte("# openssl rand -hex 32\n4c1f0e5e2d8a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// replicaConfig is one replica's configuration: a TLCP listener for the
+// ECC suite (client_auth as given), one for ECDHE (client certificates
+// verified against clientCA), and a TLS one, all sharing sessions.
+func replicaConfig(p *replicaPKI, redisAddr, upstream, eccAuth, clientCA string) string {
+	return fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+session_store:
+  keys_file: %[1]s
+  redis: {addrs: ["%[2]s"], timeout: 200ms}
+listeners:
+  - name: ecc
+    listen: "127.0.0.1:0"
+    shared_sessions: true
+    tlcp: {sign_cert: %[3]s, sign_key: %[4]s, enc_cert: %[5]s, enc_key: %[6]s, suites: [ECC_SM4_GCM_SM3], %[7]s}
+    routes: [{upstream: app}]
+  - name: ecdhe
+    listen: "127.0.0.1:0"
+    shared_sessions: true
+    tlcp: {sign_cert: %[3]s, sign_key: %[4]s, enc_cert: %[5]s, enc_key: %[6]s, suites: [ECDHE_SM4_GCM_SM3], client_auth: require_and_verify, client_ca: %[8]s}
+    routes: [{upstream: app}]
+  - name: web
+    listen: "127.0.0.1:0"
+    shared_sessions: true
+    tls: {cert: %[9]s, key: %[10]s}
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["%[11]s"]}
+`, p.keys, redisAddr, p.files.SignCert, p.files.SignKey, p.files.EncCert, p.files.EncKey, eccAuth, clientCA, p.tlsCert, p.tlsKey, upstream)
+}
+
+type replicaProc struct {
+	*served
+	cfgFile string
+}
+
+func startReplica(t *testing.T, dir, name, cfg string) *replicaProc {
+	t.Helper()
+	file := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &replicaProc{served: startServe(t, gmgateCommand("serve", "-c", file), "ecc", "ecdhe", "web"), cfgFile: file}
+}
+
+// tlcpHandshake connects to the listener over TLCP with the client's
+// session cache and returns the connection's state.
+func tlcpHandshake(p *replicaPKI, addr string, suite uint16, cache tlcp.ClientSessionCache) (tlcp.ConnectionState, error) {
+	c, err := tlcp.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tlcp.Config{
+		RootCAs: p.roots, ServerName: "localhost", Certificates: []tlcp.Certificate{p.client},
+		CipherSuites: []uint16{suite}, ClientSessionCache: cache,
+	})
+	if err != nil {
+		return tlcp.ConnectionState{}, err
+	}
+	defer c.Close()
+	return c.ConnectionState(), nil
+}
+
+// storeMetric reads one series of the session store's lookups from a
+// replica's /metrics.
+func storeMetric(t *testing.T, r *replicaProc, result string) float64 {
+	t.Helper()
+	return adminMetric(t, r.admin, `gmgate_session_store_lookups_total{result="`+result+`"}`)
+}
+
+func adminMetric(t *testing.T, admin, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// inRedis waits until the session id is in Redis.
+func inRedis(t *testing.T, rc *redis.Client, id []byte) {
+	t.Helper()
+	key := "gmgate:tlcp:" + hex.EncodeToString(id)
+	waitFor(t, func() bool { return rc.Exists(context.Background(), key).Val() == 1 })
+
+}
+
+// TestReplicasShareSessions runs Redis and three gmgate serve processes
+// that share their sessions through it.
+func TestReplicasShareSessions(t *testing.T) {
+	rs := startRedis(t)
+	rc := redis.NewClient(&redis.Options{Addr: rs.addr(), MaxRetries: -1})
+	defer rc.Close()
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	up := namedUpstream(t, "app")
+	cfg := replicaConfig(p, rs.addr(), up, "client_auth: none", p.files.CACert)
+	replicas := []*replicaProc{
+		startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg), startReplica(t, dir, "r3", cfg),
+	}
+
+	for _, tc := range []struct {
+		listener string
+		suite    uint16
+	}{{"ecc", tlcp.ECC_SM4_GCM_SM3}, {"ecdhe", tlcp.ECDHE_SM4_GCM_SM3}} {
+		t.Run(tc.listener+"/resumes on every replica", func(t *testing.T) {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			st, err := tlcpHandshake(p, replicas[0].addrs[tc.listener], tc.suite, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.DidResume {
+				t.Fatal("the first handshake resumed")
+			}
+			inRedis(t, rc, st.SessionID)
+			for _, r := range replicas[1:] {
+				hits := storeMetric(t, r, "hit")
+				st2, err := tlcpHandshake(p, r.addrs[tc.listener], tc.suite, cache)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !st2.DidResume || string(st2.SessionID) != string(st.SessionID) {
+					t.Fatalf("replica %s: no resumption of the session from replica 1", r.cfgFile)
+				}
+				if got := storeMetric(t, r, "hit"); got != hits+1 {
+					t.Fatalf("store hits %v -> %v, want one more", hits, got)
+				}
+			}
+		})
+	}
+
+	t.Run("tls/tickets resume on every replica", func(t *testing.T) {
+		cache := tls.NewLRUClientSessionCache(4)
+		for i, r := range replicas {
+			tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", ClientSessionCache: cache}}
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + r.addrs["web"] + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resumed := resp.TLS.DidResume; resumed != (i > 0) {
+				t.Fatalf("replica %d: resumed %v", i+1, resumed)
+			}
+		}
+	})
+
+	t.Run("a policy change refuses the session", func(t *testing.T) {
+		// Replica 3 now verifies ECC clients, and verifies ECDHE clients
+		// against another CA list: sessions made under the old policy
+		// are fetched from Redis and refused, and the handshake is a
+		// full one.
+		strict := replicaConfig(p, rs.addr(), up, "client_auth: require_and_verify, client_ca: "+p.files.CACert, p.caBundle)
+		r3 := replicas[2]
+		if err := os.WriteFile(r3.cfgFile, []byte(strict), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := r3.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		r3.waitLog(t, `"msg":"configuration reloaded"`)
+		for _, tc := range []struct {
+			listener string
+			suite    uint16
+		}{{"ecc", tlcp.ECC_SM4_GCM_SM3}, {"ecdhe", tlcp.ECDHE_SM4_GCM_SM3}} {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			st, err := tlcpHandshake(p, replicas[0].addrs[tc.listener], tc.suite, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inRedis(t, rc, st.SessionID)
+			if st2, err := tlcpHandshake(p, replicas[1].addrs[tc.listener], tc.suite, cache); err != nil || !st2.DidResume {
+				t.Fatalf("%s: replica 2 (old policy) did not resume: %v", tc.listener, err)
+			}
+			hits := storeMetric(t, r3, "hit")
+			st3, err := tlcpHandshake(p, r3.addrs[tc.listener], tc.suite, cache)
+			if err != nil {
+				t.Fatalf("%s: the full handshake under the new policy failed: %v", tc.listener, err)
+			}
+			if st3.DidResume {
+				t.Fatalf("%s: a session made under the old policy resumed under the new one", tc.listener)
+			}
+			if got := storeMetric(t, r3, "hit"); got != hits+1 {
+				t.Fatalf("%s: replica 3 did not fetch the session (hits %v -> %v): the test proves nothing", tc.listener, hits, got)
+			}
+		}
+	})
+
+	t.Run("Redis down: full handshakes, none failed; back: hits again", func(t *testing.T) {
+		r1, r2 := replicas[0], replicas[1]
+		handshake := func(addr string, cache tlcp.ClientSessionCache) tlcp.ConnectionState {
+			t.Helper()
+			st, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
+			if err != nil {
+				t.Fatalf("a handshake failed: %v", err)
+			}
+			return st
+		}
+		// A new client each round: a full handshake on replica 1, then
+		// a resumption attempt on replica 2.
+		round := func() (resumed bool) {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			handshake(r1.addrs["ecc"], cache)
+			return handshake(r2.addrs["ecc"], cache).DidResume
+		}
+		// Warm: sessions resume through Redis.
+		waitFor(t, round)
+
+		// Clients keep coming, on their own, while Redis dies and comes
+		// back: not one of their handshakes may fail.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failures []error
+		rounds := 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cache := tlcp.NewLRUClientSessionCache(4, 0)
+				for _, addr := range []string{r1.addrs["ecc"], r2.addrs["ecc"]} {
+					if _, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache); err != nil {
+						mu.Lock()
+						failures = append(failures, err)
+						mu.Unlock()
+					}
+				}
+				mu.Lock()
+				rounds++
+				mu.Unlock()
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+
+		rs.kill()
+		full := 0
+		for range 20 {
+			if !round() {
+				full++
+			}
+		}
+		if full != 20 {
+			t.Fatalf("with Redis dead, %d of 20 cross-replica handshakes were full ones", full)
+		}
+		r2.waitLog(t, "session store unreachable")
+		r1.waitLog(t, "session store unreachable")
+		if v := adminMetric(t, r2.admin, "gmgate_session_store_up"); v != 0 {
+			t.Fatalf("gmgate_session_store_up = %v with Redis dead", v)
+		}
+
+		rs.start()
+		r2.waitLog(t, "session store reachable again")
+		r1.waitLog(t, "session store reachable again")
+		hits := storeMetric(t, r2, "hit")
+		waitFor(t, round)
+		if got := storeMetric(t, r2, "hit"); got <= hits {
+			t.Fatalf("store hits did not grow once Redis was back (%v -> %v)", hits, got)
+		}
+		close(stop)
+		wg.Wait()
+		if len(failures) > 0 || rounds < 10 {
+			t.Fatalf("%d handshakes failed in %d rounds while Redis died and came back: %v", len(failures), rounds, failures)
+		}
+		if n := strings.Count(r2.logs.String(), "session store unreachable"); n != 1 {
+			t.Fatalf("%d unreachable lines for one outage:\n%s", n, r2.logs)
+		}
+	})
+}
