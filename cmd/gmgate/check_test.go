@@ -81,7 +81,7 @@ func newCheckPKI(t *testing.T) *checkPKI {
 
 // writeRSACert writes a self-signed RSA server certificate for cn and its
 // key, as a legacy site has them.
-func writeRSACert(t *testing.T, dir, cn string) (string, string) {
+func writeRSACert(t testing.TB, dir, cn string) (string, string) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -30,7 +30,7 @@ type served struct {
 // startServe starts cmd (a gmgate serve command) and waits until it
 // reports each of the named listeners bound. It fails the test when the
 // process exits first; it kills the process when the test ends.
-func startServe(t *testing.T, cmd *exec.Cmd, listeners ...string) *served {
+func startServe(t testing.TB, cmd *exec.Cmd, listeners ...string) *served {
 	t.Helper()
 	s := &served{cmd: cmd, addrs: map[string]string{}, logs: &testlog.Buffer{}, exited: make(chan struct{})}
 	stderr, err := cmd.StderrPipe()
@@ -91,7 +91,7 @@ func startServe(t *testing.T, cmd *exec.Cmd, listeners ...string) *served {
 }
 
 // waitLog waits until the process log contains text.
-func (s *served) waitLog(t *testing.T, text string) {
+func (s *served) waitLog(t testing.TB, text string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(s.logs.String(), text) {

@@ -20,7 +20,7 @@ import (
 )
 
 // namedUpstream answers every request with its name.
-func namedUpstream(t *testing.T, name string) string {
+func namedUpstream(t testing.TB, name string) string {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, name)
@@ -59,7 +59,7 @@ upstreams:
 `, accessLog, addr, files.SignCert, files.SignKey, files.EncCert, files.EncKey, files.CACert, upstream)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -176,7 +176,7 @@ func TestServiceExecReloadGate(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

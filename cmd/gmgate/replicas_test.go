@@ -28,7 +28,7 @@ import (
 // redisServer is a redis-server process of a test, on a loopback port of
 // its own.
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -38,7 +38,7 @@ type redisServer struct {
 
 // startRedis starts redis-server, or skips the test when it is not
 // installed.
-func startRedis(t *testing.T) *redisServer {
+func startRedis(t testing.TB) *redisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -101,7 +101,7 @@ type replicaPKI struct {
 	keys     string
 }
 
-func newReplicaPKI(t *testing.T, dir string) *replicaPKI {
+func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	t.Helper()
 	p := &replicaPKI{}
 	ca, err := certs.NewCA(certs.CAOptions{})
@@ -191,7 +191,7 @@ type replicaProc struct {
 	cfgFile string
 }
 
-func startReplica(t *testing.T, dir, name, cfg string) *replicaProc {
+func startReplica(t testing.TB, dir, name, cfg string) *replicaProc {
 	t.Helper()
 	file := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
@@ -216,12 +216,12 @@ func tlcpHandshake(p *replicaPKI, addr string, suite uint16, cache tlcp.ClientSe
 
 // storeMetric reads one series of the session store's lookups from a
 // replica's /metrics.
-func storeMetric(t *testing.T, r *replicaProc, result string) float64 {
+func storeMetric(t testing.TB, r *replicaProc, result string) float64 {
 	t.Helper()
 	return adminMetric(t, r.admin, `gmgate_session_store_lookups_total{result="`+result+`"}`)
 }
 
-func adminMetric(t *testing.T, admin, series string) float64 {
+func adminMetric(t testing.TB, admin, series string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
@@ -243,7 +243,7 @@ func adminMetric(t *testing.T, admin, series string) float64 {
 }
 
 // inRedis waits until the session id is in Redis.
-func inRedis(t *testing.T, rc *redis.Client, id []byte) {
+func inRedis(t testing.TB, rc *redis.Client, id []byte) {
 	t.Helper()
 	key := "gmgate:tlcp:" + hex.EncodeToString(id)
 	waitFor(t, func() bool { return rc.Exists(context.Background(), key).Val() == 1 })
