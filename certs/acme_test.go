@@ -21,20 +21,19 @@ import (
 
 const acmeTestDomain = "acme.gmgate.test"
 
-func TestACMEWithPebble(t *testing.T) {
+// pebbleHTTP01 starts Pebble, validating HTTP-01 challenges on a loopback
+// port that the test serves (as the proxy's port-80 listener would) on the
+// returned listener, and returns the ACME options for it.
+func pebbleHTTP01(t *testing.T) (*testacme.Pebble, net.Listener, ACMEOptions) {
+	t.Helper()
 	pebble := testacme.New(t)
-	// The HTTP-01 challenge is served by this test on loopback, as the
-	// proxy's port-80 listener would.
 	challengeLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	httpPort := challengeLn.Addr().(*net.TCPAddr).Port
 	pebble.Start(httpPort, 0)
-
-	stateDir := t.TempDir()
-	acme, err := NewACME(ACMEOptions{
-		StateDir:                stateDir,
+	return pebble, challengeLn, ACMEOptions{
 		Domains:                 []string{acmeTestDomain},
 		DirectoryURL:            pebble.DirectoryURL,
 		TrustedRoots:            pebble.ServerRoots,
@@ -42,7 +41,13 @@ func TestACMEWithPebble(t *testing.T) {
 		ListenHost:              "127.0.0.1",
 		DisableTLSALPNChallenge: true,
 		Logger:                  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+}
+
+func TestACMEWithPebble(t *testing.T) {
+	pebble, challengeLn, opts := pebbleHTTP01(t)
+	opts.StateDir = t.TempDir()
+	acme, err := NewACME(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
-	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -19,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gmgate/gmgate/internal/sessionstore"
-	"github.com/gmgate/gmgate/internal/testacme"
 )
 
 func newRedisStorage(t *testing.T, mr *miniredis.Miniredis) *RedisStorage {
@@ -175,27 +171,13 @@ func TestRedisStorageLock(t *testing.T) {
 // storage, behind one challenge port that a load balancer spreads over
 // both: one order is made, and both serve its certificate.
 func TestACMEAcrossReplicas(t *testing.T) {
-	pebble := testacme.New(t)
-	challengeLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpPort := challengeLn.Addr().(*net.TCPAddr).Port
-	pebble.Start(httpPort, 0)
+	_, challengeLn, opts := pebbleHTTP01(t)
 	mr := miniredis.RunT(t)
 
 	var replicas []*ACME
 	for range 2 {
-		a, err := NewACME(ACMEOptions{
-			Storage:                 newRedisStorage(t, mr),
-			Domains:                 []string{acmeTestDomain},
-			DirectoryURL:            pebble.DirectoryURL,
-			TrustedRoots:            pebble.ServerRoots,
-			HTTPPort:                httpPort,
-			ListenHost:              "127.0.0.1",
-			DisableTLSALPNChallenge: true,
-			Logger:                  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
+		opts.Storage = newRedisStorage(t, mr)
+		a, err := NewACME(opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testpki"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
@@ -115,9 +117,9 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	st := testState(time.Now().Add(-10 * time.Minute))
 	ca.Put(id, st)
 	key := a.store.SessionKey(id)
-	waitFor(t, "the session in Redis", func() bool { return mr.Exists(key) })
-	if a.obs.write("set ok") != 1 {
-		t.Fatalf("writes: %v", a.obs.writes)
+	waitFor(t, "the write reported", func() bool { return a.obs.write("set ok") == 1 })
+	if !mr.Exists(key) {
+		t.Fatal("the session is not in Redis")
 	}
 	// The TTL is what is left of the lifetime.
 	if ttl := mr.TTL(key); ttl < 49*time.Minute || ttl > 50*time.Minute {
@@ -193,8 +195,8 @@ func sealState(t *testing.T, keys *Keys, key string, st *tlcp.SessionState) []by
 }
 
 // TestRedisDownCostsAFullHandshake stops Redis under a replica: lookups
-// miss at once (no wait for a timeout once Redis is known down), one line
-// says so, and when Redis is back the store finds it and shares again.
+// miss without being sent once Redis is known down, one line says so, and
+// when Redis is back the store finds it and shares again.
 func TestRedisDownCostsAFullHandshake(t *testing.T) {
 	mr := miniredis.RunT(t)
 	addr := mr.Addr()
@@ -213,14 +215,10 @@ func TestRedisDownCostsAFullHandshake(t *testing.T) {
 	if b.obs.lookup(LookupError)+b.obs.lookup(LookupUnavailable) != 1 || b.store.Up() {
 		t.Fatalf("lookups %v, up %v", b.obs.lookups, b.store.Up())
 	}
-	start := time.Now()
 	for range 100 {
 		cb.Get(id)
 	}
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Fatalf("100 lookups with Redis known down took %v", d)
-	}
-	if b.obs.lookup(LookupUnavailable) < 90 {
+	if b.obs.lookup(LookupUnavailable) < 99 {
 		t.Fatalf("lookups %v: with Redis down, lookups should not be sent", b.obs.lookups)
 	}
 	if n := strings.Count(b.logs.String(), "session store unreachable"); n != 1 {
@@ -251,39 +249,16 @@ func TestRedisDownCostsAFullHandshake(t *testing.T) {
 	}
 }
 
-// hungServer accepts connections and never answers.
+// hungServer accepts connections and never answers; a connection ends
+// when the client closes it.
 func hungServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	stop := make(chan struct{})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			go func() {
-				defer conns.Done()
-				<-stop
-				c.Close()
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		close(stop)
-		conns.Wait()
-	})
-	return ln.Addr().String()
+	return testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 }
 
 // TestHungRedisIsBounded points a store at a server that accepts and
-// never answers: a lookup returns within its timeout.
+// never answers: a lookup gives up at its timeout, far below anything
+// else that would end it (go-redis's own read timeout is 3s).
 func TestHungRedisIsBounded(t *testing.T) {
 	r := newReplica(t, hungServer(t), mustKeys(t, key1), 30*time.Millisecond)
 	c := r.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
@@ -291,7 +266,7 @@ func TestHungRedisIsBounded(t *testing.T) {
 	if _, ok := c.Get(bytes.Repeat([]byte{1}, 32)); ok {
 		t.Fatal("found a session on a server that never answers")
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
+	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("a lookup on a hung Redis took %v with a 30ms timeout", d)
 	}
 	if r.obs.lookup(LookupError) != 1 || r.store.Up() {
@@ -305,15 +280,18 @@ func TestHungRedisIsBounded(t *testing.T) {
 func TestWritesNeverWait(t *testing.T) {
 	obs := newCounts()
 	client := redis.NewClient(&redis.Options{Addr: hungServer(t), MaxRetries: -1, ContextTimeoutEnabled: true})
-	s := New(Options{Client: client, Keys: mustKeys(t, key1), Prefix: "p:", Queue: 4, WriteTimeout: 300 * time.Millisecond, Observer: obs})
+	// The writer stays stuck for WriteTimeout: a Put that waited for it
+	// would take that long.
+	const stuck = 3 * time.Second
+	s := New(Options{Client: client, Keys: mustKeys(t, key1), Prefix: "p:", Queue: 4, WriteTimeout: stuck, Observer: obs})
 	defer s.Close()
 	c := s.Cache(tlcp.NewLRUSessionCache(64, time.Hour), time.Hour)
 	start := time.Now()
 	for i := range 64 {
 		c.Put(bytes.Repeat([]byte{byte(i + 1)}, 32), testState(time.Now()))
 	}
-	if d := time.Since(start); d > 200*time.Millisecond {
-		t.Fatalf("64 writes to a hung Redis took %v", d)
+	if d := time.Since(start); d >= stuck {
+		t.Fatalf("64 writes to a hung Redis took %v: Put waited for the writer", d)
 	}
 	if n := obs.write("set dropped"); n == 0 {
 		t.Fatalf("%d writes dropped of 64 with a queue of 4: %v", n, obs.writes)
