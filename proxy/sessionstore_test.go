@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gmgate/gmgate/certs"
@@ -26,7 +27,9 @@ const (
 // through the Redis at addr, sealed with the keys in keysFile.
 func sharedConfig(p *testPKI, upstream, addr, keysFile string) *config.Config {
 	cfg := testConfig(p, upstream)
-	cfg.SessionStore = &config.SessionStore{KeysFile: keysFile, Redis: &config.Redis{Addrs: []string{addr}}}
+	// A lookup timeout that a loaded machine running the race detector
+	// does not reach: these tests are about what is shared, not how fast.
+	cfg.SessionStore = &config.SessionStore{KeysFile: keysFile, Redis: &config.Redis{Addrs: []string{addr}, Timeout: config.Duration(2 * time.Second)}}
 	cfg.Listeners[0].SharedSessions = true
 	config.Defaults(cfg)
 	return cfg

@@ -164,7 +164,7 @@ func replicaConfig(p *replicaPKI, redisAddr, upstream, eccAuth, clientCA string)
 log: {access: "off"}
 session_store:
   keys_file: %[1]s
-  redis: {addrs: ["%[2]s"], timeout: 200ms}
+  redis: {addrs: ["%[2]s"], timeout: 2s}
 listeners:
   - name: ecc
     listen: "127.0.0.1:0"
