@@ -235,3 +235,82 @@ func TestRedisHoldsNoPlaintextMasterSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSessionStore: config check (and serve) read the keys and the
+// Redis password and name the field of each problem; a Redis that does
+// not answer is a warning, since replicas serve without it.
+func TestCheckSessionStore(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	dir := tempDir(t)
+	mr := miniredis.RunT(t)
+
+	bad := sharedConfig(p, up, mr.Addr(), filepath.Join(dir, "missing.keys"))
+	bad.SessionStore.Redis.PasswordEnv = "GMGATE_TEST_NO_SUCH_VARIABLE"
+	_, err := Check(bad, CheckOptions{})
+	if err == nil {
+		t.Fatal("a missing keys file and password variable passed the check")
+	}
+	for _, want := range []string{"session_store.keys_file", "missing.keys", "GMGATE_TEST_NO_SUCH_VARIABLE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the check does not say %q:\n%v", want, err)
+		}
+	}
+	if _, err := New(bad, Options{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "session_store.keys_file") {
+		t.Errorf("serve started with the problem check reports: %v", err)
+	}
+	if res, err := Check(bad, CheckOptions{Offline: true}); err != nil {
+		t.Errorf("an offline check read the secrets: %v (%v)", err, res)
+	}
+
+	short := writeKeys(t, dir, "short.keys", testSealKey1[:40])
+	if _, err := Check(sharedConfig(p, up, mr.Addr(), short), CheckOptions{}); err == nil || strings.Contains(err.Error(), testSealKey1[:16]) || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+		t.Errorf("a short key: %v", err)
+	}
+
+	keys := writeKeys(t, dir, "keys", testSealKey1)
+	storeWarnings := func(res *CheckResult) []string {
+		var out []string
+		for _, w := range res.Warnings {
+			if strings.HasPrefix(w.Path, "session_store") {
+				out = append(out, w.String())
+			}
+		}
+		return out
+	}
+	res, err := Check(sharedConfig(p, up, mr.Addr(), keys), CheckOptions{})
+	if err != nil || len(storeWarnings(res)) != 0 {
+		t.Fatalf("a good session store: %v, warnings %v", err, res.Warnings)
+	}
+	addr := mr.Addr()
+	mr.Close()
+	res, err = Check(sharedConfig(p, up, addr, keys), CheckOptions{})
+	if w := storeWarnings(res); err != nil || len(w) != 1 || !strings.Contains(w[0], "session_store.redis.addrs: Redis does not answer") {
+		t.Fatalf("Redis down: %v, warnings %v", err, res.Warnings)
+	}
+}
+
+// TestReloadKeepsTheStore: a reload that changes neither session_store nor
+// the keys keeps the store and its connections.
+func TestReloadKeepsTheStore(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	mr := miniredis.RunT(t)
+	keys := writeKeys(t, tempDir(t), "keys", testSealKey1)
+	s := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+	before := s.gen.shared
+	if err := s.Reload(sharedConfig(p, up, mr.Addr(), keys)); err != nil {
+		t.Fatal(err)
+	}
+	if s.gen.shared != before {
+		t.Fatal("an unchanged session store was rebuilt")
+	}
+	changed := sharedConfig(p, up, mr.Addr(), keys)
+	changed.SessionStore.Redis.KeyPrefix = "tier2:"
+	if err := s.Reload(changed); err != nil {
+		t.Fatal(err)
+	}
+	if s.gen.shared == before {
+		t.Fatal("a changed session store was kept")
+	}
+}
