@@ -165,6 +165,10 @@ func (st *State) config(listener, listen, admin, upstream, upstreamURL string) *
 			TLCP: &config.TLCP{
 				SignCert: st.Dual.SignCert, SignKey: st.Dual.SignKey,
 				EncCert: st.Dual.EncCert, EncKey: st.Dual.EncKey,
+				// ECDHE clients send certificates even without client
+				// authentication; naming the local CA lets clients that
+				// need their issuer named (GmSSL) send theirs.
+				ClientCA: filepath.Join(st.Dir, certs.CACertFile),
 			},
 			TLS: &config.TLS{Cert: st.TLSCert, Key: st.TLSKey},
 			SessionHeaders: config.SessionHeaders{
