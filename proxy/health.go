@@ -90,11 +90,7 @@ func (p *pool) check(ctx context.Context, t *target) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Health.Timeout.D())
 	defer cancel()
 	if p.cfg.Health.Path == "" || p.scheme == "tcp" {
-		c, err := p.dialer.DialContext(ctx, "tcp", t.addr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
+		return p.transport.probe(ctx, t)
 	}
 	u := *t.url
 	u.Path = p.cfg.Health.Path
@@ -103,7 +99,7 @@ func (p *pool) check(ctx context.Context, t *target) error {
 		return err
 	}
 	req.Header.Set("User-Agent", "gmgate-health-check")
-	resp, err := p.transport.RoundTrip(req)
+	resp, err := p.transport.roundTrip(req, t)
 	if err != nil {
 		return err
 	}

@@ -415,7 +415,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
-		s.gen.pools["app"].transport.CloseIdleConnections()
+		s.gen.pools["app"].transport.closeIdle()
 		startUpstream(upAddr)
 		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
 			t.Errorf("after the blip: %d, want 200 at once", resp.StatusCode)
@@ -561,9 +561,7 @@ func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*ht
 		return
 	}
 	for _, p := range gw.srv.gen.pools {
-		if p.transport != nil {
-			p.transport.CloseIdleConnections()
-		}
+		p.transport.closeIdle()
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for runtime.NumGoroutine() > b.goroutines+slack || gw.srv.connsCount() != 0 {

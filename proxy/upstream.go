@@ -2,19 +2,15 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 )
 
@@ -92,9 +88,7 @@ type pool struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	dialer    *net.Dialer
-	tlsConfig *tls.Config // https targets
-	transport *http.Transport
+	transport transport
 	retries   int
 	maxFails  int
 	// panicThreshold is the share of targets in service (percent) under
@@ -121,7 +115,6 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		metrics:           m,
 		timeouts:          timeouts,
 		maxResponseHeader: maxResponseHeader,
-		dialer:            &net.Dialer{Timeout: timeouts.UpstreamConnect.D(), KeepAlive: 30 * time.Second},
 	}
 	if uc.Retries != nil {
 		p.retries = *uc.Retries
@@ -150,57 +143,13 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		t.healthy.Store(true)
 		p.targets = append(p.targets, t)
 	}
-	if p.scheme == "https" {
-		tc, err := upstreamTLSConfig(uc.TLS)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", name, err)
-		}
-		p.tlsConfig = tc
+	tr, err := newTransport(p.scheme, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader})
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
-	if p.scheme != "tcp" {
-		p.transport = &http.Transport{
-			DialContext:           p.dialer.DialContext,
-			TLSClientConfig:       p.tlsConfig,
-			TLSHandshakeTimeout:   timeouts.UpstreamConnect.D(),
-			ResponseHeaderTimeout: timeouts.UpstreamResponse.D(),
-			IdleConnTimeout:       90 * time.Second,
-			MaxIdleConnsPerHost:   256,
-			ExpectContinueTimeout: time.Second,
-			// The client's Accept-Encoding goes through untouched.
-			DisableCompression:     true,
-			MaxResponseHeaderBytes: int64(maxResponseHeader),
-		}
-	}
+	p.transport = tr
 	m.upstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
 	return p, nil
-}
-
-func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c == nil {
-		return tc, nil
-	}
-	tc.ServerName = c.ServerName
-	tc.InsecureSkipVerify = c.InsecureSkipVerify
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca %s holds no PEM certificate", c.CA)
-		}
-		tc.RootCAs = pool
-	}
-	if c.Cert != "" {
-		cert, err := certs.LoadTLS(c.Cert, c.Key)
-		if err != nil {
-			return nil, fmt.Errorf("tls client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{*cert}
-	}
-	return tc, nil
 }
 
 // close stops health checking and, after in-flight requests had their
@@ -210,9 +159,7 @@ func (p *pool) close() {
 		p.stop()
 		<-p.stopped
 	}
-	if p.transport != nil {
-		p.transport.CloseIdleConnections()
-	}
+	p.transport.closeIdle()
 }
 
 // pick chooses an available target not in tried. When fewer than
@@ -293,11 +240,9 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt > 0 {
 			out = req.Clone(req.Context())
 		}
-		out.URL.Scheme = p.scheme
-		out.URL.Host = t.url.Host
 		t.inflight.Add(1)
 		start := time.Now()
-		resp, err := p.transport.RoundTrip(out)
+		resp, err := p.transport.roundTrip(out, t)
 		t.inflight.Add(-1)
 		if err == nil {
 			p.succeeded(t)
@@ -355,7 +300,7 @@ func (p *pool) dialTCP(ctx context.Context) (net.Conn, *target, error) {
 			break
 		}
 		tried = append(tried, t)
-		c, err := p.dialer.DialContext(ctx, "tcp", t.addr)
+		c, err := p.transport.dialStream(ctx, t)
 		if err == nil {
 			p.succeeded(t)
 			return c, t, nil

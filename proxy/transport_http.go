@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+)
+
+// httpTransport reaches http:// and https:// targets with HTTP/1.1 over
+// TCP or TLS, keeping connections alive between requests.
+type httpTransport struct {
+	scheme string
+	dialer *net.Dialer
+	http   *http.Transport
+}
+
+func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) (*httpTransport, error) {
+	tr := &httpTransport{scheme: scheme, dialer: ts.dialer()}
+	var tc *tls.Config
+	if scheme == "https" {
+		var err error
+		if tc, err = upstreamTLSConfig(uc.TLS); err != nil {
+			return nil, err
+		}
+	}
+	tr.http = &http.Transport{
+		DialContext:           tr.dialer.DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   ts.timeouts.UpstreamConnect.D(),
+		ResponseHeaderTimeout: ts.timeouts.UpstreamResponse.D(),
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   256,
+		ExpectContinueTimeout: time.Second,
+		// The client's Accept-Encoding goes through untouched.
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: int64(ts.maxResponseHeader),
+	}
+	return tr, nil
+}
+
+func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c == nil {
+		return tc, nil
+	}
+	tc.ServerName = c.ServerName
+	tc.InsecureSkipVerify = c.InsecureSkipVerify
+	if c.CA != "" {
+		pem, err := os.ReadFile(c.CA)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca %s holds no PEM certificate", c.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if c.Cert != "" {
+		cert, err := certs.LoadTLS(c.Cert, c.Key)
+		if err != nil {
+			return nil, fmt.Errorf("tls client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{*cert}
+	}
+	return tc, nil
+}
+
+func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+	req.URL.Scheme = tr.scheme
+	req.URL.Host = t.url.Host
+	return tr.http.RoundTrip(req)
+}
+
+var errHTTPOnly = errors.New("http:// and https:// targets take HTTP requests, not whole connections")
+
+func (tr *httpTransport) dialStream(context.Context, *target) (net.Conn, error) {
+	return nil, errHTTPOnly
+}
+
+// probe connects over TCP only, also for https:// targets.
+func (tr *httpTransport) probe(ctx context.Context, t *target) error {
+	return connectProbe(ctx, tr.dialer, t.addr)
+}
+
+func (tr *httpTransport) closeIdle() { tr.http.CloseIdleConnections() }
