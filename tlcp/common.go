@@ -320,6 +320,11 @@ type Config struct {
 	// reject an encryption certificate there. By default a client that has
 	// both sends both, as Tongsuo servers require.
 	ClientSignCertOnly bool
+	// ClientRawCertificateVerify makes the client sign its
+	// CertificateVerify over the handshake messages themselves instead of
+	// their SM3 hash, as GmSSL 3 servers expect. Tongsuo and gotlcp
+	// servers reject that form; servers of this package accept both.
+	ClientRawCertificateVerify bool
 
 	defaultSessionCacheOnce sync.Once
 	defaultSessionCache     SessionCache
@@ -356,6 +361,7 @@ func (c *Config) Clone() *Config {
 		ClientSessionCache:          c.ClientSessionCache,
 		ClientECDHEParamsAsVector:   c.ClientECDHEParamsAsVector,
 		ClientSignCertOnly:          c.ClientSignCertOnly,
+		ClientRawCertificateVerify:  c.ClientRawCertificateVerify,
 	}
 }
 

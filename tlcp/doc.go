@@ -39,11 +39,16 @@
 //     ClientECDHEParamsAsVector asks for the length prefix (71 bytes, as
 //     GmSSL wants); servers accept both.
 //   - CertificateVerify is signed over the SM3 hash of the handshake
-//     messages; servers also accept a signature over the messages
-//     themselves, which GmSSL sends.
+//     messages unless ClientRawCertificateVerify asks for a signature over
+//     the messages themselves (as GmSSL sends and expects); servers accept
+//     both.
 //   - With the ECC suites a client with both certificates sends both
 //     (Tongsuo requires them) unless ClientSignCertOnly is set (GmSSL
 //     rejects the second); servers accept either.
+//   - The three client switches above differ between peer families and
+//     are set together by Config.SetClientProfile: ProfileStandard (the
+//     default, for Tongsuo, gotlcp, Kona and this package) or ProfileGmSSL
+//     (for GmSSL 3 servers that ask for a client certificate).
 //   - SM2 signatures use the default user ID 1234567812345678 and sign the
 //     message (e = SM3(Z || M)), never a bare digest; ciphertexts are GM/T
 //     0009 DER.

@@ -38,6 +38,9 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx}
 	hs.transcript.h = sm3.New()
+	// The raw messages are kept only for a CertificateVerify signed over
+	// them, until it is sent.
+	hs.transcript.keepRaw = cfg.ClientRawCertificateVerify
 	if err := hs.makeClientHello(); err != nil {
 		return err
 	}
@@ -57,6 +60,8 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return err
 	}
 	if c.didResume {
+		hs.transcript.keepRaw = false
+		hs.transcript.raw = nil
 		if err := hs.verifyConnection(); err != nil {
 			return err
 		}
@@ -324,16 +329,31 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	clear(preMasterSecret)
 
 	if cert != nil && len(cert.SignCertificate) > 0 {
-		digest := hs.transcript.sum()
-		sig, err := signMessage(cert.SignKey, cfg.rand(), digest)
-		if err != nil {
-			return c.sendAlert(AlertInternalError, fmt.Errorf("signing CertificateVerify: %w", err))
-		}
-		if err := c.writeHandshake(&certificateVerifyMsg{signature: sig}, &hs.transcript); err != nil {
+		if err := hs.sendCertificateVerify(cert); err != nil {
 			return err
 		}
 	}
+	hs.transcript.keepRaw = false
+	hs.transcript.raw = nil
 	return nil
+}
+
+// sendCertificateVerify signs the handshake so far with the client's
+// signing key: its SM3 hash by default, the messages themselves under
+// ClientRawCertificateVerify. Either way SM2 hashes the input again with
+// the signer's Z.
+func (hs *clientHandshakeState) sendCertificateVerify(cert *Certificate) error {
+	c := hs.c
+	cfg := c.config
+	signed := hs.transcript.sum()
+	if cfg.ClientRawCertificateVerify {
+		signed = hs.transcript.raw
+	}
+	sig, err := signMessage(cert.SignKey, cfg.rand(), signed)
+	if err != nil {
+		return c.sendAlert(AlertInternalError, fmt.Errorf("signing CertificateVerify: %w", err))
+	}
+	return c.writeHandshake(&certificateVerifyMsg{signature: sig}, &hs.transcript)
 }
 
 // getClientCertificate picks the identity to answer a CertificateRequest
