@@ -116,6 +116,10 @@ const (
 	// HTTPS and answers ACME HTTP-01 challenges, or a local listener that
 	// forwards to upstreams.
 	ProtocolHTTP = "http"
+	// ProtocolTCP is a plain TCP listener whose connections go whole to a
+	// tcp:// or tlcp:// upstream: local applications that cannot speak
+	// TLCP reach a TLCP-only service through it.
+	ProtocolTCP = "tcp"
 )
 
 // Listener is one address the gateway accepts clients on.
@@ -124,7 +128,8 @@ type Listener struct {
 	// Listen is host:port.
 	Listen string `yaml:"listen"`
 	// Protocol is tlcp, tls, auto (both on one port, chosen by the
-	// first record of each connection) or http (plain HTTP).
+	// first record of each connection), http (plain HTTP) or tcp (plain
+	// TCP, forwarded whole).
 	Protocol string `yaml:"protocol"`
 	// RedirectHTTPS answers every request of an http listener with a
 	// redirect to the same host and path on the HTTPS port (the first tls
@@ -233,7 +238,7 @@ type ACME struct {
 
 // Route sends requests for a host and path prefix to an upstream. Routes
 // to tcp:// upstreams match on the SNI host only and take the whole
-// connection.
+// connection, as do all the routes of a tcp listener (which match no host).
 type Route struct {
 	// Host is a host name, a wildcard "*.example.cn", or empty for any.
 	Host string `yaml:"host"`
@@ -270,14 +275,16 @@ const (
 	PolicyLeastConn  = "least_conn"
 )
 
-// Upstream is a pool of targets of one kind (all http://, all https:// or
-// all tcp://).
+// Upstream is a pool of targets of one kind (all http://, all https://,
+// all tlcp:// or all tcp://).
 type Upstream struct {
 	Targets []string `yaml:"targets"`
 	// Policy is round_robin or least_conn.
 	Policy string       `yaml:"policy"`
 	TLS    *UpstreamTLS `yaml:"tls"`
-	Health Health       `yaml:"health"`
+	// TLCP configures the client side of tlcp:// targets.
+	TLCP   *UpstreamTLCP `yaml:"tlcp"`
+	Health Health        `yaml:"health"`
 	// Passive health: targets that fail MaxFails times in a row are left
 	// out for EjectFor.
 	Passive Passive `yaml:"passive"`
@@ -303,8 +310,60 @@ type UpstreamTLS struct {
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
+// UpstreamTLCP configures tlcp:// targets: gmgate as a TLCP client,
+// carrying HTTP requests (from http, tls, tlcp and auto listeners) or
+// whole connections (from tcp listeners).
+type UpstreamTLCP struct {
+	// CA is a PEM file of the CAs that issue the targets' signing and
+	// encryption certificates; the system pool when empty.
+	CA string `yaml:"ca"`
+	// ServerName is the name checked in the targets' signing
+	// certificates; the target's host when empty.
+	ServerName string `yaml:"server_name"`
+	// SendServerName sends the server name as an SNI extension, for
+	// targets that serve several sites on one port. Off by default: some
+	// TLCP servers (GmSSL 3.1) refuse any ClientHello extension.
+	SendServerName bool `yaml:"send_server_name"`
+	// SignCert and SignKey are the client's signing certificate and key,
+	// for targets that ask for a client certificate; EncCert and EncKey
+	// its encryption pair, needed for the ECDHE suites. Keys are key
+	// references (a path, file:..., sdf:...).
+	SignCert string `yaml:"sign_cert"`
+	SignKey  string `yaml:"sign_key"`
+	EncCert  string `yaml:"enc_cert"`
+	EncKey   string `yaml:"enc_key"`
+	// Suites are the cipher suites offered, in preference order.
+	Suites []string `yaml:"suites"`
+	// SuitesDefaulted is set when Suites came from the defaults: the
+	// ECDHE suites are then left out when the client has no encryption
+	// key that can do SM2 key agreement, where an explicit list is
+	// refused.
+	SuitesDefaulted bool `yaml:"-"`
+	// Profile is the client's wire profile: standard (Tongsuo, gotlcp,
+	// gmgate and most peers) or gmssl (GmSSL 3 servers that ask for a
+	// client certificate).
+	Profile string `yaml:"profile"`
+	// InsecureSkipVerify accepts any server certificate. For tests only;
+	// logged as a warning at every start and reload.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// SessionCache bounds the sessions kept to resume with the targets
+	// (one per target is used); size 0 turns resumption off.
+	SessionCache *SessionCache `yaml:"session_cache"`
+}
+
+// HasIdentity reports whether a client certificate is configured.
+func (t *UpstreamTLCP) HasIdentity() bool {
+	return t != nil && (t.SignCert != "" || t.SignKey != "" || t.EncCert != "" || t.EncKey != "")
+}
+
+// HasEncPair reports whether a client encryption pair is configured.
+func (t *UpstreamTLCP) HasEncPair() bool {
+	return t != nil && (t.EncCert != "" || t.EncKey != "")
+}
+
 // Health is the active health check of each target: an HTTP GET of Path
-// (http/https pools with a path) or a TCP connect.
+// (http, https and tlcp pools with a path) or a connect (with the TLCP
+// handshake for tlcp pools).
 type Health struct {
 	// Path is the HTTP path to check; empty means a TCP connect check.
 	Path     string   `yaml:"path"`

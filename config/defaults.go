@@ -31,6 +31,11 @@ const (
 	DefaultEjectFor         = 30 * time.Second
 	DefaultPanicThreshold   = 50
 	DefaultRetries          = 1
+	// DefaultUpstreamSessions is the size of a tlcp:// upstream's client
+	// session cache: one session per target is kept.
+	DefaultUpstreamSessions = 256
+	// DefaultUpstreamProfile is the client profile of tlcp:// upstreams.
+	DefaultUpstreamProfile = tlcp.ProfileStandard
 	// DefaultClientVerifiedHeader is the client_verified session header
 	// of a listener that names a client identity header and not this one.
 	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"
@@ -144,6 +149,23 @@ func Defaults(c *Config) {
 		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
 		setIntPtr(&u.Passive.PanicThreshold, DefaultPanicThreshold)
 		setIntPtr(&u.Retries, DefaultRetries)
+		if t := u.TLCP; t != nil {
+			if len(t.Suites) == 0 {
+				// The ECDHE suites need the client's encryption pair.
+				t.SuitesDefaulted = true
+				for _, id := range tlcp.DefaultCipherSuites {
+					if !isECDHE(id) || t.HasEncPair() {
+						t.Suites = append(t.Suites, tlcp.CipherSuiteName(id))
+					}
+				}
+			}
+			setString(&t.Profile, DefaultUpstreamProfile)
+			if t.SessionCache == nil {
+				t.SessionCache = &SessionCache{}
+			}
+			setIntPtr(&t.SessionCache.Size, DefaultUpstreamSessions)
+			setDuration(&t.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+		}
 	}
 }
 

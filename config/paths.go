@@ -44,12 +44,21 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	c.sessionStorePaths(file, key)
 	for _, u := range c.Upstreams {
-		if u == nil || u.TLS == nil {
+		if u == nil {
 			continue
 		}
-		file(&u.TLS.CA)
-		file(&u.TLS.Cert)
-		key(&u.TLS.Key)
+		if t := u.TLS; t != nil {
+			file(&t.CA)
+			file(&t.Cert)
+			key(&t.Key)
+		}
+		if t := u.TLCP; t != nil {
+			file(&t.CA)
+			file(&t.SignCert)
+			file(&t.EncCert)
+			key(&t.SignKey)
+			key(&t.EncKey)
+		}
 	}
 }
 

@@ -139,6 +139,8 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 	switch l.Protocol {
 	case ProtocolHTTP:
 		v.httpListener(c, p, l)
+	case ProtocolTCP:
+		v.tcpListener(p, l)
 	case ProtocolTLCP:
 		v.needTLCP(p, l)
 		if l.TLS != nil {
@@ -157,7 +159,7 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 			v.add(p+".tls", "an auto listener needs a tls section for its TLS clients", "add tls: with cert and key, or set protocol: tlcp")
 		}
 	default:
-		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls, auto or http")
+		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls, auto, http or tcp")
 	}
 	if l.TLCP != nil {
 		v.tlcp(p+".tlcp", l.TLCP)
@@ -219,9 +221,33 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 			v.add(rp+".upstream", fmt.Sprintf("no upstream is called %q", r.Upstream), "name one of the pools under upstreams: ("+strings.Join(upstreamNames(c), ", ")+")")
 			continue
 		}
-		if u.Scheme() == "tcp" && r.Path != "/" {
-			v.add(rp+".path", "routes to tcp:// upstreams take whole connections and cannot match a path", "remove path, or use an http:// upstream")
+		v.routeKind(rp, l, r, u.Scheme())
+	}
+}
+
+// routeKind checks that a route and its upstream carry the same thing:
+// HTTP requests, or whole connections (tcp:// upstreams, and every route
+// of a tcp listener).
+func (v *validator) routeKind(rp string, l *Listener, r Route, scheme string) {
+	switch {
+	case l.Protocol == ProtocolTCP && scheme != "" && scheme != "tcp" && scheme != "tlcp":
+		v.add(rp+".upstream", fmt.Sprintf("a tcp listener forwards whole connections, which %s:// targets do not take", scheme), "route it to an upstream of tcp:// or tlcp:// targets, or use protocol: http")
+		return
+	case l.Protocol == ProtocolHTTP && scheme == "tcp":
+		v.add(rp+".upstream", "an http listener forwards HTTP requests, and tcp:// targets take whole connections", "use protocol: tcp for plain TCP clients, or an upstream of http://, https:// or tlcp:// targets")
+		return
+	}
+	if l.Protocol == ProtocolTCP {
+		if r.Host != "" {
+			v.add(rp+".host", "a tcp listener has no host name to match: its clients send neither SNI nor a Host header", "remove host; a tcp listener takes one route")
 		}
+		if r.Path != "/" {
+			v.add(rp+".path", "a tcp listener forwards whole connections and cannot match a path", "remove path")
+		}
+		return
+	}
+	if scheme == "tcp" && r.Path != "/" {
+		v.add(rp+".path", "routes to tcp:// upstreams take whole connections and cannot match a path", "remove path, or use an http:// upstream")
 	}
 }
 
@@ -247,21 +273,22 @@ func (v *validator) tlcp(p string, t *TLCP) {
 	v.keyRef(p+".enc_key", t.EncKey)
 	for i, s := range t.Suites {
 		if _, ok := tlcp.CipherSuiteByName(s); !ok {
-			var names []string
-			for _, cs := range tlcp.CipherSuites() {
-				names = append(names, cs.Name)
-			}
-			v.add(fmt.Sprintf("%s.suites[%d]", p, i), fmt.Sprintf("unknown cipher suite %q", s), "use one of "+strings.Join(names, ", "))
+			v.add(fmt.Sprintf("%s.suites[%d]", p, i), fmt.Sprintf("unknown cipher suite %q", s), "use one of "+strings.Join(suiteNames(), ", "))
 		}
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
-	if sc := t.SessionCache; sc != nil {
-		if sc.Size != nil && (*sc.Size < 0 || *sc.Size > MaxSessionCacheSize) {
-			v.add(p+".session_cache.size", fmt.Sprintf("%d is out of range", *sc.Size), fmt.Sprintf("use 0 (no resumption) to %d sessions", MaxSessionCacheSize))
-		}
-		if sc.Lifetime < 0 || sc.Lifetime.D() > MaxSessionLifetime {
-			v.add(p+".session_cache.lifetime", fmt.Sprintf("%s is out of range", sc.Lifetime), "use a duration from 1s to 24h")
-		}
+	v.sessionCache(p, t.SessionCache)
+}
+
+func (v *validator) sessionCache(p string, sc *SessionCache) {
+	if sc == nil {
+		return
+	}
+	if sc.Size != nil && (*sc.Size < 0 || *sc.Size > MaxSessionCacheSize) {
+		v.add(p+".session_cache.size", fmt.Sprintf("%d is out of range", *sc.Size), fmt.Sprintf("use 0 (no resumption) to %d sessions", MaxSessionCacheSize))
+	}
+	if sc.Lifetime < 0 || sc.Lifetime.D() > MaxSessionLifetime {
+		v.add(p+".session_cache.lifetime", fmt.Sprintf("%s is out of range", sc.Lifetime), "use a duration from 1s to 24h")
 	}
 }
 
@@ -296,6 +323,20 @@ func (v *validator) httpListener(c *Config, p string, l *Listener) {
 	}
 	if _, ok := c.HTTPSPort(); !ok {
 		v.add(p+".redirect_https", "there is no tls or auto listener to redirect to", "add a listener with protocol: tls or auto (browsers cannot speak TLCP), or remove redirect_https")
+	}
+}
+
+// tcpListener checks a plain TCP listener: no TLCP or TLS identity and
+// no session headers, since it sends no HTTP.
+func (v *validator) tcpListener(p string, l *Listener) {
+	if l.TLCP != nil {
+		v.add(p+".tlcp", "a tcp listener does not use a tlcp section", "remove it; the TLCP client settings of a tlcp:// upstream go under upstreams.NAME.tlcp")
+	}
+	if l.TLS != nil {
+		v.add(p+".tls", "a tcp listener does not use a tls section", "remove it, or set protocol: tls")
+	}
+	if l.SessionHeaders != (SessionHeaders{}) {
+		v.add(p+".session_headers", "a tcp listener sends no HTTP headers", "remove session_headers")
 	}
 }
 
@@ -504,7 +545,7 @@ func (v *validator) upstream(p string, u *Upstream) {
 		tp := fmt.Sprintf("%s.targets[%d]", p, i)
 		s, err := ParseTarget(t)
 		if err != nil {
-			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https or tcp`)
+			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https, tlcp or tcp`)
 			continue
 		}
 		if scheme == "" {
@@ -533,6 +574,12 @@ func (v *validator) upstream(p string, u *Upstream) {
 				v.notInline(p+".tls."+f.name, f.val)
 			}
 		}
+	}
+	if u.TLCP != nil {
+		if scheme != "" && scheme != "tlcp" {
+			v.add(p+".tlcp", "tlcp settings apply to tlcp:// targets only", "remove tlcp, or use tlcp:// targets")
+		}
+		v.upstreamTLCP(p+".tlcp", u.TLCP)
 	}
 	if u.Health.Path != "" {
 		if scheme == "tcp" {
@@ -563,6 +610,79 @@ func (v *validator) upstream(p string, u *Upstream) {
 	}
 }
 
+// upstreamTLCP checks the TLCP client settings of a tlcp:// upstream
+// without opening anything: proxy loads the certificates and keys.
+func (v *validator) upstreamTLCP(p string, t *UpstreamTLCP) {
+	if t.CA != "" {
+		v.notInline(p+".ca", t.CA)
+	}
+	if t.ServerName != "" && !validHost(t.ServerName) && net.ParseIP(t.ServerName) == nil {
+		v.add(p+".server_name", fmt.Sprintf("%q is not a host name or IP address", t.ServerName), "write the name the targets' signing certificate carries, such as api.partner.cn")
+	}
+	if t.HasIdentity() {
+		// Each problem at a field that is in the file.
+		pair := func(certField, cert, keyField, key, what string) {
+			switch {
+			case cert != "" && key == "":
+				v.add(p+"."+certField, "the "+what+" certificate has no key: "+keyField+" is not set", "set "+keyField+" to the certificate's key")
+			case cert == "" && key != "":
+				v.add(p+"."+keyField, "the "+what+" key has no certificate: "+certField+" is not set", "set "+certField+" to the key's certificate")
+			}
+		}
+		pair("sign_cert", t.SignCert, "sign_key", t.SignKey, "signing")
+		pair("enc_cert", t.EncCert, "enc_key", t.EncKey, "encryption")
+		if t.SignCert == "" && t.SignKey == "" {
+			field := "enc_cert"
+			if t.EncCert == "" {
+				field = "enc_key"
+			}
+			v.add(p+"."+field, "an encryption pair without a signing pair: the client authenticates with its signing certificate", "set sign_cert and sign_key too")
+		}
+		for _, f := range []struct{ name, val string }{{"sign_cert", t.SignCert}, {"enc_cert", t.EncCert}} {
+			if f.val != "" {
+				v.notInline(p+"."+f.name, f.val)
+			}
+		}
+		for _, f := range []struct{ name, val string }{{"sign_key", t.SignKey}, {"enc_key", t.EncKey}} {
+			if f.val != "" {
+				v.keyRef(p+"."+f.name, f.val)
+			}
+		}
+	}
+	for i, s := range t.Suites {
+		sp := fmt.Sprintf("%s.suites[%d]", p, i)
+		id, ok := tlcp.CipherSuiteByName(s)
+		if !ok {
+			v.add(sp, fmt.Sprintf("unknown cipher suite %q", s), "use one of "+strings.Join(suiteNames(), ", "))
+			continue
+		}
+		if isECDHE(id) && !t.SuitesDefaulted && !t.HasEncPair() {
+			v.add(sp, s+" needs the client's encryption certificate, and none is configured", "set enc_cert and enc_key, or offer the ECC suites only")
+		}
+	}
+	if !slices.Contains(tlcp.ClientProfiles, t.Profile) {
+		v.add(p+".profile", fmt.Sprintf("unknown profile %q", t.Profile), "use "+strings.Join(tlcp.ClientProfiles, " or ")+" (gmssl for GmSSL 3 servers that ask for a client certificate)")
+	}
+	v.sessionCache(p, t.SessionCache)
+}
+
+func suiteNames() []string {
+	var names []string
+	for _, cs := range tlcp.CipherSuites() {
+		names = append(names, cs.Name)
+	}
+	return names
+}
+
+func isECDHE(id uint16) bool {
+	for _, cs := range tlcp.CipherSuites() {
+		if cs.ID == id {
+			return cs.ECDHE
+		}
+	}
+	return false
+}
+
 // Scheme returns the scheme shared by the upstream's targets ("" when it
 // has none that parse).
 func (u *Upstream) Scheme() string {
@@ -581,7 +701,7 @@ func ParseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q is not scheme://host:port", s)
 	}
 	switch u.Scheme {
-	case "http", "https", "tcp":
+	case "http", "https", "tlcp", "tcp":
 	default:
 		return nil, fmt.Errorf("unknown scheme %q in %q", u.Scheme, s)
 	}
