@@ -26,6 +26,9 @@ type Source struct {
 	Name string
 	TLCP *TLCPFiles
 	TLS  *TLSFiles
+	// SignOnly lets the TLCP identity go without an encryption pair
+	// (LoadOptions.SignOnly), as a client identity may.
+	SignOnly bool
 }
 
 // StoreOptions configure a Store.
@@ -130,7 +133,9 @@ func (s *Store) load() (*certSet, error) {
 	for _, src := range s.sources {
 		e := storeEntry{name: src.Name}
 		if src.TLCP != nil {
-			c, warnings, err := LoadTLCPFiles(*src.TLCP, s.opts.Load)
+			opts := s.opts.Load
+			opts.SignOnly = opts.SignOnly || src.SignOnly
+			c, warnings, err := LoadTLCPFiles(*src.TLCP, opts)
 			if err != nil {
 				failed(src.Name, err)
 			}
@@ -301,6 +306,9 @@ func (s *Store) GetTLSCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate,
 func (s *Store) watchedFiles() []string {
 	var files []string
 	addRef := func(ref string) {
+		if ref == "" {
+			return // a sign-only identity has no encryption key
+		}
 		r, err := accel.ParseRef(ref)
 		if err != nil || r.Scheme != "file" {
 			return
@@ -312,7 +320,10 @@ func (s *Store) watchedFiles() []string {
 	}
 	for _, src := range s.sources {
 		if src.TLCP != nil {
-			files = append(files, src.TLCP.SignCert, src.TLCP.EncCert)
+			files = append(files, src.TLCP.SignCert)
+			if src.TLCP.EncCert != "" {
+				files = append(files, src.TLCP.EncCert)
+			}
 			addRef(src.TLCP.SignKey)
 			addRef(src.TLCP.EncKey)
 		}

@@ -252,3 +252,30 @@ func expiryLines(t *testing.T, files map[string]string) string {
 	}
 	return out.String()
 }
+
+// A SignOnly source (a client identity) loads without an encryption
+// pair, the other sources still need theirs, and only the files the
+// sources name are watched.
+func TestStoreSignOnlySource(t *testing.T) {
+	ca := newTestCA(t, false)
+	dir := t.TempDir()
+	files := writeTestPair(t, ca, dir, "client", nil, "client.example.cn")
+	signOnly := &TLCPFiles{SignCert: files.SignCert, SignKey: files.SignKey}
+	if _, err := NewStore(StoreOptions{Logger: slog.New(slog.DiscardHandler)}, Source{Name: "edge", TLCP: signOnly}); err == nil || !strings.Contains(err.Error(), "enc_cert is not set") {
+		t.Fatalf("a listener identity without an encryption pair: %v", err)
+	}
+	s, err := NewStore(StoreOptions{Logger: slog.New(slog.DiscardHandler)}, Source{Name: "upstreams.partner", TLCP: signOnly, SignOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := s.TLCPCertificate("upstreams.partner")
+	if c == nil || c.SignKey == nil || c.EncKey != nil {
+		t.Fatalf("client identity %+v", c)
+	}
+	for _, f := range s.watchedFiles() {
+		if f == "" {
+			t.Fatalf("an empty path is watched: %q", s.watchedFiles())
+		}
+	}
+}
