@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -111,10 +113,16 @@ func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {
 
 // listen binds a listener's address the way every listener is bound.
 func listen(cfg *config.Config, lc config.Listener) (net.Listener, error) {
-	// Every listener's client speaks first (TLCP, TLS, HTTP or a PROXY
-	// header): the kernel hands a connection over once its first bytes
-	// are in, or after the handshake timeout.
-	return tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: cfg.Timeouts.Handshake.D()}.Listen(context.Background(), lc.Listen)
+	// The client of a tlcp, tls, auto or http listener speaks first
+	// (TLCP, TLS, HTTP or a PROXY header): the kernel hands a connection
+	// over once its first bytes are in, or after the handshake timeout.
+	// On a tcp listener the server may speak first (SMTP, MySQL), so
+	// connections are handed over at once.
+	tl := tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: cfg.Timeouts.Handshake.D()}
+	if lc.Protocol == config.ProtocolTCP {
+		tl.DeferAccept = 0
+	}
+	return tl.Listen(context.Background(), lc.Listen)
 }
 
 // problemsOf returns the problems of a *config.Error, or err as one
@@ -151,18 +159,38 @@ func certProblems(cfg *config.Config, err error) []config.Problem {
 			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
 			continue
 		}
-		path := fe.Side
-		for i, l := range cfg.Listeners {
-			if l.Name == fe.Source {
-				path = fmt.Sprintf("listeners[%d].%s", i, fe.Side)
-			}
-		}
+		path := sourcePath(cfg, fe.Source, fe.Side)
 		if fe.Field != "" {
 			path += "." + fe.Field
 		}
 		probs = append(probs, cfg.Problem(path, fe.Err.Error(), ""))
 	}
 	return probs
+}
+
+// sourcePath is the field path of a certificate store source's side: a
+// listener's tlcp or tls section, or a tlcp:// upstream's tlcp section.
+func sourcePath(cfg *config.Config, source, side string) string {
+	for i, l := range cfg.Listeners {
+		if l.Name == source {
+			return fmt.Sprintf("listeners[%d].%s", i, side)
+		}
+	}
+	for name := range cfg.Upstreams {
+		if upstreamSource(name) == source {
+			return "upstreams." + name + "." + side
+		}
+	}
+	return side
+}
+
+// poolProblem places an error of making upstream name's pool at its field.
+func poolProblem(cfg *config.Config, name string, err error) config.Problem {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return cfg.Problem("upstreams."+name+"."+fe.field, fe.err.Error(), "")
+	}
+	return cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), "")
 }
 
 // fieldError is a problem with one field of a listener, named by its
@@ -223,16 +251,22 @@ func (s *Server) warnings(cfg *config.Config, gen *generation) []config.Problem 
 				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
 				"bind it to 127.0.0.1 for local applications, or use redirect_https on a public port-80 listener"))
 		}
+		if lc.Protocol == config.ProtocolTCP && !loopbackListen(lc.Listen) {
+			out = append(out, cfg.Problem(p+".listen",
+				fmt.Sprintf("the tcp listener takes plain-text connections on %s, which is not a loopback address", lc.Listen),
+				"bind it to 127.0.0.1 for local applications, or keep the port behind a firewall"))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		if t := cfg.Upstreams[name].TLCP; t != nil && t.InsecureSkipVerify {
+			out = append(out, cfg.Problem("upstreams."+name+".tlcp.insecure_skip_verify",
+				"the targets' certificates are not verified: anyone on the way can read and change the traffic",
+				"set ca (and server_name when the targets are reached by address) and remove insecure_skip_verify"))
+		}
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			path := w.Side
-			for i, l := range cfg.Listeners {
-				if l.Name == w.Source {
-					path = fmt.Sprintf("listeners[%d].%s", i, w.Side)
-				}
-			}
-			out = append(out, cfg.Problem(path, w.Msg, ""))
+			out = append(out, cfg.Problem(sourcePath(cfg, w.Source, w.Side), w.Msg, ""))
 		}
 	}
 	return out

@@ -282,18 +282,9 @@ func metricValue(mf map[string]*dto.MetricFamily, name string, labels map[string
 	if !ok {
 		return 0, false
 	}
-next:
 	for _, m := range f.Metric {
-		for k, v := range labels {
-			found := false
-			for _, lp := range m.Label {
-				if lp.GetName() == k && lp.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
+		if !hasLabels(m, labels) {
+			continue
 		}
 		switch {
 		case m.Counter != nil:
@@ -305,6 +296,22 @@ next:
 		}
 	}
 	return 0, false
+}
+
+// hasLabels reports whether m carries each of labels.
+func hasLabels(m *dto.Metric, labels map[string]string) bool {
+	for k, v := range labels {
+		found := false
+		for _, lp := range m.Label {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // waitFor polls cond until it holds, failing the test after a generous

@@ -91,6 +91,8 @@ type route struct {
 	host     string // lower case; "" any; "*.x" wildcard
 	path     string
 	upstream *pool
+	// stream routes take whole connections.
+	stream bool
 }
 
 // router picks the route for a host and path: an exact host before a
@@ -120,7 +122,7 @@ func (r *router) match(host, path string, tcp bool) *route {
 	bestRank := 0
 	for i := range r.routes {
 		rt := &r.routes[i]
-		if (rt.upstream.scheme == "tcp") != tcp {
+		if rt.stream != tcp {
 			continue
 		}
 		rank := hostRank(rt.host, host)
@@ -345,9 +347,25 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool,
 	if rec, ok := w.(*recorder); ok {
 		rec.target = target
 	}
-	p.failLog.Log("upstream failed", slog.String("upstream", p.name), slog.String("target", target), slog.Int("status", status),
-		slog.String("cause", err.Error()), slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path))
+	p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("target", target), slog.Int("status", status),
+		slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path))...)
 	plainError(w, status, what)
+}
+
+// failureAttrs are the log fields of a failure to reach an upstream: the
+// step that failed and why (the labels of gmgate_upstream_failures_total),
+// a hint where the label alone may puzzle, and the cause.
+func failureAttrs(p *pool, err error, extra ...slog.Attr) []slog.Attr {
+	attrs := []slog.Attr{slog.String("upstream", p.name)}
+	attrs = append(attrs, extra...)
+	if !errors.Is(err, errNoTarget) {
+		stage, reason := upstreamFailure(err)
+		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
+		if hint := failureHint(stage, reason); hint != "" {
+			attrs = append(attrs, slog.String("hint", hint))
+		}
+	}
+	return append(attrs, slog.String("cause", err.Error()))
 }
 
 // abort closes the connection of a request whose client has gone, without

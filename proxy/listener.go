@@ -247,8 +247,12 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		_ = tc.SetDeadline(helloDeadline)
 	}
 
-	if st.protocol == config.ProtocolHTTP {
+	switch st.protocol {
+	case config.ProtocolHTTP:
 		s.servePlainHTTP(rl, conn, client)
+		return
+	case config.ProtocolTCP:
+		s.servePlainTCP(rl, st, conn, client)
 		return
 	}
 
@@ -282,6 +286,9 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	info.client = client
 	info.handshake = d
 	s.metrics.handshake(info.protocol, info.suite, "ok", d)
+	if info.resumed {
+		s.metrics.handshakesResumed.WithLabelValues(info.protocol).Inc()
+	}
 	_ = established.SetDeadline(time.Time{})
 
 	if rt := st.router.match(info.sni, "", true); rt != nil {
@@ -531,7 +538,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	upstream, t, err := p.dialTCP(ctx)
 	cancel()
 	if err != nil {
-		s.log.Warn("upstream failed", "upstream", p.name, "cause", err.Error(), "client", addrString(info.client))
+		p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", addrString(info.client)))...)
 		s.logTCP(info, p.name, "", 0, 0, time.Since(start), err)
 		return
 	}

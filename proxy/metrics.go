@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,10 @@ type Metrics struct {
 	handshakeDuration *prometheus.HistogramVec
 	connsActive       *prometheus.GaugeVec
 	connsRefused      *prometheus.CounterVec
+	handshakesResumed *prometheus.CounterVec
 	upstreamRequests  *prometheus.CounterVec
+	upstreamFailures  *prometheus.CounterVec
+	upstreamTLCP      *prometheus.CounterVec
 	upstreamDuration  *prometheus.HistogramVec
 	upstreamHealthy   *prometheus.GaugeVec
 	requestDuration   *prometheus.HistogramVec
@@ -65,6 +69,18 @@ func newMetrics() *Metrics {
 		Name: "gmgate_upstream_requests_total",
 		Help: "Requests (or TCP connections) sent to upstreams, by upstream and response code (error when none came back).",
 	}, []string{"upstream", "code"})
+	m.handshakesResumed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_handshakes_resumed_total",
+		Help: "Client handshakes that resumed a session, by protocol; a part of the ok handshakes of gmgate_handshakes_total.",
+	}, []string{"protocol"})
+	m.upstreamFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_upstream_failures_total",
+		Help: "Requests (or TCP connections) that got no response from an upstream target, by upstream, the step that failed (connect, handshake, request) and why (timeout, refused, closed, alert_sent_X or alert_received_X for a handshake alert, ...).",
+	}, []string{"upstream", "stage", "reason"})
+	m.upstreamTLCP = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_upstream_handshakes_total",
+		Help: "TLCP handshakes completed with tlcp:// upstream targets, by upstream, cipher suite and whether a session was resumed.",
+	}, []string{"upstream", "suite", "resumed"})
 	m.upstreamDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_upstream_response_duration_seconds",
 		Help:    "Time from sending a request to an upstream to its response header.",
@@ -103,7 +119,7 @@ func newMetrics() *Metrics {
 	}, []string{"backend"})
 	m.Registry.MustRegister(
 		m.handshakes, m.handshakeDuration, m.connsActive, m.connsRefused,
-		m.upstreamRequests, m.upstreamDuration, m.upstreamHealthy, m.requestDuration, m.reloads,
+		m.handshakesResumed, m.upstreamRequests, m.upstreamFailures, m.upstreamTLCP, m.upstreamDuration, m.upstreamHealthy, m.requestDuration, m.reloads,
 		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -139,10 +155,15 @@ func (m *Metrics) handshake(protocol, suite, result string, d time.Duration) {
 	m.handshakeDuration.WithLabelValues(protocol, result).Observe(d.Seconds())
 }
 
+// upstreamResult counts a request (or TCP connection) sent to an
+// upstream by its response code, or its failure by step and reason.
 func (m *Metrics) upstreamResult(upstream string, code int, err error) {
 	label := "error"
 	if err == nil {
 		label = strconv.Itoa(code)
+	} else if !errors.Is(err, errNoTarget) {
+		stage, reason := upstreamFailure(err)
+		m.upstreamFailures.WithLabelValues(upstream, stage, reason).Inc()
 	}
 	m.upstreamRequests.WithLabelValues(upstream, label).Inc()
 }

@@ -20,8 +20,8 @@ func TestRouterPrecedence(t *testing.T) {
 		{host: "api.example.cn", path: "/", upstream: pools["api"]},
 		{host: "api.example.cn", path: "/v2/", upstream: pools["apiv2"]},
 		{host: "*.example.cn", path: "/", upstream: pools["wild"]},
-		{host: "db.example.cn", upstream: pools["tcpdb"]},
-		{host: "", upstream: pools["tcpany"]},
+		{host: "db.example.cn", upstream: pools["tcpdb"], stream: true},
+		{host: "", upstream: pools["tcpany"], stream: true},
 	}}
 	cases := []struct {
 		host, path string

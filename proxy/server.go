@@ -20,12 +20,12 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,6 +269,15 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 			sources = append(sources, src)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		// The client identities of tlcp:// upstreams are loaded and
+		// checked, watched and reloaded like the listeners' certificates.
+		if uc := cfg.Upstreams[name]; uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() {
+			t := uc.TLCP
+			sources = append(sources, certs.Source{Name: upstreamSource(name), SignOnly: true,
+				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}})
+		}
+	}
 	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log, Load: certs.LoadOptions{Offline: bo.offline}}, sources...)
 	if err != nil {
 		probs = append(probs, certProblems(cfg, err)...)
@@ -291,14 +300,14 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
-			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
 				gen.pools[name] = old
 				continue
 			}
 		}
-		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, s.log, s.metrics)
+		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, store, s.log, s.metrics)
 		if err != nil {
-			probs = append(probs, cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), ""))
+			probs = append(probs, poolProblem(cfg, name, err))
 			continue
 		}
 		gen.pools[name] = p
@@ -355,6 +364,9 @@ func (g *generation) closeNew(prev *generation) {
 // start begins health checks and certificate watching.
 func (g *generation) start(prev *generation, log *slog.Logger) {
 	for name, p := range g.pools {
+		if cu, ok := p.transport.(certificateUser); ok {
+			cu.useStore(g.store)
+		}
 		if prev == nil || prev.pools[name] != p {
 			p.start()
 		}
@@ -413,11 +425,14 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		if p == nil {
 			continue // the pool's problem is reported
 		}
+		// Routes to tcp:// upstreams, and every route of a tcp listener,
+		// take whole connections.
+		stream := p.scheme == "tcp" || lc.Protocol == config.ProtocolTCP
 		path := rc.Path
-		if p.scheme == "tcp" {
+		if stream {
 			path = ""
 		}
-		st.router.routes = append(st.router.routes, route{host: lowerASCII(rc.Host), path: path, upstream: p})
+		st.router.routes = append(st.router.routes, route{host: lowerASCII(rc.Host), path: path, upstream: p, stream: stream})
 	}
 	if lc.Protocol == config.ProtocolHTTP {
 		st.plain = newPlainHTTP(lc, gen)
@@ -559,6 +574,11 @@ func loadSMPool(file string) (*smx509.CertPool, error) {
 	if err != nil {
 		return nil, err
 	}
+	return smPoolFromPEM(file, pem)
+}
+
+// smPoolFromPEM is a pool of the certificates in pem, read from file.
+func smPoolFromPEM(file string, pem []byte) (*smx509.CertPool, error) {
 	pool := smx509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", file)

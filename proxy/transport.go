@@ -2,11 +2,18 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
+	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 )
 
@@ -32,21 +39,135 @@ type transportSettings struct {
 	timeouts config.Timeouts
 	// maxResponseHeader bounds a target's response header.
 	maxResponseHeader int
+	// store holds the client identities of tlcp:// upstreams.
+	store *certs.Store
 }
 
 func (ts transportSettings) dialer() *net.Dialer {
 	return &net.Dialer{Timeout: ts.timeouts.UpstreamConnect.D(), KeepAlive: 30 * time.Second}
 }
 
-// newTransport makes the transport of a pool's scheme.
-func newTransport(scheme string, uc *config.Upstream, ts transportSettings) (transport, error) {
-	switch scheme {
+// httpTransport is the keep-alive HTTP/1.1 client every HTTP-carrying
+// transport starts from; each sets how it dials.
+func (ts transportSettings) httpTransport() *http.Transport {
+	return &http.Transport{
+		ResponseHeaderTimeout: ts.timeouts.UpstreamResponse.D(),
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   256,
+		ExpectContinueTimeout: time.Second,
+		// The client's Accept-Encoding goes through untouched.
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: int64(ts.maxResponseHeader),
+	}
+}
+
+// newTransport makes the transport of a pool's scheme for its targets.
+func newTransport(p *pool, uc *config.Upstream, ts transportSettings) (transport, error) {
+	switch p.scheme {
 	case "http", "https":
-		return newHTTPTransport(scheme, uc, ts)
+		return newHTTPTransport(p.scheme, uc, ts)
+	case "tlcp":
+		return newTLCPTransport(p, uc, ts)
 	case "tcp":
 		return newTCPTransport(ts), nil
 	}
-	return nil, fmt.Errorf("no transport for %s:// targets", scheme)
+	return nil, fmt.Errorf("no transport for %s:// targets", p.scheme)
+}
+
+// certificateUser is a transport that takes a client identity from the
+// certificate store of the generation in service.
+type certificateUser interface {
+	useStore(*certs.Store)
+}
+
+// The steps of reaching a target, as the logs and the
+// gmgate_upstream_failures_total metric name them.
+const (
+	stageConnect   = "connect"
+	stageHandshake = "handshake"
+	stageRequest   = "request"
+)
+
+// stageError is a failure to reach a target, with the step that failed.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e *stageError) Error() string {
+	switch e.stage {
+	case stageConnect:
+		return "TCP connect failed: " + e.err.Error()
+	case stageHandshake:
+		return "TLCP handshake failed: " + e.err.Error()
+	}
+	return "request failed: " + e.err.Error()
+}
+
+func (e *stageError) Unwrap() error { return e.err }
+
+// upstreamFailure says which step of reaching a target failed (connect,
+// handshake or request) and why, as a short label: for a handshake the
+// alert sent or received when there was one.
+func upstreamFailure(err error) (stage, reason string) {
+	stage = stageRequest
+	var se *stageError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &se):
+		stage = se.stage
+	case errors.As(err, &op) && op.Op == "dial":
+		stage = stageConnect
+	case tlsHandshakeFailure(err):
+		stage = stageHandshake
+	}
+	if dir, alert, ok := handshakeAlert(err); ok {
+		return stage, "alert_" + dir + "_" + alert
+	}
+	var ne net.Error
+	var dnsErr *net.DNSError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return stage, "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return stage, "refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return stage, "unreachable"
+	case errors.As(err, &dnsErr):
+		return stage, "dns"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return stage, "closed"
+	}
+	return stage, "error"
+}
+
+// failureHint explains the failures whose label alone may puzzle an
+// operator; "" for the others.
+func failureHint(stage, reason string) string {
+	if stage != stageHandshake {
+		return ""
+	}
+	switch reason {
+	case "alert_received_protocol_version_not_supported":
+		return "the target refused TLCP 1.1; it may speak TLS only"
+	case "alert_sent_unexpected_message":
+		return "the target's first answer was not TLCP; it may speak plain HTTP or another protocol"
+	case "alert_received_handshake_failure", "alert_received_bad_certificate", "alert_received_unknown_certificate_authority",
+		"alert_received_error_decrypting_message", "alert_received_error_decoding_message":
+		return "the target refused the handshake; if it asks for a client certificate, check sign_cert and enc_cert under tlcp, and use profile: gmssl for a GmSSL server"
+	case "alert_sent_unknown_certificate_authority", "alert_sent_bad_certificate", "alert_sent_expired_certificate", "alert_sent_unsupported_certificate":
+		return "the target's certificate did not verify; check tlcp.ca and tlcp.server_name"
+	}
+	return ""
+}
+
+// tlsHandshakeFailure reports whether an https:// target's error came from
+// its TLS handshake.
+func tlsHandshakeFailure(err error) bool {
+	var alert tls.AlertError
+	var rh tls.RecordHeaderError
+	var cv *tls.CertificateVerificationError
+	return errors.As(err, &alert) || errors.As(err, &rh) || errors.As(err, &cv) || strings.Contains(err.Error(), "TLS handshake timeout")
 }
 
 // connectProbe connects to addr with d and hangs up.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
@@ -32,18 +31,10 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 			return nil, err
 		}
 	}
-	tr.http = &http.Transport{
-		DialContext:           tr.dialer.DialContext,
-		TLSClientConfig:       tc,
-		TLSHandshakeTimeout:   ts.timeouts.UpstreamConnect.D(),
-		ResponseHeaderTimeout: ts.timeouts.UpstreamResponse.D(),
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConnsPerHost:   256,
-		ExpectContinueTimeout: time.Second,
-		// The client's Accept-Encoding goes through untouched.
-		DisableCompression:     true,
-		MaxResponseHeaderBytes: int64(ts.maxResponseHeader),
-	}
+	tr.http = ts.httpTransport()
+	tr.http.DialContext = tr.dialer.DialContext
+	tr.http.TLSClientConfig = tc
+	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
 	return tr, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 )
 
@@ -105,7 +106,9 @@ type pool struct {
 	maxResponseHeader int
 }
 
-func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, log *slog.Logger, m *Metrics) (*pool, error) {
+// newPool makes the pool of upstream name; store holds the client
+// identities of tlcp:// upstreams (nil in tests that have none).
+func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, log *slog.Logger, m *Metrics) (*pool, error) {
 	p := &pool{
 		name:              name,
 		scheme:            uc.Scheme(),
@@ -134,7 +137,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		addr := u.Host
 		if u.Port() == "" {
 			port := "80"
-			if u.Scheme == "https" {
+			if u.Scheme == "https" || u.Scheme == "tlcp" {
 				port = "443"
 			}
 			addr = net.JoinHostPort(u.Hostname(), port)
@@ -143,13 +146,23 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		t.healthy.Store(true)
 		p.targets = append(p.targets, t)
 	}
-	tr, err := newTransport(p.scheme, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader})
+	tr, err := newTransport(p, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
 	p.transport = tr
 	m.upstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
 	return p, nil
+}
+
+// filesUnchanged reports whether the files the pool's transport read at
+// its start (a tlcp:// upstream's CA file) still hold the same, so that a
+// reload may keep the pool.
+func (p *pool) filesUnchanged() bool {
+	if tr, ok := p.transport.(*tlcpTransport); ok {
+		return tr.filesUnchanged()
+	}
+	return true
 }
 
 // close stops health checking and, after in-flight requests had their
@@ -272,8 +285,13 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // notSent reports whether err happened before any byte of the request
-// left: a failed dial (refused, unreachable, timed out connecting).
+// left: a failed dial (refused, unreachable, timed out connecting) or a
+// failed TLCP handshake.
 func notSent(err error) bool {
+	var se *stageError
+	if errors.As(err, &se) {
+		return se.stage == stageConnect || se.stage == stageHandshake
+	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }

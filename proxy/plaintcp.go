@@ -1,0 +1,21 @@
+package proxy
+
+import (
+	"net"
+	"time"
+)
+
+// servePlainTCP forwards a connection of a tcp listener whole to its
+// route's upstream (tcp:// or tlcp://): local applications that cannot
+// speak TLCP reach a TLCP-only service through it. There is no handshake
+// and no host to match.
+func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.Conn, client net.Addr) {
+	_ = conn.SetDeadline(time.Time{})
+	info := &connInfo{listener: rl.name, client: client, protocol: "tcp"}
+	rt := st.router.match("", "", true)
+	if rt == nil {
+		conn.Close()
+		return
+	}
+	s.forwardTCP(st, rt.upstream, conn, info)
+}

@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/keyref"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// tlcpTransport reaches tlcp:// targets as a TLCP client: HTTP/1.1 over
+// TLCP with keep-alive connections for HTTP routes, one TLCP connection
+// per client connection for TCP routes. Each target has its own client
+// configuration, so that the pool's session cache keeps a session per
+// target and a connection to one target never offers another's session.
+type tlcpTransport struct {
+	dialer *net.Dialer
+	// handshake bounds connecting and the handshake together.
+	handshake time.Duration
+	configs   map[string]*tlcp.Config // by target address
+	http      *http.Transport
+	// identity is the store that holds the client certificate (nil when
+	// none is configured), under the name source.
+	identity atomic.Pointer[certs.Store]
+	source   string
+	// handshakeDone is told of every completed handshake.
+	handshakeDone func(tlcp.ConnectionState)
+	// tag names the client identity last seen, for the session cache.
+	tag atomic.Pointer[identityTag]
+	// caFile and caDigest are the CA file read and its contents' digest.
+	caFile   string
+	caDigest [sha256.Size]byte
+}
+
+// upstreamSource names a tlcp:// upstream's client identity in the
+// certificate store (and in the certificate metrics).
+func upstreamSource(upstream string) string { return "upstreams." + upstream }
+
+func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcpTransport, error) {
+	tc := uc.TLCP
+	if tc == nil {
+		tc = &config.UpstreamTLCP{}
+	}
+	tr := &tlcpTransport{
+		dialer:    ts.dialer(),
+		handshake: ts.timeouts.UpstreamConnect.D(),
+		configs:   map[string]*tlcp.Config{},
+		source:    upstreamSource(p.name),
+		handshakeDone: func(cs tlcp.ConnectionState) {
+			p.metrics.upstreamTLCP.WithLabelValues(p.name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
+		},
+	}
+	roots, digest, err := loadTLCPRoots(tc.CA)
+	if err != nil {
+		return nil, &fieldError{"tlcp.ca", err}
+	}
+	tr.caFile, tr.caDigest = tc.CA, digest
+	var cert *tlcp.Certificate
+	if tc.HasIdentity() && ts.store != nil {
+		cert = ts.store.TLCPCertificate(tr.source)
+		tr.identity.Store(ts.store)
+	}
+	suites, err := upstreamSuites(tc, cert, p.log)
+	if err != nil {
+		return nil, err
+	}
+	var sessions tlcp.ClientSessionCache
+	if sc := tc.SessionCache; sc != nil && sc.Size != nil && *sc.Size > 0 {
+		sessions = tlcp.NewLRUClientSessionCache(*sc.Size, sc.Lifetime.D())
+	}
+	for _, t := range p.targets {
+		cfg := &tlcp.Config{
+			RootCAs:            roots,
+			ServerName:         tc.ServerName,
+			SendServerName:     tc.SendServerName,
+			InsecureSkipVerify: tc.InsecureSkipVerify,
+			CipherSuites:       suites,
+			SessionsDisabled:   sessions == nil,
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = t.url.Hostname()
+		}
+		if sessions != nil {
+			cfg.ClientSessionCache = targetSessions{cache: sessions, target: t.addr, identity: tr.identityTag}
+		}
+		if tc.HasIdentity() {
+			cfg.GetClientCertificate = tr.clientCertificate
+		}
+		if err := cfg.SetClientProfile(tc.Profile); err != nil {
+			return nil, &fieldError{"tlcp.profile", err}
+		}
+		tr.configs[t.addr] = cfg
+	}
+	tr.http = ts.httpTransport()
+	tr.http.DialTLSContext = tr.dialHTTP
+	return tr, nil
+}
+
+// loadTLCPRoots reads a PEM file of CA certificates (nil for the system
+// pool when file is empty) and returns its digest, so that a reload can
+// tell a changed file.
+func loadTLCPRoots(file string) (*smx509.CertPool, [sha256.Size]byte, error) {
+	if file == "" {
+		return nil, [sha256.Size]byte{}, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	pool, err := smPoolFromPEM(file, pem)
+	return pool, sha256.Sum256(pem), err
+}
+
+// upstreamSuites returns the suites a tlcp:// upstream offers. The ECDHE
+// suites need SM2 key agreement with the client's encryption key, which a
+// key on a crypto card does not offer: an explicit list with them is
+// refused, the default list loses them (said in the log). Without a key
+// (an offline check) its abilities are unknown.
+func upstreamSuites(tc *config.UpstreamTLCP, cert *tlcp.Certificate, log interface{ Info(string, ...any) }) ([]uint16, error) {
+	var suites []uint16
+	ecdhe := false
+	for _, n := range tc.Suites {
+		id, _ := tlcp.CipherSuiteByName(n)
+		suites = append(suites, id)
+		ecdhe = ecdhe || isECDHESuite(id)
+	}
+	if !ecdhe || cert == nil || cert.EncKey == nil || accel.SupportsKeyAgreement(cert.EncKey) {
+		return suites, nil
+	}
+	if !tc.SuitesDefaulted {
+		backend := "its"
+		if k, ok := cert.EncKey.(accel.Key); ok {
+			backend = "the " + k.Backend()
+		}
+		return nil, &fieldError{"tlcp.suites", fmt.Errorf("the ECDHE suites need SM2 key agreement with the client's encryption key %s, which %s backend does not offer; offer the ECC suites only, or use a file: encryption key", keyref.Redact(tc.EncKey), backend)}
+	}
+	log.Info("ECDHE suites not offered: the client's encryption key cannot do SM2 key agreement")
+	return slices.DeleteFunc(suites, isECDHESuite), nil
+}
+
+func isECDHESuite(id uint16) bool { return servesECDHE([]uint16{id}) }
+
+// filesUnchanged reports whether the CA file still holds what the
+// transport read, so that a reload keeps a pool only when its roots (and
+// the sessions verified under them) are still current.
+func (tr *tlcpTransport) filesUnchanged() bool {
+	_, digest, err := loadTLCPRoots(tr.caFile)
+	return err == nil && digest == tr.caDigest
+}
+
+// clientCertificate answers a target's CertificateRequest with the
+// identity in service (certificate files are reloaded when they change).
+func (tr *tlcpTransport) clientCertificate(*tlcp.CertificateRequestInfo) (*tlcp.Certificate, error) {
+	if s := tr.identity.Load(); s != nil {
+		if c := s.TLCPCertificate(tr.source); c != nil {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
+
+// identityTag names the client certificate in service by its digest
+// ("" without one): sessions are kept under it, so that a new client
+// certificate (a rotation, a reload) never resumes a session the target
+// made for the old one.
+type identityTag struct {
+	cert *tlcp.Certificate
+	tag  string
+}
+
+func (tr *tlcpTransport) identityTag() string {
+	c, _ := tr.clientCertificate(nil)
+	if c == nil || len(c.SignCertificate) == 0 {
+		return ""
+	}
+	if t := tr.tag.Load(); t != nil && t.cert == c {
+		return t.tag
+	}
+	sum := sha256.Sum256(c.SignCertificate[0])
+	t := &identityTag{cert: c, tag: hex.EncodeToString(sum[:8])}
+	tr.tag.Store(t)
+	return t.tag
+}
+
+// useStore takes the client identity from the store of the generation in
+// service; a pool kept across a reload gets the new store.
+func (tr *tlcpTransport) useStore(s *certs.Store) {
+	if tr.identity.Load() != nil {
+		tr.identity.Store(s)
+	}
+}
+
+// dial connects to the target at addr and completes the TLCP handshake,
+// both within the connect timeout. Its errors say which step failed.
+func (tr *tlcpTransport) dial(ctx context.Context, addr string) (*tlcp.Conn, error) {
+	cfg := tr.configs[addr]
+	if cfg == nil {
+		return nil, fmt.Errorf("%s is not a target of this upstream", addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, tr.handshake)
+	defer cancel()
+	raw, err := tr.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &stageError{stage: stageConnect, err: err}
+	}
+	c := tlcp.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, &stageError{stage: stageHandshake, err: err}
+	}
+	if tr.handshakeDone != nil {
+		tr.handshakeDone(c.ConnectionState())
+	}
+	return c, nil
+}
+
+// dialHTTP is the http.Transport's TLS dialer: addr is the target's,
+// which roundTrip put in the request's URL.
+func (tr *tlcpTransport) dialHTTP(ctx context.Context, _, addr string) (net.Conn, error) {
+	return tr.dial(ctx, addr)
+}
+
+func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+	// http.Transport dials "https" requests with DialTLSContext.
+	req.URL.Scheme = "https"
+	req.URL.Host = t.addr
+	resp, err := tr.http.RoundTrip(req)
+	if err != nil && !errors.As(err, new(*stageError)) {
+		err = &stageError{stage: stageRequest, err: err}
+	}
+	return resp, err
+}
+
+func (tr *tlcpTransport) dialStream(ctx context.Context, t *target) (net.Conn, error) {
+	return tr.dial(ctx, t.addr)
+}
+
+// probe connects and completes a handshake (resumed when it can be).
+func (tr *tlcpTransport) probe(ctx context.Context, t *target) error {
+	c, err := tr.dial(ctx, t.addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func (tr *tlcpTransport) closeIdle() { tr.http.CloseIdleConnections() }
+
+// targetSessions is the part of a pool's client session cache that
+// belongs to one target and the client identity in service.
+type targetSessions struct {
+	cache    tlcp.ClientSessionCache
+	target   string
+	identity func() string
+}
+
+func (s targetSessions) key(k string) string { return s.target + " " + s.identity() + " " + k }
+
+func (s targetSessions) Get(key string) (*tlcp.ClientSessionState, bool) {
+	return s.cache.Get(s.key(key))
+}
+
+func (s targetSessions) Put(key string, cs *tlcp.ClientSessionState) {
+	s.cache.Put(s.key(key), cs)
+}
