@@ -42,6 +42,8 @@ until it closes the connection is printed.`,
   gmgate probe --ca ca.crt --cert client.sign.crt --key client.sign.key https://127.0.0.1:8443/
   gmgate probe --ca ca.crt --cert client.sign.crt --key client.sign.key \
       --enc-cert client.enc.crt --enc-key client.enc.key https://127.0.0.1:8443/
+  gmgate probe --ca ca.crt --profile gmssl --cert client.sign.crt --key client.sign.key \
+      --enc-cert client.enc.crt --enc-key client.enc.key https://gmssl-server.example.cn/
   gmgate probe --ca ca.crt --send 'PING\r\n' 10.0.0.7:6380
   printf 'QUIT\r\n' | gmgate probe --ca ca.crt --raw db.example.cn:5433`,
 		Args: cobra.ExactArgs(1),
@@ -102,6 +104,7 @@ until it closes the connection is printed.`,
 	f.StringVar(&o.EncCert, "enc-cert", "", "client encryption certificate (PEM), needed for ECDHE suites")
 	f.StringVar(&o.EncKey, "enc-key", "", "client encryption key: a file or key reference")
 	f.StringSliceVar(&o.Suites, "suite", nil, "offer only these cipher suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3)")
+	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake)")
 	f.BoolVar(&o.Resume, "resume", false, "connect a second time, report whether the session was resumed, and send the request again")
 	f.StringVarP(&o.Method, "request", "X", "", "HTTP method (default GET)")
 	f.StringVarP(&o.Body, "data", "d", "", "request body")

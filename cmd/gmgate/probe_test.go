@@ -81,6 +81,11 @@ func TestProbeCommandHTTP(t *testing.T) {
 	if _, stderr, code := probeCmd(t, "", "--ca", ca, "--cert", client.SignCert, "--key", client.SignKey, url); code != 0 {
 		t.Errorf("--cert alone: exit %d\n%s", code, stderr)
 	}
+	// The gmssl profile, which the server accepts too.
+	if _, stderr, code := probeCmd(t, "", "--ca", ca, "--profile", "gmssl", "--cert", client.SignCert, "--key", client.SignKey,
+		"--enc-cert", client.EncCert, "--enc-key", client.EncKey, "--suite", "ECDHE_SM4_GCM_SM3", url); code != 0 {
+		t.Errorf("--profile gmssl: exit %d\n%s", code, stderr)
+	}
 	// Mistakes are reported with the flags' names.
 	for _, tc := range []struct {
 		args []string
@@ -92,6 +97,7 @@ func TestProbeCommandHTTP(t *testing.T) {
 		{[]string{"--cert", client.EncKey, "--key", client.SignKey}, "--cert " + client.EncKey},
 		{[]string{"-H", "NoColon"}, `-H "NoColon"`},
 		{[]string{"--send", `\q`}, "unknown escape"},
+		{[]string{"--profile", "tongsuo"}, `--profile: unknown client profile "tongsuo"`},
 	} {
 		_, stderr, code := probeCmd(t, "", append(append([]string{"--ca", ca}, tc.args...), url)...)
 		if code == 0 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "sign_cert") || strings.Contains(stderr, "enc_key") {

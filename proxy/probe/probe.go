@@ -61,6 +61,10 @@ type Options struct {
 	// Suites restrict the offered cipher suites (names such as
 	// ECC_SM4_GCM_SM3); all by default.
 	Suites []string
+	// Profile is the client's wire profile (tlcp.ClientProfiles):
+	// standard by default, gmssl for GmSSL 3 servers that ask for a
+	// client certificate.
+	Profile string
 	// Resume makes a second connection, reports whether it resumed the
 	// first one's session, and sends the request again on it.
 	Resume bool
@@ -252,6 +256,9 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 			return nil, fmt.Errorf("--suite: unknown cipher suite %q", s)
 		}
 		cfg.CipherSuites = append(cfg.CipherSuites, id)
+	}
+	if err := cfg.SetClientProfile(o.Profile); err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
 	}
 	if o.SignCert != "" || o.SignKey != "" || o.EncCert != "" || o.EncKey != "" {
 		c, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: o.SignCert, SignKey: o.SignKey, EncCert: o.EncCert, EncKey: o.EncKey},

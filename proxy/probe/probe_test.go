@@ -195,6 +195,36 @@ func TestProbeClientCertificates(t *testing.T) {
 	}
 }
 
+// --profile gmssl sends the signing certificate alone with the ECC suites
+// (and both with ECDHE, which needs the encryption certificate); the
+// standard profile sends both; an unknown profile is refused.
+func TestProbeProfile(t *testing.T) {
+	url, dir, client := server(t)
+	ca := filepath.Join(dir, certs.CACertFile)
+	for _, tc := range []struct {
+		profile, suite string
+		certs          int
+	}{
+		{"", "ECC_SM4_GCM_SM3", 2},
+		{"standard", "ECC_SM4_CBC_SM3", 2},
+		{"gmssl", "ECC_SM4_GCM_SM3", 1},
+		{"gmssl", "ECDHE_SM4_CBC_SM3", 2},
+	} {
+		res, err := Run(context.Background(), Options{URL: url, CAFile: ca, Profile: tc.profile, Suites: []string{tc.suite},
+			SignCert: client.SignCert, SignKey: client.SignKey, EncCert: client.EncCert, EncKey: client.EncKey}, nil)
+		if err != nil {
+			t.Fatalf("profile %q, %s: %v", tc.profile, tc.suite, err)
+		}
+		if want := fmt.Sprintf("client-certs=%d", tc.certs); !strings.Contains(string(res.Body), want) {
+			t.Errorf("profile %q, %s: the server saw %q, want %s", tc.profile, tc.suite, res.Body, want)
+		}
+	}
+	_, err := Run(context.Background(), Options{URL: url, CAFile: ca, Profile: "tongsuo"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--profile") || !strings.Contains(err.Error(), "gmssl") {
+		t.Errorf("unknown profile: %v", err)
+	}
+}
+
 // --resume sends the request on the second connection too.
 func TestProbeResumeShowsBothResponses(t *testing.T) {
 	url, dir, _ := server(t)
