@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testnet"
+)
+
+// metricSum adds the samples of the metric name on the admin listener at
+// admin whose label sets contain each of labels (`key="value"`).
+func metricSum(t *testing.T, admin, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+next:
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q", line)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestServeClientMode runs two `gmgate serve` processes from
+// configuration files: a legacy application's HTTP requests and TCP
+// connections go to the first one's plain http and tcp listeners on
+// loopback, which calls the second one, a TLCP-only partner that demands
+// a client certificate, as a TLCP client.
+func TestServeClientMode(t *testing.T) {
+	dir := t.TempDir()
+	ca, srvPair := localPKI(t, dir)
+	srv, err := srvPair.Write(dir, "localhost", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliPair, err := ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "legacy-app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := cliPair.Write(dir, "legacy-app", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "partner API: %s %s for %s", r.Method, r.URL.Path, r.Header.Get("X-Client-Subject"))
+	}))
+	defer api.Close()
+	db := testnet.Serve(t, func(c net.Conn) {
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		_, _ = c.Write([]byte(strings.ToUpper(string(b))))
+	})
+
+	partnerFile := filepath.Join(dir, "partner.yaml")
+	writeFile(t, partnerFile, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+listeners:
+  - name: api
+    listen: "127.0.0.1:0"
+    protocol: tlcp
+    tlcp: &identity
+      sign_cert: %[1]s
+      sign_key: %[2]s
+      enc_cert: %[3]s
+      enc_key: %[4]s
+      client_auth: require_and_verify
+      client_ca: %[5]s
+    session_headers: {client_subject: X-Client-Subject}
+    routes: [{upstream: api}]
+  - name: db
+    listen: "127.0.0.1:0"
+    protocol: tlcp
+    tlcp: *identity
+    routes: [{upstream: db}]
+upstreams:
+  api: {targets: ["%[6]s"]}
+  db: {targets: ["tcp://%[7]s"]}
+`, srv.SignCert, srv.SignKey, srv.EncCert, srv.EncKey, srv.CACert, api.URL, db))
+	partner := startServe(t, gmgateCommand("serve", "-c", partnerFile), "api", "db")
+
+	legacyFile := filepath.Join(dir, "legacy.yaml")
+	writeFile(t, legacyFile, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+listeners:
+  - name: app
+    listen: "127.0.0.1:0"
+    protocol: http
+    routes: [{upstream: partner-api}]
+  - name: sql
+    listen: "127.0.0.1:0"
+    protocol: tcp
+    routes: [{upstream: partner-db}]
+upstreams:
+  partner-api:
+    targets: ["tlcp://%[1]s"]
+    health: {path: /healthz}
+    tlcp: &client
+      ca: %[3]s
+      server_name: localhost
+      sign_cert: %[4]s
+      sign_key: %[5]s
+      enc_cert: %[6]s
+      enc_key: %[7]s
+      suites: [ECDHE_SM4_GCM_SM3, ECC_SM4_GCM_SM3]
+  partner-db:
+    targets: ["tlcp://%[2]s"]
+    tlcp: *client
+`, partner.addrs["api"], partner.addrs["db"], srv.CACert, cli.SignCert, cli.SignKey, cli.EncCert, cli.EncKey))
+	if out, code := runGmgate(t, nil, "config", "check", "-c", legacyFile); code != 0 {
+		t.Fatalf("config check: exit %d\n%s", code, out)
+	}
+	legacy := startServe(t, gmgateCommand("serve", "-c", legacyFile), "app", "sql")
+
+	client := &http.Client{Timeout: 20 * time.Second}
+	const n = 8
+	for i := range n {
+		resp, err := client.Get(fmt.Sprintf("http://%s/accounts/%d", legacy.addrs["app"], i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("partner API: GET /accounts/%d for CN=legacy-app", i); resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
+		}
+	}
+	// Keep-alive: fewer handshakes than requests (the health checks make
+	// some too).
+	handshakes := metricSum(t, legacy.admin, "gmgate_upstream_handshakes_total", `upstream="partner-api"`)
+	if handshakes < 1 || handshakes >= n {
+		t.Errorf("%d requests over %v handshakes", n, handshakes)
+	}
+
+	for i := range 3 {
+		c, err := net.Dial("tcp", legacy.addrs["sql"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		msg := fmt.Sprintf("select %d;", i)
+		_, _ = c.Write([]byte(msg))
+		_ = c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(got) != strings.ToUpper(msg) {
+			t.Fatalf("tcp connection %d: %q %v", i, got, err)
+		}
+	}
+	// Resumption to the partner, seen on both sides.
+	if v := metricSum(t, legacy.admin, "gmgate_upstream_handshakes_total", `upstream="partner-db"`, `resumed="true"`); v < 2 {
+		t.Errorf("the client side resumed %v sessions over 3 connections", v)
+	}
+	if v := metricSum(t, partner.admin, "gmgate_handshakes_resumed_total", `protocol="tlcp"`); v < 2 {
+		t.Errorf("the partner counted %v resumed handshakes", v)
+	}
+}
+
+// TestCheckClientMode: config check reports the problems of a tlcp://
+// upstream's client settings with their lines, as serve does.
+func TestCheckClientMode(t *testing.T) {
+	dir := t.TempDir()
+	_, pair := localPKI(t, dir)
+	files, err := pair.Write(dir, "client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gmgate.yaml")
+	writeFile(t, file, fmt.Sprintf(`listeners:
+  - {name: app, listen: "127.0.0.1:0", protocol: http, routes: [{upstream: partner}]}
+upstreams:
+  partner:
+    targets: ["tlcp://partner.example.cn"]
+    tlcp:
+      ca: %s
+      sign_cert: %s
+      sign_key: %s
+      suites: [ECDHE_SM4_GCM_SM3]
+      profile: tongsuo
+`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey))
+	for _, args := range [][]string{{"config", "check", "-c", file}, {"serve", "-c", file}} {
+		out, code := runGmgate(t, nil, args...)
+		if code != 1 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+		for _, want := range []string{
+			file + `:10: upstreams.partner.tlcp.suites[0]: ECDHE_SM4_GCM_SM3 needs the client's encryption certificate`,
+			file + `:11: upstreams.partner.tlcp.profile: unknown profile "tongsuo"`,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+	// With the schema right, the files are checked: the CA file is
+	// missing and the key belongs to another certificate.
+	writeFile(t, file, fmt.Sprintf(`listeners:
+  - {name: app, listen: "127.0.0.1:0", protocol: http, routes: [{upstream: partner}]}
+upstreams:
+  partner:
+    targets: ["tlcp://partner.example.cn"]
+    tlcp:
+      ca: %s
+      sign_cert: %s
+      sign_key: %s
+`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey))
+	out, code := runGmgate(t, nil, "config", "check", "-c", file)
+	if code != 1 || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: open "+filepath.Join(dir, "nope.crt")) ||
+		!strings.Contains(out, file+":9: upstreams.partner.tlcp.sign_key: sign_key "+files.EncKey+" does not belong to sign_cert "+files.SignCert) {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
