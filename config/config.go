@@ -97,8 +97,8 @@ type Timeouts struct {
 	// Idle closes keep-alive client connections that stay idle this long
 	// (and TCP-mode connections that move no byte this long).
 	Idle Duration `yaml:"idle"`
-	// UpstreamConnect bounds connecting (and the TLS handshake) to an
-	// upstream target.
+	// UpstreamConnect bounds connecting to an upstream target and its TLS
+	// handshake (a tlcp:// target's connect and TLCP handshake together).
 	UpstreamConnect Duration `yaml:"upstream_connect"`
 	// UpstreamResponse bounds waiting for an upstream's response header.
 	UpstreamResponse Duration `yaml:"upstream_response"`

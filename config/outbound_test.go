@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -133,5 +134,30 @@ upstreams: {u: {targets: ["`+target+`"]}}
 		if err != nil {
 			t.Errorf("%s: %v", target, err)
 		}
+	}
+}
+
+// The client-mode example of docs/config.md is a valid configuration.
+func TestClientModeDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Client mode")
+	if !ok {
+		t.Fatal("docs/config.md has no client mode section")
+	}
+	_, block, ok := strings.Cut(rest, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("the client mode section has no yaml example")
+	}
+	cfg, err := Parse("config.md", []byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, db := cfg.Upstreams["partner-api"], cfg.Upstreams["partner-db"]
+	if api.Scheme() != "tlcp" || db.TLCP == nil || db.TLCP.SignCert != api.TLCP.SignCert || cfg.Listeners[1].Protocol != ProtocolTCP {
+		t.Errorf("the example does not say what the section explains: %+v %+v", api, db)
 	}
 }

@@ -82,7 +82,8 @@ func unset(v *yaml.Node, dropZero bool) bool {
 }
 
 // Example is a complete configuration: TLCP (and TLS, for clients not yet
-// migrated) in front of a legacy HTTP service, plus a layer-4 forward.
+// migrated) in front of a legacy HTTP service, and client mode: local
+// applications calling a TLCP-only partner.
 const Example = `# gmgate configuration. Check it with: gmgate config check -c gmgate.yaml
 admin:
   listen: 127.0.0.1:9180          # /metrics, /healthz, /readyz (loopback only by default)
@@ -115,6 +116,11 @@ listeners:
       - host: api.example.cn
         path: /
         upstream: legacy-api
+  - name: partner                 # client mode: local applications call a TLCP-only partner
+    listen: 127.0.0.1:8080        # plain text: keep it on loopback
+    protocol: http                # http | tcp (a byte stream, to tcp:// or tlcp:// upstreams)
+    routes:
+      - upstream: partner-api
 upstreams:
   legacy-api:
     targets: ["http://10.0.0.5:8080", "http://10.0.0.6:8080"]
@@ -122,6 +128,14 @@ upstreams:
     health: {path: /healthz, interval: 5s, timeout: 2s}
     passive: {max_fails: 3, eject_for: 30s, panic_threshold: 50}
     retries: 1                    # idempotent requests that could not be sent
+  partner-api:
+    targets: ["tlcp://api.partner.cn:443"]
+    tlcp:                         # gmgate as a TLCP client
+      ca: /etc/gmgate/partner-ca.crt
+      server_name: api.partner.cn
+      sign_cert: /etc/gmgate/client.sign.crt    # when the partner asks for a client certificate
+      sign_key: /etc/gmgate/client.sign.key
+      profile: standard           # standard | gmssl (GmSSL 3 servers that ask for a client certificate)
 limits:
   max_connections: 20000         # per listener
   max_handshakes: 512            # per listener, taken once a ClientHello is in
