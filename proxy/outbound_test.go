@@ -703,3 +703,66 @@ upstreams:
 		t.Fatalf("a session verified under the old CA file was resumed")
 	}
 }
+
+// TestOutboundCardHeldClientKey: the client keys are key references
+// opened through accel like the listeners' (here a backend that, like a
+// crypto card, cannot do SM2 key agreement). Signing works; the default
+// suites leave out ECDHE, and an explicit ECDHE suite is refused at its
+// line.
+func TestOutboundCardHeldClientKey(t *testing.T) {
+	p := getPKI(t)
+	id, _ := clientIdentity(t, p)
+	svc := tlcpService(t, p, echoUpstream(t, "partner-api").URL)
+	section := fmt.Sprintf(`ca: %s
+server_name: localhost
+sign_cert: %s
+sign_key: cardlike:%s
+enc_cert: %s
+enc_key: cardlike:%s`, p.dual.CACert, id.SignCert, id.SignKey, id.EncCert, id.EncKey)
+	target := fmt.Sprintf("%q", "tlcp://"+svc.Addr("edge").String())
+
+	gw, logs := clientGateway(t, "http", target, section, "")
+	resp, body := get(t, &http.Client{Timeout: 20 * time.Second}, "http://"+gw.Addr("app").String()+"/")
+	var e echoed
+	if err := json.Unmarshal([]byte(body), &e); err != nil || e.Headers.Get("X-Client-Subject") != "CN=legacy-app" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if v := counterSum(t, gw, "gmgate_upstream_handshakes_total", map[string]string{"suite": "ECC_SM4_GCM_SM3"}); v != 1 {
+		t.Errorf("%v ECC handshakes", v)
+	}
+	if !strings.Contains(logs.String(), "ECDHE suites not offered") {
+		t.Errorf("the log does not say the ECDHE suites were left out:\n%s", logs)
+	}
+
+	cfg := parseConfig(t, fmt.Sprintf(`listeners:
+  - {name: app, listen: "127.0.0.1:0", protocol: http, routes: [{upstream: partner}]}
+upstreams:
+  partner:
+    targets: [%s]
+    tlcp:
+%s
+      suites: [ECDHE_SM4_GCM_SM3]
+`, target, indent(section, "      ")))
+	_, err := New(cfg, Options{Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "gmgate.yaml:13: upstreams.partner.tlcp.suites: the ECDHE suites need SM2 key agreement") || !strings.Contains(err.Error(), "cardlike backend") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestOutboundGmSSLProfile: profile: gmssl (signing certificate alone
+// with ECC, 71-byte ECDHE key exchange, CertificateVerify over the raw
+// handshake) authenticates to a gmgate service, which accepts both
+// profiles, in an ECC and an ECDHE suite.
+func TestOutboundGmSSLProfile(t *testing.T) {
+	p := getPKI(t)
+	id, _ := clientIdentity(t, p)
+	svc := tlcpService(t, p, echoUpstream(t, "partner-api").URL)
+	for _, suite := range []string{"ECC_SM4_CBC_SM3", "ECDHE_SM4_GCM_SM3"} {
+		gw, _ := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+svc.Addr("edge").String()), identitySection(p, id, suite)+"\nprofile: gmssl", "")
+		resp, body := get(t, &http.Client{Timeout: 20 * time.Second}, "http://"+gw.Addr("app").String()+"/")
+		var e echoed
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Headers.Get("X-Client-Subject") != "CN=legacy-app" {
+			t.Fatalf("%s: %d %s", suite, resp.StatusCode, body)
+		}
+	}
+}
