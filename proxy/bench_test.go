@@ -93,3 +93,59 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	}
 	return sorted[i]
 }
+
+// BenchmarkClientMode measures client mode: keep-alive HTTP requests from
+// a plain client to an http listener that forwards to a tlcp:// upstream
+// (a second gateway in front of the service), beside the same listener
+// forwarding to the service's http:// address and a TLCP client calling
+// the second gateway itself. The TLCP leg's cost is the difference.
+//
+//	go test -run '^$' -bench ClientMode -benchtime 3000x -count 6 ./proxy/
+func BenchmarkClientMode(b *testing.B) {
+	p := getPKI(b)
+	body := []byte("hello from the upstream\n")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+	}))
+	defer up.Close()
+	svc := startServer(b, testConfig(p, up.URL), nil)
+	tlcpSection := "ca: " + p.dual.CACert + "\nserver_name: localhost"
+	viaTLCP, _ := clientGateway(b, "http", `"tlcp://`+svc.Addr("edge").String()+`"`, tlcpSection, "")
+	viaHTTP, _ := clientGateway(b, "http", `"`+up.URL+`"`, "", "")
+	plain := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer plain.CloseIdleConnections()
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		url    string
+	}{
+		{"http-to-http", &http.Client{Transport: plain}, "http://" + viaHTTP.Addr("app").String() + "/"},
+		{"http-to-tlcp", &http.Client{Transport: plain}, "http://" + viaTLCP.Addr("app").String() + "/"},
+		{"tlcp-client", tlcpClient(b, p, nil), gatewayURL(svc, "/")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			get := func() {
+				resp, err := c.client.Get(c.url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			get()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				t0 := time.Now()
+				get()
+				lat = append(lat, time.Since(t0))
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+			b.ReportMetric(float64(percentile(lat, 50).Microseconds()), "p50-µs")
+		})
+	}
+}
