@@ -41,46 +41,53 @@ func BenchmarkKeepAlive(b *testing.B) {
 	for _, c := range clients {
 		for _, conc := range []int{1, 8} {
 			b.Run(c.name+"/clients="+strconv.Itoa(conc), func(b *testing.B) {
-				get := func() {
-					resp, err := c.client.Get(c.url)
-					if err != nil {
-						b.Fatal(err)
-					}
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				get() // connect outside the measurement
-				lat := make([][]time.Duration, conc)
-				var wg sync.WaitGroup
-				b.ResetTimer()
-				start := time.Now()
-				for w := range conc {
-					n := b.N / conc
-					if w < b.N%conc {
-						n++
-					}
-					lat[w] = make([]time.Duration, 0, n)
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range n {
-							t0 := time.Now()
-							get()
-							lat[w] = append(lat[w], time.Since(t0))
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed := time.Since(start)
-				b.StopTimer()
-				all := slices.Concat(lat...)
-				slices.Sort(all)
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-				b.ReportMetric(float64(percentile(all, 50).Microseconds()), "p50-µs")
-				b.ReportMetric(float64(percentile(all, 99).Microseconds()), "p99-µs")
+				measureGets(b, conc, c.client, c.url)
 			})
 		}
 	}
+}
+
+// measureGets sends b.N keep-alive GETs of url from conc goroutines (one
+// first, to connect outside the measurement) and reports requests per
+// second and the latency percentiles.
+func measureGets(b *testing.B, conc int, client *http.Client, url string) {
+	get := func() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get()
+	lat := make([][]time.Duration, conc)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range conc {
+		n := b.N / conc
+		if w < b.N%conc {
+			n++
+		}
+		lat[w] = make([]time.Duration, 0, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				t0 := time.Now()
+				get()
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(percentile(all, 50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(percentile(all, 99).Microseconds()), "p99-µs")
 }
 
 func percentile(sorted []time.Duration, p int) time.Duration {
@@ -123,29 +130,6 @@ func BenchmarkClientMode(b *testing.B) {
 		{"http-to-tlcp", &http.Client{Transport: plain}, "http://" + viaTLCP.Addr("app").String() + "/"},
 		{"tlcp-client", tlcpClient(b, p, nil), gatewayURL(svc, "/")},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			get := func() {
-				resp, err := c.client.Get(c.url)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			get()
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			start := time.Now()
-			for range b.N {
-				t0 := time.Now()
-				get()
-				lat = append(lat, time.Since(t0))
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-			b.ReportMetric(float64(percentile(lat, 50).Microseconds()), "p50-µs")
-		})
+		b.Run(c.name, func(b *testing.B) { measureGets(b, 1, c.client, c.url) })
 	}
 }

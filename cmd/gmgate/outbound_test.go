@@ -194,7 +194,10 @@ func TestCheckClientMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "gmgate.yaml")
-	writeFile(t, file, fmt.Sprintf(`listeners:
+	// The client certificate's key is the encryption key, and the CA file
+	// does not exist.
+	config := func(more string) string {
+		return fmt.Sprintf(`listeners:
   - {name: app, listen: "127.0.0.1:0", protocol: http, routes: [{upstream: partner}]}
 upstreams:
   partner:
@@ -203,9 +206,9 @@ upstreams:
       ca: %s
       sign_cert: %s
       sign_key: %s
-      suites: [ECDHE_SM4_GCM_SM3]
-      profile: tongsuo
-`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey))
+%s`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey, more)
+	}
+	writeFile(t, file, config("      suites: [ECDHE_SM4_GCM_SM3]\n      profile: tongsuo\n"))
 	for _, args := range [][]string{{"config", "check", "-c", file}, {"serve", "-c", file}} {
 		out, code := runGmgate(t, nil, args...)
 		if code != 1 {
@@ -222,16 +225,7 @@ upstreams:
 	}
 	// With the schema right, the files are checked: the CA file is
 	// missing and the key belongs to another certificate.
-	writeFile(t, file, fmt.Sprintf(`listeners:
-  - {name: app, listen: "127.0.0.1:0", protocol: http, routes: [{upstream: partner}]}
-upstreams:
-  partner:
-    targets: ["tlcp://partner.example.cn"]
-    tlcp:
-      ca: %s
-      sign_cert: %s
-      sign_key: %s
-`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey))
+	writeFile(t, file, config(""))
 	out, code := runGmgate(t, nil, "config", "check", "-c", file)
 	if code != 1 || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: open "+filepath.Join(dir, "nope.crt")) ||
 		!strings.Contains(out, file+":9: upstreams.partner.tlcp.sign_key: sign_key "+files.EncKey+" does not belong to sign_cert "+files.SignCert) {
