@@ -27,6 +27,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/tlcp"
 	tjtls "github.com/tjfoc/gmsm/gmtls"
 	tjx509 "github.com/tjfoc/gmsm/x509"
 )
@@ -354,11 +355,11 @@ func logLine(logs *testlog.Buffer, msg string, fields map[string]string) map[str
 
 // TestOutboundFailures: an upstream whose certificate does not verify,
 // one that demands a client certificate the gateway lacks, one that
-// speaks TLS, one that speaks plain HTTP and one that never answers: each
-// request is answered 502 (504 for the silent one, after the connect
-// timeout) with the step and the reason in the log and in
-// gmgate_upstream_failures_total, and nothing waits longer than the
-// timeouts.
+// speaks TLS, one that speaks plain HTTP, one that never answers and one
+// that hangs up after the handshake: each request is answered 502 (504
+// when nothing came back within the connect timeout) with the step and
+// the reason in the log and in gmgate_upstream_failures_total, and
+// nothing waits longer than the timeouts.
 func TestOutboundFailures(t *testing.T) {
 	p := getPKI(t)
 	id, _ := clientIdentity(t, p)
@@ -374,6 +375,7 @@ func TestOutboundFailures(t *testing.T) {
 	plainServer := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(plainServer.Close)
 	silent := silentServer(t)
+	hangsUp := hangUpAfterHandshake(t, p)
 
 	for _, tc := range []struct {
 		name, target, section string
@@ -391,6 +393,8 @@ func TestOutboundFailures(t *testing.T) {
 			http.StatusGatewayTimeout, "timeout", ""},
 		{"silent", silent, "insecure_skip_verify: true",
 			http.StatusGatewayTimeout, "timeout", ""},
+		{"hangs up after the handshake", hangsUp, "ca: " + p.dual.CACert + "\nserver_name: localhost",
+			http.StatusBadGateway, "closed", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw, logs := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+tc.target), tc.section, "retries: 0")
@@ -403,13 +407,17 @@ func TestOutboundFailures(t *testing.T) {
 			if d := time.Since(start); d > 2*time.Second+5*time.Second {
 				t.Errorf("the answer took %s", d)
 			}
-			labels := map[string]string{"upstream": "partner", "stage": "handshake", "reason": tc.reason}
+			stage := "handshake"
+			if tc.name == "hangs up after the handshake" {
+				stage = "request"
+			}
+			labels := map[string]string{"upstream": "partner", "stage": stage, "reason": tc.reason}
 			if v := counterSum(t, gw, "gmgate_upstream_failures_total", labels); v != 1 {
 				mf := scrape(t, gw)["gmgate_upstream_failures_total"]
 				t.Errorf("failures %v: %v", labels, mf)
 			}
-			line := logLine(logs, "upstream failed", map[string]string{"stage": "handshake", "reason": tc.reason})
-			if line == nil || !strings.Contains(fmt.Sprint(line["cause"]), "TLCP handshake failed") {
+			line := logLine(logs, "upstream failed", map[string]string{"stage": stage, "reason": tc.reason})
+			if line == nil || !strings.Contains(fmt.Sprint(line["cause"]), map[string]string{"handshake": "TLCP handshake failed", "request": "request failed"}[stage]) {
 				t.Errorf("no log line for the failure:\n%s", logs)
 			} else if tc.hint != "" && !strings.Contains(fmt.Sprint(line["hint"]), tc.hint) {
 				t.Errorf("the log line's hint %q lacks %q", line["hint"], tc.hint)
@@ -441,6 +449,22 @@ func TestOutboundTCPFailure(t *testing.T) {
 	if logLine(logs, "upstream failed", map[string]string{"reason": reason}) == nil {
 		t.Errorf("no log line:\n%s", logs)
 	}
+}
+
+// hangUpAfterHandshake is a TLCP server that completes the handshake,
+// reads the request and closes the connection without an answer.
+func hangUpAfterHandshake(t *testing.T, p *testPKI) string {
+	t.Helper()
+	cert, err := certs.LoadTLCP(p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testnet.Serve(t, func(c net.Conn) {
+		tc := tlcp.Server(c, &tlcp.Config{Certificates: []tlcp.Certificate{*cert}})
+		defer tc.Close()
+		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = tc.Read(make([]byte, 4096))
+	})
 }
 
 // silentServer accepts connections and never answers.
