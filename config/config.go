@@ -136,15 +136,84 @@ type Listener struct {
 	// or auto listener's), except ACME HTTP-01 challenges.
 	RedirectHTTPS bool           `yaml:"redirect_https"`
 	ProxyProtocol *ProxyProtocol `yaml:"proxy_protocol"`
-	TLCP          *TLCP          `yaml:"tlcp"`
-	TLS           *TLS           `yaml:"tls"`
-	Routes        []Route        `yaml:"routes"`
+	// HTTP2 offers HTTP/2 (ALPN h2) to TLS clients and to TLCP clients
+	// that ask for it, besides HTTP/1.1. On by default on tlcp, tls and
+	// auto listeners.
+	HTTP2 *bool `yaml:"http2"`
+	// TLCP, TLS, Routes and SessionHeaders are the listener's one site
+	// (the flat form): every client is served with them, whatever name it
+	// asks for. A listener with several identities lists Sites instead.
+	TLCP   *TLCP   `yaml:"tlcp"`
+	TLS    *TLS    `yaml:"tls"`
+	Routes []Route `yaml:"routes"`
 	// SessionHeaders names request headers that describe the client's
 	// TLCP/TLS session to the upstream; an empty name sends no header.
+	// With Sites, they apply to every site that names none of its own.
 	SessionHeaders SessionHeaders `yaml:"session_headers"`
 	// SharedSessions shares the listener's TLCP sessions and TLS session
-	// ticket keys with the other replicas through the session store.
+	// ticket keys with the other replicas through the session store (for
+	// every site of the listener, each under its own context and keys).
 	SharedSessions bool `yaml:"shared_sessions,omitempty"`
+	// Sites are the listener's identities, chosen by the name a client
+	// asks for (SNI); each has its own certificates, client
+	// authentication, sessions and routes.
+	Sites []Site `yaml:"sites"`
+}
+
+// DefaultSiteName names the one site of a listener in the flat form, in
+// metrics and the access log.
+const DefaultSiteName = "default"
+
+// Site is one identity of a listener: the host names it answers for, its
+// TLCP and/or TLS certificates and client-authentication policy, and its
+// routes.
+type Site struct {
+	// Name labels the site in metrics and logs.
+	Name string `yaml:"name"`
+	// Hosts are exact names (api.example.cn) and wildcards
+	// (*.example.cn, any depth below example.cn). An exact name wins over
+	// a wildcard, a longer wildcard over a shorter one.
+	Hosts []string `yaml:"hosts"`
+	// Default serves clients that send no server name (many TLCP clients
+	// do not) or one that no site lists. Without a default site they get
+	// the unrecognized_name alert.
+	Default bool    `yaml:"default"`
+	TLCP    *TLCP   `yaml:"tlcp"`
+	TLS     *TLS    `yaml:"tls"`
+	Routes  []Route `yaml:"routes"`
+	// SessionHeaders replace the listener's session_headers for this
+	// site.
+	SessionHeaders *SessionHeaders `yaml:"session_headers"`
+
+	// Implicit marks the one site of the flat form, which answers for
+	// every name and whose fields are the listener's.
+	Implicit bool `yaml:"-"`
+}
+
+// SiteList returns the listener's sites: Sites, or the one implicit site
+// of the flat form, made of the listener-level fields.
+func (l *Listener) SiteList() []Site {
+	if len(l.Sites) > 0 {
+		return l.Sites
+	}
+	return []Site{{
+		Name: DefaultSiteName, Default: true, Implicit: true,
+		TLCP: l.TLCP, TLS: l.TLS, Routes: l.Routes, SessionHeaders: &l.SessionHeaders,
+	}}
+}
+
+// SitePath is the field path of the listener's j-th site (from SiteList)
+// for the listener at path lp: the listener itself in the flat form.
+func (l *Listener) SitePath(lp string, j int) string {
+	if len(l.Sites) == 0 {
+		return lp
+	}
+	return fmt.Sprintf("%s.sites[%d]", lp, j)
+}
+
+// ServesHTTP2 reports whether the listener offers HTTP/2.
+func (l *Listener) ServesHTTP2() bool {
+	return l.Protocol != ProtocolHTTP && l.Protocol != ProtocolTCP && l.HTTP2 != nil && *l.HTTP2
 }
 
 // ProxyProtocol accepts PROXY protocol v1/v2 headers from trusted load
@@ -276,9 +345,14 @@ const (
 )
 
 // Upstream is a pool of targets of one kind (all http://, all https://,
-// all tlcp:// or all tcp://).
+// all h2c://, all tlcp:// or all tcp://).
 type Upstream struct {
+	// Targets are scheme://host:port: http (HTTP/1.1), https (HTTP/1.1,
+	// or HTTP/2 with HTTP2), h2c (HTTP/2 without TLS, for gRPC) or tcp.
 	Targets []string `yaml:"targets"`
+	// HTTP2 offers HTTP/2 to https:// targets (ALPN h2, HTTP/1.1 when a
+	// target does not take it). h2c:// targets always speak HTTP/2.
+	HTTP2 bool `yaml:"http2"`
 	// Policy is round_robin or least_conn.
 	Policy string       `yaml:"policy"`
 	TLS    *UpstreamTLS `yaml:"tls"`

@@ -79,12 +79,17 @@ func Defaults(c *Config) {
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.Protocol == "" {
+			hasTLCP, hasTLS := false, false
+			for _, site := range l.SiteList() {
+				hasTLCP = hasTLCP || site.TLCP != nil
+				hasTLS = hasTLS || site.TLS != nil
+			}
 			switch {
-			case l.TLCP != nil && l.TLS != nil:
+			case hasTLCP && hasTLS:
 				l.Protocol = ProtocolAuto
-			case l.TLS != nil:
+			case hasTLS:
 				l.Protocol = ProtocolTLS
-			case l.TLCP == nil && l.RedirectHTTPS:
+			case !hasTLCP && l.RedirectHTTPS:
 				l.Protocol = ProtocolHTTP
 			default:
 				l.Protocol = ProtocolTLCP
@@ -93,46 +98,28 @@ func Defaults(c *Config) {
 		if l.Name == "" {
 			l.Name = "listener" + strconv.Itoa(i)
 		}
+		if l.HTTP2 == nil && l.Protocol != ProtocolHTTP && l.Protocol != ProtocolTCP {
+			on := true
+			l.HTTP2 = &on
+		}
 	}
 	// A second pass: ACME's default challenges depend on the protocols
 	// of every listener.
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
-		if l.TLCP != nil {
-			if len(l.TLCP.Suites) == 0 {
-				l.TLCP.SuitesDefaulted = true
-				for _, id := range tlcp.DefaultCipherSuites {
-					l.TLCP.Suites = append(l.TLCP.Suites, tlcp.CipherSuiteName(id))
-				}
-			}
-			setString(&l.TLCP.ClientAuth, "none")
-			if l.TLCP.SessionCache == nil {
-				l.TLCP.SessionCache = &SessionCache{}
-			}
-			setIntPtr(&l.TLCP.SessionCache.Size, tlcp.DefaultSessionCacheSize)
-			setDuration(&l.TLCP.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+		defaultHeaders(&l.SessionHeaders)
+		if len(l.Sites) == 0 {
+			c.defaultSite(l.TLCP, l.TLS, l.Routes)
+			continue
 		}
-		if l.SessionHeaders.HasClientIdentity() {
-			// An upstream that reads who the client is should also learn
-			// whether anyone vouched for it.
-			setString(&l.SessionHeaders.ClientVerified, DefaultClientVerifiedHeader)
-		}
-		if l.TLS != nil {
-			setString(&l.TLS.MinVersion, "1.2")
-			setString(&l.TLS.ClientAuth, "none")
-			if a := l.TLS.ACME; a != nil {
-				setString(&a.CA, DefaultACMECA)
-				setString(&a.KeyType, DefaultACMEKeyType)
-				if len(a.Challenges) == 0 {
-					a.Challenges = []string{ChallengeTLSALPN01}
-					if c.hasHTTPListener() {
-						a.Challenges = append([]string{ChallengeHTTP01}, a.Challenges...)
-					}
-				}
+		for j := range l.Sites {
+			site := &l.Sites[j]
+			c.defaultSite(site.TLCP, site.TLS, site.Routes)
+			if site.SessionHeaders == nil {
+				h := l.SessionHeaders
+				site.SessionHeaders = &h
 			}
-		}
-		for j := range l.Routes {
-			setString(&l.Routes[j].Path, "/")
+			defaultHeaders(site.SessionHeaders)
 		}
 	}
 	c.sessionStoreDefaults()
@@ -166,6 +153,49 @@ func Defaults(c *Config) {
 			setIntPtr(&t.SessionCache.Size, DefaultUpstreamSessions)
 			setDuration(&t.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
 		}
+	}
+}
+
+// defaultSite fills in the defaults of one site's identity and routes.
+func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
+	if tc != nil {
+		if len(tc.Suites) == 0 {
+			tc.SuitesDefaulted = true
+			for _, id := range tlcp.DefaultCipherSuites {
+				tc.Suites = append(tc.Suites, tlcp.CipherSuiteName(id))
+			}
+		}
+		setString(&tc.ClientAuth, "none")
+		if tc.SessionCache == nil {
+			tc.SessionCache = &SessionCache{}
+		}
+		setIntPtr(&tc.SessionCache.Size, tlcp.DefaultSessionCacheSize)
+		setDuration(&tc.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+	}
+	if tl != nil {
+		setString(&tl.MinVersion, "1.2")
+		setString(&tl.ClientAuth, "none")
+		if a := tl.ACME; a != nil {
+			setString(&a.CA, DefaultACMECA)
+			setString(&a.KeyType, DefaultACMEKeyType)
+			if len(a.Challenges) == 0 {
+				a.Challenges = []string{ChallengeTLSALPN01}
+				if c.hasHTTPListener() {
+					a.Challenges = append([]string{ChallengeHTTP01}, a.Challenges...)
+				}
+			}
+		}
+	}
+	for j := range routes {
+		setString(&routes[j].Path, "/")
+	}
+}
+
+func defaultHeaders(h *SessionHeaders) {
+	if h.HasClientIdentity() {
+		// An upstream that reads who the client is should also learn
+		// whether anyone vouched for it.
+		setString(&h.ClientVerified, DefaultClientVerifiedHeader)
 	}
 }
 

@@ -26,19 +26,22 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
-		if t := l.TLCP; t != nil {
-			file(&t.SignCert)
-			file(&t.EncCert)
-			key(&t.SignKey)
-			key(&t.EncKey)
-			file(&t.ClientCA)
-		}
-		if t := l.TLS; t != nil {
-			file(&t.Cert)
-			key(&t.Key)
-			file(&t.ClientCA)
-			if t.ACME != nil {
-				file(&t.ACME.CARoot)
+		sites := l.SiteList()
+		for j := range sites {
+			if t := sites[j].TLCP; t != nil {
+				file(&t.SignCert)
+				file(&t.EncCert)
+				key(&t.SignKey)
+				key(&t.EncKey)
+				file(&t.ClientCA)
+			}
+			if t := sites[j].TLS; t != nil {
+				file(&t.Cert)
+				key(&t.Key)
+				file(&t.ClientCA)
+				if t.ACME != nil {
+					file(&t.ACME.CARoot)
+				}
 			}
 		}
 	}

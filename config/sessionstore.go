@@ -90,12 +90,14 @@ func (v *validator) sessionStore(c *Config) {
 				v.add(p+".shared_sessions", "there is no session_store to share sessions through", "add session_store: with redis and keys_file at the top level, or remove shared_sessions")
 			case l.Protocol == ProtocolHTTP:
 				v.add(p+".shared_sessions", "an http listener has no sessions", "remove shared_sessions")
-			case l.Protocol == ProtocolTLCP && l.TLCP != nil && l.TLCP.SessionCache != nil && l.TLCP.SessionCache.Size != nil && *l.TLCP.SessionCache.Size == 0:
+			case l.Protocol == ProtocolTLCP && !resumesTLCP(l.SiteList()):
 				v.add(p+".shared_sessions", "session resumption is off (tlcp.session_cache.size is 0)", "remove shared_sessions, or remove session_cache.size: 0")
 			}
 		}
-		if l.TLS != nil && l.TLS.ACME != nil && l.TLS.ACME.Shared && ss == nil {
-			v.add(p+".tls.acme.shared", "there is no session_store to keep the ACME certificates in", "add session_store: with redis and keys_file at the top level, or remove shared")
+		for j, site := range l.SiteList() {
+			if site.TLS != nil && site.TLS.ACME != nil && site.TLS.ACME.Shared && ss == nil {
+				v.add(l.SitePath(p, j)+".tls.acme.shared", "there is no session_store to keep the ACME certificates in", "add session_store: with redis and keys_file at the top level, or remove shared")
+			}
 		}
 	}
 	if ss == nil {
@@ -150,4 +152,14 @@ func (v *validator) sessionStore(c *Config) {
 			}
 		}
 	}
+}
+
+// resumesTLCP reports whether any of sites keeps TLCP sessions.
+func resumesTLCP(sites []Site) bool {
+	for _, site := range sites {
+		if t := site.TLCP; t != nil && (t.SessionCache == nil || t.SessionCache.Size == nil || *t.SessionCache.Size != 0) {
+			return true
+		}
+	}
+	return false
 }

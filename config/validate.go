@@ -141,6 +141,51 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 		v.httpListener(c, p, l)
 	case ProtocolTCP:
 		v.tcpListener(p, l)
+	case ProtocolTLCP, ProtocolTLS, ProtocolAuto:
+		if len(l.Sites) > 0 {
+			v.sites(c, p, l)
+		} else {
+			v.protocolSections(p, l)
+		}
+	default:
+		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls, auto, http or tcp")
+	}
+	if pp := l.ProxyProtocol; pp != nil {
+		if len(pp.Trusted) == 0 {
+			v.add(p+".proxy_protocol.trusted", "no trusted address given", "list the load balancers' addresses or CIDR ranges, such as 10.0.0.0/8")
+		}
+		for j, t := range pp.Trusted {
+			if _, err := netip.ParsePrefix(t); err == nil {
+				continue
+			}
+			if _, err := netip.ParseAddr(t); err == nil {
+				continue
+			}
+			v.add(fmt.Sprintf("%s.proxy_protocol.trusted[%d]", p, j), fmt.Sprintf("%q is not an IP address or CIDR range", t), "write an address such as 10.0.0.5 or a range such as 10.0.0.0/8")
+		}
+	}
+	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && l.HTTP2 != nil && *l.HTTP2 {
+		v.add(p+".http2", "an "+l.Protocol+" listener does not offer HTTP/2", "remove http2")
+	}
+	v.sessionHeaders(p+".session_headers", l.SessionHeaders)
+	if len(l.Sites) == 0 {
+		if len(l.Routes) == 0 && !l.RedirectHTTPS {
+			v.add(p+".routes", "the listener has no route", "add routes: with at least one upstream")
+		}
+		v.routes(c, p, l, l.Routes)
+		if l.TLCP != nil {
+			v.tlcp(p+".tlcp", l.TLCP)
+		}
+		if l.TLS != nil {
+			v.tls(c, p+".tls", l.TLS)
+		}
+	}
+}
+
+// protocolSections checks that a flat-form listener has the tlcp and tls
+// sections its protocol needs, and no other.
+func (v *validator) protocolSections(p string, l *Listener) {
+	switch l.Protocol {
 	case ProtocolTLCP:
 		v.needTLCP(p, l)
 		if l.TLS != nil {
@@ -158,47 +203,154 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 		if l.TLS == nil {
 			v.add(p+".tls", "an auto listener needs a tls section for its TLS clients", "add tls: with cert and key, or set protocol: tlcp")
 		}
-	default:
-		v.add(p+".protocol", fmt.Sprintf("unknown protocol %q", l.Protocol), "use tlcp, tls, auto, http or tcp")
 	}
-	if l.TLCP != nil {
-		v.tlcp(p+".tlcp", l.TLCP)
-	}
-	if l.TLS != nil {
-		v.tls(c, p+".tls", l.TLS)
-	}
-	if pp := l.ProxyProtocol; pp != nil {
-		if len(pp.Trusted) == 0 {
-			v.add(p+".proxy_protocol.trusted", "no trusted address given", "list the load balancers' addresses or CIDR ranges, such as 10.0.0.0/8")
-		}
-		for j, t := range pp.Trusted {
-			if _, err := netip.ParsePrefix(t); err == nil {
-				continue
-			}
-			if _, err := netip.ParseAddr(t); err == nil {
-				continue
-			}
-			v.add(fmt.Sprintf("%s.proxy_protocol.trusted[%d]", p, j), fmt.Sprintf("%q is not an IP address or CIDR range", t), "write an address such as 10.0.0.5 or a range such as 10.0.0.0/8")
+}
+
+// sites checks a listener's sites: each named once, with hosts, the
+// identity its protocol needs and routes; at most one default; no host
+// pattern listed by two sites.
+func (v *validator) sites(c *Config, p string, l *Listener) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"tlcp", l.TLCP != nil}, {"tls", l.TLS != nil}, {"routes", len(l.Routes) > 0}} {
+		if f.set {
+			v.add(p+"."+f.name, "a listener with sites keeps its "+f.name+" in each site", "move it under the site it belongs to, or remove sites to serve one identity")
 		}
 	}
-	for _, h := range []struct{ field, name string }{
-		{"protocol", l.SessionHeaders.Protocol},
-		{"suite", l.SessionHeaders.Suite},
-		{"resumed", l.SessionHeaders.Resumed},
-		{"client_subject", l.SessionHeaders.ClientSubject},
-		{"client_serial", l.SessionHeaders.ClientSerial},
-		{"client_fingerprint", l.SessionHeaders.ClientFingerprint},
-		{"client_verified", l.SessionHeaders.ClientVerified},
+	names := map[string]int{}
+	hosts := map[string]int{}
+	defaultAt := -1
+	hasTLCP, hasTLS := false, false
+	for j := range l.Sites {
+		site := &l.Sites[j]
+		sp := fmt.Sprintf("%s.sites[%d]", p, j)
+		switch {
+		case site.Name == "":
+			v.add(sp+".name", "the site has no name", "name it (letters, digits, '-' and '_'); metrics and the access log use it")
+		case !validSiteName(site.Name):
+			v.add(sp+".name", fmt.Sprintf("%q is not a site name", site.Name), "use letters, digits, '-' and '_'")
+		default:
+			if k, dup := names[site.Name]; dup {
+				v.add(sp+".name", fmt.Sprintf("name %q is already used by sites[%d]", site.Name, k), "give each site its own name")
+			} else {
+				names[site.Name] = j
+			}
+		}
+		if site.Default {
+			if defaultAt >= 0 {
+				v.add(sp+".default", fmt.Sprintf("sites[%d] is the default already", defaultAt), "make one site the default")
+			} else {
+				defaultAt = j
+			}
+		}
+		if len(site.Hosts) == 0 && !site.Default {
+			v.add(sp+".hosts", "the site lists no host, so no client can reach it", "list its names, such as [api.example.cn, \"*.api.example.cn\"], or make it the default")
+		}
+		for k, h := range site.Hosts {
+			hp := fmt.Sprintf("%s.hosts[%d]", sp, k)
+			if !validHost(h) || strings.Contains(strings.TrimPrefix(h, "*."), "*") {
+				v.add(hp, fmt.Sprintf("%q is not a host name or wildcard", h), "write a name such as api.example.cn or a wildcard such as *.example.cn")
+				continue
+			}
+			key := strings.ToLower(strings.TrimSuffix(h, "."))
+			if other, dup := hosts[key]; dup {
+				what := "listed by sites[" + strconv.Itoa(other) + "] too"
+				if other == j {
+					what = "listed twice"
+				}
+				v.add(hp, fmt.Sprintf("%q is %s, so which site serves it is ambiguous", h, what), "list each name in one site only")
+			} else {
+				hosts[key] = j
+			}
+		}
+		hasTLCP = hasTLCP || site.TLCP != nil
+		hasTLS = hasTLS || site.TLS != nil
+		switch {
+		case l.Protocol == ProtocolTLCP && site.TLCP == nil:
+			v.add(sp+".tlcp", "a site of a tlcp listener needs a tlcp section", "add tlcp: with sign_cert, sign_key, enc_cert and enc_key")
+		case l.Protocol == ProtocolTLS && site.TLS == nil:
+			v.add(sp+".tls", "a site of a tls listener needs a tls section", "add tls: with cert and key")
+		case site.TLCP == nil && site.TLS == nil:
+			v.add(sp, "the site has neither a tlcp nor a tls section", "add its TLCP certificates, its TLS certificate, or both")
+		}
+		if l.Protocol == ProtocolTLCP && site.TLS != nil {
+			v.add(sp+".tls", "a tlcp listener does not use a tls section", "set protocol: auto to serve TLS clients on this port too, or remove the tls section")
+		}
+		if l.Protocol == ProtocolTLS && site.TLCP != nil {
+			v.add(sp+".tlcp", "a tls listener does not use a tlcp section", "set protocol: auto to serve TLCP clients on this port too, or remove the tlcp section")
+		}
+		if site.TLCP != nil {
+			v.tlcp(sp+".tlcp", site.TLCP)
+		}
+		if site.TLS != nil {
+			v.tls(c, sp+".tls", site.TLS)
+			if a := site.TLS.ACME; a != nil {
+				for k, d := range a.Domains {
+					if !siteHostsMatch(site.Hosts, d) {
+						v.add(fmt.Sprintf("%s.tls.acme.domains[%d]", sp, k), fmt.Sprintf("%q is not one of the site's hosts, so its challenges would reach another site", d), "add it to the site's hosts, or remove it")
+					}
+				}
+			}
+		}
+		if site.SessionHeaders != nil {
+			v.sessionHeaders(sp+".session_headers", *site.SessionHeaders)
+		}
+		if len(site.Routes) == 0 {
+			v.add(sp+".routes", "the site has no route", "add routes: with at least one upstream")
+		}
+		v.routes(c, sp, l, site.Routes)
+	}
+	if l.Protocol == ProtocolAuto && !hasTLCP {
+		v.add(p+".sites", "no site of this auto listener has a tlcp section, so TLCP clients cannot be served", "add tlcp to a site, or set protocol: tls")
+	}
+	if l.Protocol == ProtocolAuto && !hasTLS {
+		v.add(p+".sites", "no site of this auto listener has a tls section, so TLS clients cannot be served", "add tls to a site, or set protocol: tlcp")
+	}
+}
+
+// siteHostsMatch reports whether name is one of hosts or under one of
+// their wildcards.
+func siteHostsMatch(hosts []string, name string) bool {
+	name = strings.ToLower(name)
+	for _, h := range hosts {
+		h = strings.ToLower(h)
+		if h == name || strings.HasPrefix(h, "*.") && strings.HasSuffix(name, h[1:]) && len(name) > len(h)-1 {
+			return true
+		}
+	}
+	return false
+}
+
+func validSiteName(s string) bool {
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return len(s) <= 64
+}
+
+func (v *validator) sessionHeaders(p string, h SessionHeaders) {
+	for _, f := range []struct{ field, name string }{
+		{"protocol", h.Protocol},
+		{"suite", h.Suite},
+		{"resumed", h.Resumed},
+		{"client_subject", h.ClientSubject},
+		{"client_serial", h.ClientSerial},
+		{"client_fingerprint", h.ClientFingerprint},
+		{"client_verified", h.ClientVerified},
 	} {
-		if h.name != "" && !validHeaderName(h.name) {
-			v.add(p+".session_headers."+h.field, fmt.Sprintf("%q is not a valid header name", h.name), "use letters, digits and '-', such as X-TLCP-Suite")
+		if f.name != "" && !validHeaderName(f.name) {
+			v.add(p+"."+f.field, fmt.Sprintf("%q is not a valid header name", f.name), "use letters, digits and '-', such as X-TLCP-Suite")
 		}
 	}
-	if len(l.Routes) == 0 && !l.RedirectHTTPS {
-		v.add(p+".routes", "the listener has no route", "add routes: with at least one upstream")
-	}
+}
+
+// routes checks the routes of a listener (or one of its sites) at path p.
+func (v *validator) routes(c *Config, p string, l *Listener, routes []Route) {
 	seen := map[string]int{}
-	for j, r := range l.Routes {
+	for j, r := range routes {
 		rp := fmt.Sprintf("%s.routes[%d]", p, j)
 		if r.Host != "" && !validHost(r.Host) {
 			v.add(rp+".host", fmt.Sprintf("%q is not a host name", r.Host), "write a name such as api.example.cn or *.example.cn, or leave it out to match any host")
@@ -315,6 +467,9 @@ func (v *validator) httpListener(c *Config, p string, l *Listener) {
 	if l.TLS != nil {
 		v.add(p+".tls", "an http listener does not use a tls section", "remove it, or set protocol: tls")
 	}
+	if len(l.Sites) > 0 {
+		v.add(p+".sites", "an http listener has no sites: it has no certificates to choose between", "put routes: on the listener, or set protocol: tls or auto")
+	}
 	if !l.RedirectHTTPS {
 		return
 	}
@@ -337,6 +492,9 @@ func (v *validator) tcpListener(p string, l *Listener) {
 	}
 	if l.SessionHeaders != (SessionHeaders{}) {
 		v.add(p+".session_headers", "a tcp listener sends no HTTP headers", "remove session_headers")
+	}
+	if len(l.Sites) > 0 {
+		v.add(p+".sites", "a tcp listener has no sites: it has no certificates to choose between", "put its route on the listener, or set protocol: tlcp, tls or auto")
 	}
 }
 
@@ -545,7 +703,7 @@ func (v *validator) upstream(p string, u *Upstream) {
 		tp := fmt.Sprintf("%s.targets[%d]", p, i)
 		s, err := ParseTarget(t)
 		if err != nil {
-			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https, tlcp or tcp`)
+			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https, h2c, tlcp or tcp`)
 			continue
 		}
 		if scheme == "" {
@@ -558,6 +716,13 @@ func (v *validator) upstream(p string, u *Upstream) {
 	case PolicyRoundRobin, PolicyLeastConn:
 	default:
 		v.add(p+".policy", fmt.Sprintf("unknown policy %q", u.Policy), "use round_robin or least_conn")
+	}
+	if u.HTTP2 && scheme != "" && scheme != "https" {
+		fix := "remove http2"
+		if scheme == "http" {
+			fix = "write the targets as h2c://host:port for HTTP/2 without TLS, or remove http2"
+		}
+		v.add(p+".http2", "http2 applies to https:// targets", fix)
 	}
 	if u.TLS != nil {
 		if scheme != "" && scheme != "https" {
@@ -701,7 +866,7 @@ func ParseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q is not scheme://host:port", s)
 	}
 	switch u.Scheme {
-	case "http", "https", "tlcp", "tcp":
+	case "http", "https", "h2c", "tlcp", "tcp":
 	default:
 		return nil, fmt.Errorf("unknown scheme %q in %q", u.Scheme, s)
 	}
@@ -712,7 +877,7 @@ func ParseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q has a path or query; targets are scheme://host:port", s)
 	}
 	if u.Port() == "" {
-		if u.Scheme == "tcp" {
+		if u.Scheme == "tcp" || u.Scheme == "h2c" {
 			return nil, fmt.Errorf("%q has no port", s)
 		}
 	}
