@@ -244,7 +244,9 @@ type Config struct {
 	// server asks for one.
 	GetClientCertificate func(*CertificateRequestInfo) (*Certificate, error)
 	// GetConfigForClient, when set, may return a different Config for this
-	// ClientHello (nil keeps this one).
+	// ClientHello (nil keeps this one). An error ends the handshake with
+	// the internal_error alert, or with the Alert of an *AlertError (such
+	// as AlertUnrecognizedName for a server name it does not serve).
 	GetConfigForClient func(*ClientHelloInfo) (*Config, error)
 
 	// VerifyPeerCertificate, when set, is called after normal verification

@@ -114,7 +114,11 @@ func (hs *serverHandshakeState) readClientHello() error {
 	if c.config.GetConfigForClient != nil {
 		cfg, err := c.config.GetConfigForClient(hs.clientHelloInfo())
 		if err != nil {
-			return c.sendAlert(AlertInternalError, err)
+			alert := AlertInternalError
+			if ae := (*AlertError)(nil); errors.As(err, &ae) && !ae.Remote {
+				alert, err = ae.Alert, ae.Err
+			}
+			return c.sendAlert(alert, err)
 		}
 		if cfg != nil {
 			hs.config = cfg

@@ -3,6 +3,7 @@ package tlcp
 import (
 	"errors"
 	"github.com/emmansun/gmsm/smx509"
+	"strings"
 	"testing"
 )
 
@@ -66,6 +67,9 @@ func TestGetConfigForClient(t *testing.T) {
 		if hi.ServerName == "refuse.test" {
 			return nil, errors.New("no such site")
 		}
+		if hi.ServerName == "unknown.test" {
+			return nil, &AlertError{Alert: AlertUnrecognizedName, Err: errors.New("no site for unknown.test")}
+		}
 		return nil, nil
 	}
 	ccfg := clientConfig(t)
@@ -82,6 +86,15 @@ func TestGetConfigForClient(t *testing.T) {
 	ccfg.ServerName, ccfg.SendServerName, ccfg.InsecureSkipVerify = "refuse.test", true, true
 	_, _, cerr, serr = handshakePair(t, ccfg, scfg)
 	assertAlert(t, serr, cerr, AlertInternalError)
+
+	// An *AlertError names the alert sent, and its cause stays the
+	// server's error.
+	ccfg.ServerName = "unknown.test"
+	_, _, cerr, serr = handshakePair(t, ccfg, scfg)
+	assertAlert(t, serr, cerr, AlertUnrecognizedName)
+	if serr == nil || !strings.Contains(serr.Error(), "no site for unknown.test") {
+		t.Errorf("server error %v lacks the cause", serr)
+	}
 }
 
 func TestALPN(t *testing.T) {
