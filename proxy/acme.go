@@ -29,9 +29,11 @@ var errACMEChallenge = errors.New("TLS-ALPN-01 challenge answered")
 // that leaves the listener's ACME settings alone keeps it, with its
 // renewal schedule.
 type acmeSite struct {
-	spec    acmeSpec
-	mgr     *certs.ACME
-	started bool
+	spec acmeSpec
+	mgr  *certs.ACME
+	// listener answers the TLS-ALPN-01 challenges.
+	listener string
+	started  bool
 }
 
 // acmeSpec is what an acmeSite is made from.
@@ -71,12 +73,13 @@ func checkStateDir(stateDir string) error {
 func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation, check bool) []config.Problem {
 	var probs []config.Problem
 	stateChecked := false
-	for i, lc := range cfg.Listeners {
-		if lc.TLS == nil || lc.TLS.ACME == nil || lc.Protocol == config.ProtocolTLCP {
+	for _, sp := range tlsSites(cfg) {
+		if !sp.servesTLS() || sp.cfg.TLS.ACME == nil {
 			continue
 		}
-		p := fmt.Sprintf("listeners[%d].tls.acme", i)
-		spec := acmeSpec{acme: *lc.TLS.ACME, stateDir: cfg.StateDir}
+		name := sp.source()
+		p := sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si) + ".tls.acme"
+		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir}
 		var storage *certs.RedisStorage
 		if spec.acme.Shared {
 			// In the session store: no state directory is used. The
@@ -88,8 +91,8 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			storage = gen.shared.acmeStorage()
 		}
 		if prev != nil {
-			if old, ok := prev.acme[lc.Name]; ok && reflect.DeepEqual(old.spec, spec) {
-				gen.acme[lc.Name] = old
+			if old, ok := prev.acme[name]; ok && reflect.DeepEqual(old.spec, spec) && old.listener == sp.lc.Name {
+				gen.acme[name] = old
 				continue
 			}
 		}
@@ -122,7 +125,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			}
 		}
 		opts := certs.ACMEOptions{
-			Name:                    lc.Name,
+			Name:                    name,
 			StateDir:                cfg.StateDir,
 			Domains:                 spec.acme.Domains,
 			DirectoryURL:            spec.acme.CA,
@@ -141,7 +144,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			probs = append(probs, cfg.Problem(p, err.Error(), ""))
 			continue
 		}
-		gen.acme[lc.Name] = &acmeSite{spec: spec, mgr: mgr}
+		gen.acme[name] = &acmeSite{spec: spec, mgr: mgr, listener: sp.lc.Name}
 	}
 	return probs
 }
@@ -161,12 +164,12 @@ func (s *Server) startACME(g *generation) {
 			continue
 		}
 		site.started = true
-		site.mgr.SetChallengePorts(httpPort, s.boundPort(name))
+		site.mgr.SetChallengePorts(httpPort, s.boundPort(site.listener))
 		if err := site.mgr.Start(context.Background()); err != nil {
-			s.log.Error("ACME could not start; the listener serves no TLS certificate until it does", "listener", name, "cause", err.Error())
+			s.log.Error("ACME could not start; the site serves no TLS certificate until it does", "listener", site.listener, "name", name, "cause", err.Error())
 			continue
 		}
-		s.log.Info("ACME manages the TLS certificate", "listener", name, "domains", site.mgr.Domains(), "ca", site.spec.acme.CA)
+		s.log.Info("ACME manages the TLS certificate", "listener", site.listener, "name", name, "domains", site.mgr.Domains(), "ca", site.spec.acme.CA)
 	}
 }
 

@@ -78,15 +78,18 @@ func (b *requestBody) failure(settle bool) error {
 // clientBodyFailure returns the client's body error behind a failed
 // upstream request, or nil when the request body is not at fault.
 // (ReverseProxy hands the pool the body in a wrapper of its own, so it
-// is found through the connection.)
+// is found through the request context.)
 func clientBodyFailure(r *http.Request) error {
-	if b := infoFrom(r.Context()).body; b != nil {
+	if b, _ := r.Context().Value(requestBodyKey{}).(*requestBody); b != nil {
 		// A canceled request means a failed or closed client
 		// connection, so a read in flight returns at once.
 		return b.failure(r.Context().Err() != nil)
 	}
 	return nil
 }
+
+// requestBodyKey finds a request's *requestBody in its context.
+type requestBodyKey struct{}
 
 // clientBodyError is a failure to read a client's request body: the
 // client's doing, not the upstream's.

@@ -146,8 +146,9 @@ func configError(probs []config.Problem) error {
 }
 
 // certProblems turns the errors of certs.NewStore into problems at the
-// fields of the listeners they belong to.
-func certProblems(cfg *config.Config, err error) []config.Problem {
+// fields of the listeners and sites they belong to; paths maps each
+// certificate source to its field path.
+func certProblems(cfg *config.Config, paths map[string]string, err error) []config.Problem {
 	var probs []config.Problem
 	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -160,6 +161,9 @@ func certProblems(cfg *config.Config, err error) []config.Problem {
 			continue
 		}
 		path := sourcePath(cfg, fe.Source, fe.Side)
+		if p, ok := paths[fe.Source]; ok {
+			path = p + "." + fe.Side
+		}
 		if fe.Field != "" {
 			path += "." + fe.Field
 		}
@@ -236,16 +240,23 @@ func bindProblem(cfg *config.Config, path, addr string, err error) config.Proble
 	return cfg.Problem(path, err.Error(), fix)
 }
 
-// warnings are what Check reports about a configuration that serves.
-func (s *Server) warnings(cfg *config.Config, gen *generation) []config.Problem {
+// warnings are what Check reports about a configuration that serves;
+// paths maps each certificate source to its field path.
+func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]string) []config.Problem {
 	var out []config.Problem
 	for i, lc := range cfg.Listeners {
 		p := fmt.Sprintf("listeners[%d]", i)
-		if st := gen.states[lc.Name]; st != nil && st.tlcp != nil && st.tlcp.ClientAuth == tlcp.NoClientCert && st.tlcp.ClientCAs == nil && servesECDHE(st.tlcp.CipherSuites) {
-			out = append(out, cfg.Problem(p+".tlcp.client_ca",
-				"client_auth: none with the ECDHE suites still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
-				"set client_ca to the CAs that issue your clients' certificates"))
+		if st := gen.states[lc.Name]; st != nil {
+			for j, site := range st.sites.sites {
+				tc := site.tlcp
+				if tc != nil && tc.ClientAuth == tlcp.NoClientCert && tc.ClientCAs == nil && servesECDHE(tc.CipherSuites) {
+					out = append(out, cfg.Problem(lc.SitePath(p, j)+".tlcp.client_ca",
+						"client_auth: none with the ECDHE suites still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
+						"set client_ca to the CAs that issue your clients' certificates"))
+				}
+			}
 		}
+		out = append(out, overlapWarnings(cfg, i)...)
 		if lc.Protocol == config.ProtocolHTTP && len(lc.Routes) > 0 && !loopbackListen(lc.Listen) {
 			out = append(out, cfg.Problem(p+".listen",
 				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
@@ -266,7 +277,11 @@ func (s *Server) warnings(cfg *config.Config, gen *generation) []config.Problem 
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			out = append(out, cfg.Problem(sourcePath(cfg, w.Source, w.Side), w.Msg, ""))
+			path := sourcePath(cfg, w.Source, w.Side)
+			if p, ok := paths[w.Source]; ok {
+				path = p + "." + w.Side
+			}
+			out = append(out, cfg.Problem(path, w.Msg, ""))
 		}
 	}
 	return out

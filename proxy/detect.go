@@ -106,6 +106,9 @@ func answerPlainHTTP(r io.Reader, w io.Writer) {
 type replayConn struct {
 	net.Conn
 	prefix []byte
+	// refusedName is the server name of a TLS ClientHello that no site
+	// serves, which crypto/tls does not report (see siteTable.outerTLS).
+	refusedName string
 }
 
 func (c *replayConn) Read(b []byte) (int, error) {

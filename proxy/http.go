@@ -28,11 +28,15 @@ import (
 // handshake negotiated. It travels in each request's context, since
 // http.Request.TLS knows only crypto/tls.
 type connInfo struct {
-	listener  string
-	client    net.Addr // after the PROXY header, when one was used
-	protocol  string   // tlcp, tls1.2, tls1.3
-	suite     string
-	sni       string
+	listener string
+	client   net.Addr // after the PROXY header, when one was used
+	protocol string   // tlcp, tls1.2, tls1.3
+	suite    string
+	sni      string
+	// site is the name of the site the handshake was made for.
+	site string
+	// alpn is the application protocol the handshake chose ("" for none).
+	alpn      string
 	resumed   bool
 	handshake time.Duration
 	// peerCert is the client's signing certificate, set only when its
@@ -44,10 +48,6 @@ type connInfo struct {
 	// Content-Length and Transfer-Encoding was read on the connection;
 	// the next request answered takes it and closes the connection.
 	ambiguousFraming atomic.Bool
-	// body is the request body of the request being served (HTTP/1:
-	// one at a time, read and written by the handler's goroutine only),
-	// so that the pool can tell a client's body failure from its own.
-	body *requestBody
 	// clientVerified is set when the client's certificate was verified.
 	clientVerified bool
 }
@@ -159,14 +159,25 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ci.ambiguousFraming.Swap(false) {
 		rec.closeConn = true
 	}
-	ci.body = nil
 	if r.Body != nil && r.Body != http.NoBody {
-		ci.body = newRequestBody(r.Body, w, st.requestBody)
-		r.Body = ci.body
+		// The pool tells a client's body failure from its own through
+		// the request's context: HTTP/2 serves several requests of a
+		// connection at once.
+		body := newRequestBody(r.Body, w, st.requestBody)
+		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
+		r.Body = body
 	}
+	// The site the Host names must be the one the connection's handshake
+	// chose: its certificate and client authentication are what the
+	// client passed.
+	site := st.sites.all.lookup(r.Host)
 	var rt *route
-	if st.plain == nil || !st.plain.intercept(rec, r) {
-		rt = st.router.match(r.Host, r.URL.Path, false)
+	switch {
+	case st.plain != nil && st.plain.intercept(rec, r):
+	case site == nil || site.name != ci.site:
+		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+sanitizedHost(r.Host))
+	default:
+		rt = site.router.match(r.Host, r.URL.Path, false)
 		if rt == nil {
 			plainError(rec, http.StatusNotFound, "no route for this host and path")
 		}
@@ -174,13 +185,22 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	upstreamName := ""
 	if rt != nil {
 		upstreamName = rt.upstream.name
-		rp := h.srv.reverseProxy(rt.upstream, st)
+		rp := h.srv.reverseProxy(rt.upstream, site)
 		rp.ModifyResponse = rec.noteTarget
 		rp.ServeHTTP(rec, r)
 	}
 	d := time.Since(start)
-	h.srv.metrics.requestDuration.WithLabelValues(st.name).Observe(d.Seconds())
+	v := 0
+	if r.ProtoMajor == 2 {
+		v = 1
+	}
+	if site != nil && site.name == ci.site {
+		site.requests[v].Observe(d.Seconds())
+	} else {
+		h.srv.metrics.requestDuration.WithLabelValues(st.name, ci.site, httpVersions[v]).Observe(d.Seconds())
+	}
 	h.srv.accessLog(r.Context(), "request", append(ci.logAttrs(),
+		slog.String("http", r.Proto),
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
 		slog.String("path", r.URL.Path),
@@ -193,10 +213,34 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	)...)
 }
 
+// sanitizedHost is a Host header fit to repeat in a response: a host
+// name or address, or nothing.
+func sanitizedHost(h string) string {
+	h = stripPort(h)
+	if !validHostChars(h) {
+		return "it"
+	}
+	return h
+}
+
+func validHostChars(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c == '-' || c == '.' || c == ':' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
 // logAttrs are the access log fields that describe the connection.
 func (ci *connInfo) logAttrs() []slog.Attr {
 	return []slog.Attr{
 		slog.String("listener", ci.listener),
+		slog.String("site", ci.site),
 		slog.String("client", addrString(ci.client)),
 		slog.String("sni", ci.sni),
 		slog.String("protocol", ci.protocol),
@@ -215,13 +259,13 @@ func addrString(a net.Addr) string {
 	return a.String()
 }
 
-// reverseProxy builds the forwarding handler of a pool for a listener's
+// reverseProxy builds the forwarding handler of a pool for a site's
 // session headers. It is cheap: the pool holds the transport.
-func (s *Server) reverseProxy(p *pool, st *listenerState) *httputil.ReverseProxy {
+func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			removeSpoofable(pr.Out.Header, st.spoofable)
-			rewrite(pr, st.headers)
+			removeSpoofable(pr.Out.Header, site.spoofable)
+			rewrite(pr, site.headers)
 		},
 		Transport: p,
 		// Responses of unknown length (streams, server-sent events) are

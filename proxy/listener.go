@@ -26,12 +26,16 @@ import (
 // connections keep the state they were accepted with until their
 // handshake is done.
 type listenerState struct {
-	name          string
-	protocol      string
-	tlcp          *tlcp.Config
-	tls           *tls.Config
-	router        *router
-	headers       config.SessionHeaders
+	name     string
+	protocol string
+	// sites are the listener's identities and routes; tlcp and tls are
+	// the configurations its handshakes start with, which hand each
+	// client the configuration of its site (site.go).
+	sites *siteTable
+	tlcp  *tlcp.Config
+	tls   *tls.Config
+	// http2 offers HTTP/2 (ALPN h2).
+	http2         bool
 	proxyProtocol *config.ProxyProtocol
 	maxConns      int64
 	handshake     time.Duration
@@ -42,9 +46,6 @@ type listenerState struct {
 	handshakes    *handshakeLimiter
 	// plain is set on http listeners.
 	plain *plainHTTP
-	// spoofable are the normalised names of the request headers gmgate
-	// sets, whose look-alikes a client sends are removed.
-	spoofable []string
 }
 
 // runningListener is a bound socket with the HTTP server that serves its
@@ -75,6 +76,8 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
 		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
 		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
+		Protocols:         serverProtocols(lc),
+		HTTP2:             http2Limits(gen.cfg),
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if hc, ok := c.(*httpConn); ok {
@@ -258,7 +261,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 
 	detected, hello, err := readClientHello(conn, conn)
 	if err != nil {
-		s.handshakeFailed(rl, client, detected.String(), err, time.Since(accepted))
+		s.handshakeFailed(rl, client, &connInfo{protocol: detected.String()}, err, time.Since(accepted))
 		tc.Close()
 		return
 	}
@@ -269,33 +272,37 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	defer cancel()
 	if !st.handshakes.acquire(ctx) {
 		s.metrics.connsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
-		s.metrics.handshake(detected.String(), "none", "refused", 0)
+		s.metrics.handshake(detected.String(), "none", "", "refused", 0)
 		tc.Close()
 		return
 	}
 	start := time.Now()
-	info, established, err := s.handshake(ctx, st, detected, conn)
+	info, site, established, err := s.handshake(ctx, st, detected, conn)
 	st.handshakes.release()
 	d := time.Since(start)
 	if err != nil {
-		s.handshakeFailed(rl, client, info.protocol, err, d)
+		s.handshakeFailed(rl, client, info, err, d)
 		tc.Close()
 		return
 	}
 	info.listener = rl.name
 	info.client = client
 	info.handshake = d
-	s.metrics.handshake(info.protocol, info.suite, "ok", d)
+	s.metrics.handshake(info.protocol, info.suite, info.site, "ok", d)
 	if info.resumed {
 		s.metrics.handshakesResumed.WithLabelValues(info.protocol).Inc()
 	}
 	_ = established.SetDeadline(time.Time{})
 
-	if rt := st.router.match(info.sni, "", true); rt != nil {
+	if rt := site.router.match(info.sni, "", true); rt != nil {
 		s.forwardTCP(st, rt.upstream, established, info)
 		return
 	}
-	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle, listener: rl.httpConns}
+	// HTTP/2 is served to a client that chose h2 by ALPN, or that chose
+	// nothing and starts with the HTTP/2 preface (prior knowledge); one
+	// that chose http/1.1 speaks HTTP/1.1.
+	h2 := st.http2 && (info.alpn == "h2" || info.alpn == "")
+	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle, listener: rl.httpConns, h2Allowed: h2}
 	hc.sock = parkSocket(tc.Conn)
 	if !rl.httpConns.push(hc) {
 		hc.Close()
@@ -306,14 +313,20 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 // lines a second per listener: the client, what it spoke, the alert sent
 // or received and the cause. A client that closed without sending a byte
 // (a port probe, a load balancer's TCP check) is logged at debug only.
-func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, protocol string, err error, d time.Duration) {
+func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *connInfo, err error, d time.Duration) {
 	result := handshakeResult(err)
-	s.metrics.handshake(protocol, "none", result, d)
+	s.metrics.handshake(info.protocol, "none", info.site, result, d)
 	attrs := []slog.Attr{
 		slog.String("listener", rl.name),
 		slog.String("client", addrString(client)),
-		slog.String("protocol", protocol),
+		slog.String("protocol", info.protocol),
 		slog.String("result", result),
+	}
+	if info.sni != "" {
+		attrs = append(attrs, slog.String("sni", info.sni))
+	}
+	if info.site != "" {
+		attrs = append(attrs, slog.String("site", info.site))
 	}
 	if dir, alert, ok := handshakeAlert(err); ok {
 		attrs = append(attrs, slog.String("alert_"+dir, alert))
@@ -336,17 +349,38 @@ type httpConn struct {
 	// a long response to a client that keeps reading is not limited.
 	writeTimeout time.Duration
 	// framing watches the request headers (read by one goroutine at a
-	// time: net/http's).
+	// time: net/http's) of HTTP/1.
 	framing framingSniffer
 	// listener takes the connection back after it was parked while idle
 	// (idle.go).
 	listener *connListener
 	idleState
+	// h2Allowed lets the client speak HTTP/2 (see handleConn); h2 is set
+	// once its first bytes were the HTTP/2 preface, started once its first
+	// bytes were read.
+	h2Allowed, h2, started bool
 }
+
+// http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
+// request starts with its first word.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// errHTTP2NotAllowed ends a connection that starts HTTP/2 without having
+// chosen it.
+var errHTTP2NotAllowed = errors.New("the client sent the HTTP/2 preface on a connection that did not choose h2")
 
 func (c *httpConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if c.framing.scan(b[:n]) {
+	if !c.started && n > 0 {
+		c.started = true
+		if n >= 4 && string(b[:4]) == http2Preface[:4] {
+			if !c.h2Allowed {
+				return 0, errHTTP2NotAllowed
+			}
+			c.h2 = true
+		}
+	}
+	if !c.h2 && c.framing.scan(b[:n]) {
 		c.info.ambiguousFraming.Store(true)
 	}
 	if c.idle {
@@ -388,9 +422,11 @@ func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
 }
 
 // handshake runs the handshake of the listener's protocol, or on an auto
-// listener of the protocol the client's first record header names.
-// info.protocol is set as far as it is known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, detected wireProtocol, c net.Conn) (*connInfo, net.Conn, error) {
+// listener of the protocol the client's first record header names, and
+// returns the site it was made for. info.protocol (and info.sni and
+// info.site, once the ClientHello chose them) are set as far as they are
+// known, even on failure.
+func (s *Server) handshake(ctx context.Context, st *listenerState, detected wireProtocol, c net.Conn) (*connInfo, *site, net.Conn, error) {
 	info := &connInfo{protocol: "unknown"}
 	proto := wireTLCP
 	switch st.protocol {
@@ -402,33 +438,59 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected wire
 	if proto == wireTLS {
 		info.protocol = "tls"
 		tc := tls.Server(c, st.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return info, nil, err
-		}
+		err := tc.HandshakeContext(ctx)
 		cs := tc.ConnectionState()
+		info.sni = cs.ServerName
+		site := st.sites.tls.lookup(cs.ServerName)
+		if site != nil {
+			info.site = site.name
+		}
+		if err != nil {
+			if rc, ok := c.(*replayConn); ok && err.Error() == errNoTLSCertificates {
+				info.sni = rc.refusedName
+				err = &sentAlertError{alert: "unrecognized_name", err: &errUnknownSite{rc.refusedName}}
+			}
+			return info, nil, nil, err
+		}
 		if cs.NegotiatedProtocol == acmeTLSProtocol {
 			tc.Close()
-			return info, nil, errACMEChallenge
+			return info, nil, nil, errACMEChallenge
 		}
 		info.protocol = tlsVersionName(cs.Version)
 		info.suite = tls.CipherSuiteName(cs.CipherSuite)
-		info.sni = cs.ServerName
+		info.alpn = cs.NegotiatedProtocol
 		info.resumed = cs.DidResume
 		info.setTLSClient(cs)
-		return info, tc, nil
+		return info, site, tc, nil
 	}
 	info.protocol = "tlcp"
 	tc := tlcp.Server(c, st.tlcp)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return info, nil, err
-	}
+	err := tc.HandshakeContext(ctx)
 	cs := tc.ConnectionState()
-	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
 	info.sni = cs.ServerName
+	site := st.sites.tlcp.lookup(cs.ServerName)
+	if site != nil {
+		info.site = site.name
+	}
+	if err != nil {
+		return info, nil, nil, err
+	}
+	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
+	info.alpn = cs.NegotiatedProtocol
 	info.resumed = cs.DidResume
 	info.setTLCPClient(cs)
-	return info, tc, nil
+	return info, site, tc, nil
 }
+
+// sentAlertError is a handshake failure that crypto/tls ended with an
+// alert it does not report in its error.
+type sentAlertError struct {
+	alert string
+	err   error
+}
+
+func (e *sentAlertError) Error() string { return e.err.Error() }
+func (e *sentAlertError) Unwrap() error { return e.err }
 
 func tlsVersionName(v uint16) string {
 	switch v {
@@ -443,6 +505,10 @@ func tlsVersionName(v uint16) string {
 // handshakeAlert returns the alert a failed handshake ended with, when
 // it is known, and whether it was sent or received.
 func handshakeAlert(err error) (dir, alert string, ok bool) {
+	var se *sentAlertError
+	if errors.As(err, &se) {
+		return "sent", se.alert, true
+	}
 	var ae *tlcp.AlertError
 	if errors.As(err, &ae) {
 		dir = "sent"

@@ -50,8 +50,8 @@ func newMetrics() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_handshakes_total",
-		Help: "Client handshakes by protocol (tlcp, tls1.2, tls1.3), cipher suite and result (ok, or why it failed).",
-	}, []string{"protocol", "suite", "result"})
+		Help: "Client handshakes by protocol (tlcp, tls1.2, tls1.3), cipher suite, site (empty before one was chosen) and result (ok, or why it failed).",
+	}, []string{"protocol", "suite", "site", "result"})
 	m.handshakeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_handshake_duration_seconds",
 		Help:    "Time from the first byte of a client handshake to its end, by protocol and result.",
@@ -92,9 +92,9 @@ func newMetrics() *Metrics {
 	}, []string{"upstream"})
 	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_request_duration_seconds",
-		Help:    "Time to serve an HTTP request, from its header to the end of the response, by listener.",
+		Help:    "Time to serve an HTTP request, from its header to the end of the response, by listener, site and HTTP version (1.1, 2).",
 		Buckets: latencyBuckets,
-	}, []string{"listener"})
+	}, []string{"listener", "site", "http_version"})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_config_reloads_total",
 		Help: "Configuration reloads by result (success, failure).",
@@ -150,8 +150,8 @@ func (m *Metrics) setCerts(c prometheus.Collector) { m.certs.Store(&c) }
 
 func (m *Metrics) setACME(c []prometheus.Collector) { m.acme.Store(&c) }
 
-func (m *Metrics) handshake(protocol, suite, result string, d time.Duration) {
-	m.handshakes.WithLabelValues(protocol, suite, result).Inc()
+func (m *Metrics) handshake(protocol, suite, site, result string, d time.Duration) {
+	m.handshakes.WithLabelValues(protocol, suite, site, result).Inc()
 	m.handshakeDuration.WithLabelValues(protocol, result).Observe(d.Seconds())
 }
 

@@ -70,7 +70,7 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request) bool {
 // server: there is no handshake to make.
 func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "http"}
+	info := &connInfo{listener: rl.name, client: client, protocol: "http", site: config.DefaultSiteName}
 	st := rl.state.Load()
 	hc := &httpConn{Conn: conn, info: info, writeTimeout: st.idle}
 	if !rl.httpConns.push(hc) {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net"
 	"time"
+
+	"github.com/gmgate/gmgate/config"
 )
 
 // servePlainTCP forwards a connection of a tcp listener whole to its
@@ -11,8 +13,9 @@ import (
 // and no host to match.
 func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "tcp"}
-	rt := st.router.match("", "", true)
+	info := &connInfo{listener: rl.name, client: client, protocol: "tcp", site: config.DefaultSiteName}
+	// The listener's one site, which answers for every name.
+	rt := st.sites.all.lookup("").router.match("", "", true)
 	if rt == nil {
 		conn.Close()
 		return

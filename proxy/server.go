@@ -14,7 +14,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +82,10 @@ type Server struct {
 	// client_ca, or a certificate rotation, sends clients through a full
 	// handshake.
 	sessionCaches map[string]*sessionCache
+	// ticketers seal the TLS session tickets of each site (by certificate
+	// source, see site.source) with keys of their own, kept across
+	// reloads like the TLCP session caches.
+	ticketers map[string]*tls.Config
 
 	// retired are listeners removed by a reload whose connections may
 	// still be finishing.
@@ -186,6 +189,7 @@ func newServer(cfg *config.Config, opts Options) *Server {
 		metrics:       newMetrics(),
 		listeners:     map[string]*runningListener{},
 		sessionCaches: map[string]*sessionCache{},
+		ticketers:     map[string]*tls.Config{},
 		conns:         map[*trackedConn]struct{}{},
 	}
 	s.log = opts.Logger
@@ -257,16 +261,19 @@ type buildOptions struct {
 func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
 	var probs []config.Problem
 	var sources []certs.Source
-	for _, l := range cfg.Listeners {
-		src := certs.Source{Name: l.Name}
-		if l.TLCP != nil && l.Protocol != config.ProtocolTLS && l.Protocol != config.ProtocolHTTP {
-			src.TLCP = &certs.TLCPFiles{SignCert: l.TLCP.SignCert, SignKey: l.TLCP.SignKey, EncCert: l.TLCP.EncCert, EncKey: l.TLCP.EncKey}
+	sitePaths := map[string]string{}
+	for _, sp := range tlsSites(cfg) {
+		src := certs.Source{Name: sp.source()}
+		if sp.servesTLCP() {
+			t := sp.cfg.TLCP
+			src.TLCP = &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}
 		}
-		if l.TLS != nil && l.TLS.ACME == nil && (l.Protocol == config.ProtocolTLS || l.Protocol == config.ProtocolAuto) {
-			src.TLS = &certs.TLSFiles{Cert: l.TLS.Cert, Key: l.TLS.Key}
+		if sp.servesTLS() && sp.cfg.TLS.ACME == nil {
+			src.TLS = &certs.TLSFiles{Cert: sp.cfg.TLS.Cert, Key: sp.cfg.TLS.Key}
 		}
 		if src.TLCP != nil || src.TLS != nil {
 			sources = append(sources, src)
+			sitePaths[src.Name] = sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
@@ -280,7 +287,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log, Load: certs.LoadOptions{Offline: bo.offline}}, sources...)
 	if err != nil {
-		probs = append(probs, certProblems(cfg, err)...)
+		probs = append(probs, certProblems(cfg, sitePaths, err)...)
 	}
 	gen := &generation{
 		cfg:        cfg,
@@ -317,7 +324,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	probs = append(probs, storeProbs...)
 	probs = append(probs, s.acmeSites(cfg, prev, gen, bo.check)...)
 	for i, lc := range cfg.Listeners {
-		st, err := s.listenerState(lc, gen)
+		st, err := s.listenerState(i, lc, gen)
 		if err != nil {
 			probs = append(probs, listenerProblem(cfg, i, err))
 			continue
@@ -328,7 +335,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		gen.closeNew(prev)
 		return nil, configError(probs)
 	}
-	gen.warnings = append(s.warnings(cfg, gen), storeWarnings...)
+	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
 	return gen, nil
 }
 
@@ -404,11 +411,11 @@ func (g *generation) closeExcept(next *generation) {
 
 func (g *generation) close() { g.closeExcept(nil) }
 
-func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerState, error) {
+func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*listenerState, error) {
 	st := &listenerState{
 		name:          lc.Name,
 		protocol:      lc.Protocol,
-		headers:       lc.SessionHeaders,
+		http2:         lc.ServesHTTP2(),
 		maxConns:      int64(gen.cfg.Limits.MaxConnections),
 		handshake:     gen.cfg.Timeouts.Handshake.D(),
 		clientHello:   gen.cfg.Timeouts.ClientHello.D(),
@@ -416,125 +423,44 @@ func (s *Server) listenerState(lc config.Listener, gen *generation) (*listenerSt
 		requestBody:   gen.cfg.Timeouts.RequestBody.D(),
 		upstreamDial:  gen.cfg.Timeouts.UpstreamConnect.D(),
 		handshakes:    gen.handshakes[lc.Name],
-		router:        &router{},
 		proxyProtocol: lc.ProxyProtocol,
-		spoofable:     spoofableHeaders(lc.SessionHeaders),
 	}
-	for _, rc := range lc.Routes {
-		p := gen.pools[rc.Upstream]
-		if p == nil {
-			continue // the pool's problem is reported
+	var sites []*site
+	for j, sc := range lc.SiteList() {
+		if lc.Protocol == config.ProtocolHTTP || lc.Protocol == config.ProtocolTCP {
+			// An http or tcp listener has no identity: its one site
+			// routes.
+			sites = append(sites, s.plainSite(lc, sc, gen))
+			continue
 		}
-		// Routes to tcp:// upstreams, and every route of a tcp listener,
-		// take whole connections.
-		stream := p.scheme == "tcp" || lc.Protocol == config.ProtocolTCP
-		path := rc.Path
-		if stream {
-			path = ""
-		}
-		st.router.routes = append(st.router.routes, route{host: lowerASCII(rc.Host), path: path, upstream: p, stream: stream})
-	}
-	if lc.Protocol == config.ProtocolHTTP {
-		st.plain = newPlainHTTP(lc, gen)
-	}
-	name := lc.Name
-	store := gen.store
-	if lc.TLCP != nil && (lc.Protocol == config.ProtocolTLCP || lc.Protocol == config.ProtocolAuto) {
-		tc := &tlcp.Config{
-			GetCertificate: func(*tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
-				if c := store.TLCPCertificate(name); c != nil {
-					return c, nil
-				}
-				return nil, errors.New("no TLCP certificate for listener " + name)
-			},
-			ClientAuth:                  tlcpClientAuth(lc.TLCP.ClientAuth),
-			AcceptServerAuthClientCerts: lc.TLCP.AcceptServerAuthClientCerts,
-			SessionContext:              name,
-		}
-		if cache := s.sessionCache(gen, name, lc.TLCP.SessionCache, lc.SharedSessions); cache != nil {
-			tc.SessionCache = cache
-		} else {
-			tc.SessionsDisabled = true
-		}
-		suites, err := s.listenerSuites(lc, store)
+		site, err := s.buildSite(siteSpec{lc: lc, li: li, si: j, cfg: sc}, gen)
 		if err != nil {
 			return nil, err
 		}
-		tc.CipherSuites = suites
-		if lc.TLCP.ClientCA != "" {
-			pool, err := loadSMPool(lc.TLCP.ClientCA)
-			if err != nil {
-				return nil, &fieldError{"tlcp.client_ca", err}
-			}
-			tc.ClientCAs = pool
-		}
-		st.tlcp = tc
+		sites = append(sites, site)
 	}
-	if lc.TLS != nil && (lc.Protocol == config.ProtocolTLS || lc.Protocol == config.ProtocolAuto) {
-		tc := &tls.Config{
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-				if c := store.TLSCertificate(name); c != nil {
-					return c, nil
-				}
-				return nil, errors.New("no TLS certificate for listener " + name)
-			},
-			MinVersion: tls.VersionTLS12,
-			NextProtos: []string{"http/1.1"},
-			ClientAuth: tlsClientAuth(lc.TLS.ClientAuth),
-		}
-		if site := gen.acme[name]; site != nil {
-			tc.GetCertificate = site.mgr.GetCertificate
-			tc.NextProtos = append(tc.NextProtos, acmeTLSProtocol)
-		}
-		if lc.TLS.MinVersion == "1.3" {
-			tc.MinVersion = tls.VersionTLS13
-		}
-		gen.shareTickets(tc, name, lc.SharedSessions)
-		if lc.TLS.ClientCA != "" {
-			pem, err := os.ReadFile(lc.TLS.ClientCA)
-			if err != nil {
-				return nil, &fieldError{"tls.client_ca", err}
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, &fieldError{"tls.client_ca", fmt.Errorf("%s holds no PEM certificate", lc.TLS.ClientCA)}
-			}
-			tc.ClientCAs = pool
-		}
-		st.tls = tc
+	st.sites = newSiteTable(sites)
+	if lc.Protocol == config.ProtocolHTTP {
+		st.plain = newPlainHTTP(lc, gen)
+	}
+	if lc.Protocol == config.ProtocolTLCP || lc.Protocol == config.ProtocolAuto {
+		st.tlcp = st.sites.outerTLCP()
+	}
+	if lc.Protocol == config.ProtocolTLS || lc.Protocol == config.ProtocolAuto {
+		st.tls = st.sites.outerTLS()
 	}
 	return st, nil
 }
 
-// listenerSuites returns a TLCP listener's suites. The ECDHE suites need
-// SM2 key agreement with the encryption key, which keys on a crypto card do
-// not offer: an explicit list with ECDHE suites is then refused with what to
-// change, and the default list loses its ECDHE suites (said in the log).
-func (s *Server) listenerSuites(lc config.Listener, store *certs.Store) ([]uint16, error) {
-	var suites, ecdhe []uint16
-	for _, n := range lc.TLCP.Suites {
-		id, _ := tlcp.CipherSuiteByName(n)
-		suites = append(suites, id)
-		for _, cs := range tlcp.CipherSuites() {
-			if cs.ID == id && cs.ECDHE {
-				ecdhe = append(ecdhe, id)
-			}
-		}
+// plainSite is the one site of an http or tcp listener: routes without
+// an identity.
+func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *site {
+	st := &site{name: sc.Name, implicit: true, isDefault: true, headers: *sc.SessionHeaders, router: &router{routes: compileRoutes(lc, sc.Routes, gen)}}
+	st.spoofable = spoofableHeaders(st.headers)
+	for v := range st.requests {
+		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
 	}
-	var cert *tlcp.Certificate
-	if store != nil {
-		cert = store.TLCPCertificate(lc.Name)
-	}
-	// Without a key (an offline check) the key's abilities are unknown.
-	if len(ecdhe) == 0 || cert == nil || cert.EncKey == nil || accel.SupportsKeyAgreement(cert.EncKey) {
-		return suites, nil
-	}
-	if !lc.TLCP.SuitesDefaulted {
-		return nil, &fieldError{"tlcp.suites", accel.RequireKeyAgreement(lc.TLCP.EncKey, cert.EncKey)}
-	}
-	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
-	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", lc.Name, "suites", len(kept))
-	return kept, nil
+	return st
 }
 
 // sessionCache is a listener's TLCP session cache and its settings.

@@ -64,7 +64,7 @@ func (ts transportSettings) httpTransport() *http.Transport {
 // newTransport makes the transport of a pool's scheme for its targets.
 func newTransport(p *pool, uc *config.Upstream, ts transportSettings) (transport, error) {
 	switch p.scheme {
-	case "http", "https":
+	case "http", "https", "h2c":
 		return newHTTPTransport(p.scheme, uc, ts)
 	case "tlcp":
 		return newTLCPTransport(p, uc, ts)

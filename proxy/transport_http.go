@@ -15,7 +15,8 @@ import (
 )
 
 // httpTransport reaches http:// and https:// targets with HTTP/1.1 over
-// TCP or TLS, keeping connections alive between requests.
+// TCP or TLS, keeping connections alive between requests, and h2c://
+// targets (and https:// ones with http2) with HTTP/2 (transport_h2.go).
 type httpTransport struct {
 	scheme string
 	dialer *net.Dialer
@@ -35,6 +36,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	tr.http.DialContext = tr.dialer.DialContext
 	tr.http.TLSClientConfig = tc
 	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
+	setUpstreamProtocols(tr.http, uc)
 	return tr, nil
 }
 
@@ -67,12 +69,12 @@ func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
 }
 
 func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
-	req.URL.Scheme = tr.scheme
+	req.URL.Scheme = urlScheme(tr.scheme)
 	req.URL.Host = t.url.Host
 	return tr.http.RoundTrip(req)
 }
 
-var errHTTPOnly = errors.New("http:// and https:// targets take HTTP requests, not whole connections")
+var errHTTPOnly = errors.New("http://, https:// and h2c:// targets take HTTP requests, not whole connections")
 
 func (tr *httpTransport) dialStream(context.Context, *target) (net.Conn, error) {
 	return nil, errHTTPOnly

@@ -82,7 +82,7 @@ var errNoTarget = errors.New("no healthy target")
 // the transport that reaches them.
 type pool struct {
 	name    string
-	scheme  string // http, https or tcp
+	scheme  string // http, https, h2c, tlcp or tcp
 	cfg     config.Upstream
 	targets []*target
 	policy  selectionPolicy

@@ -111,6 +111,9 @@ func (hs *serverHandshakeState) readClientHello() error {
 		return c.unexpectedMessageError("ClientHello", msg)
 	}
 	hs.clientHello = ch
+	// Known from here on, so that a handshake refused for its server
+	// name reports the name.
+	c.serverName = ch.serverName
 	if c.config.GetConfigForClient != nil {
 		cfg, err := c.config.GetConfigForClient(hs.clientHelloInfo())
 		if err != nil {

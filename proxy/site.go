@@ -1,0 +1,480 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A site is one identity of a listener: the names it answers for, its
+// TLCP and TLS configurations (certificates, client authentication,
+// sessions) and its routes. The flat form of the configuration is one
+// implicit site that answers for every name.
+//
+// The site of a connection is chosen once, from the server name of its
+// ClientHello (SNI), by siteIndex.lookup, on both protocols through
+// GetConfigForClient; its requests must then name a host of the same site
+// (421 otherwise), so that a client that passed a lax site's handshake
+// cannot reach a strict site's routes.
+type site struct {
+	name     string
+	implicit bool
+	// source names the site's certificates in the certificate store (and
+	// ACME): the listener's name in the flat form, listener/site
+	// otherwise.
+	source string
+	// path is the field path of the site ("listeners[0]" in the flat
+	// form, "listeners[0].sites[1]" otherwise); prefix is what its
+	// fieldErrors put before the field, relative to the listener.
+	path, prefix string
+	hosts        []string
+	isDefault    bool
+	tlcp         *tlcp.Config // nil when the site serves no TLCP
+	tls          *tls.Config  // nil when the site serves no TLS
+	router       *router
+	headers      config.SessionHeaders
+	// spoofable are the normalised names of the request headers gmgate
+	// sets, whose look-alikes a client sends are removed.
+	spoofable []string
+	// requests observe request durations by HTTP version (1.x, 2).
+	requests [2]prometheus.Observer
+}
+
+// httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
+var httpVersions = [2]string{"1.1", "2"}
+
+// siteIndex finds the site for a server name among some of a listener's
+// sites: an exact name first, then the longest wildcard, then the
+// default. It is the one place where names select sites.
+type siteIndex struct {
+	exact     map[string]*site
+	wildcards []wildcardSite // longest suffix first
+	def       *site
+}
+
+type wildcardSite struct {
+	suffix string // ".example.cn" for "*.example.cn"
+	site   *site
+}
+
+func newSiteIndex(sites []*site, keep func(*site) bool) *siteIndex {
+	x := &siteIndex{exact: map[string]*site{}}
+	for _, s := range sites {
+		if !keep(s) {
+			continue
+		}
+		if s.isDefault {
+			x.def = s
+		}
+		for _, h := range s.hosts {
+			if suffix, ok := strings.CutPrefix(h, "*"); ok {
+				x.wildcards = append(x.wildcards, wildcardSite{suffix: suffix, site: s})
+			} else {
+				x.exact[h] = s
+			}
+		}
+	}
+	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].suffix) > len(x.wildcards[j].suffix) })
+	return x
+}
+
+// lookup returns the site for name (a server name or a Host header, with
+// or without a port), or nil when no site answers for it and there is no
+// default.
+func (x *siteIndex) lookup(name string) *site {
+	if len(x.exact) == 0 && len(x.wildcards) == 0 {
+		return x.def
+	}
+	name = lowerHost(strings.TrimSuffix(stripPort(name), "."))
+	if s := x.exact[name]; s != nil {
+		return s
+	}
+	for _, w := range x.wildcards {
+		if len(name) > len(w.suffix) && strings.HasSuffix(name, w.suffix) {
+			return w.site
+		}
+	}
+	return x.def
+}
+
+// lowerHost lower-cases an ASCII host name, without allocating when it is
+// lower case already.
+func lowerHost(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return lowerASCII(s)
+		}
+	}
+	return s
+}
+
+// siteTable is a listener's sites, indexed for each protocol and for
+// Host headers.
+type siteTable struct {
+	sites []*site
+	// all finds the site a request's Host names; tlcp and tls the site a
+	// handshake of that protocol serves.
+	all, tlcp, tls *siteIndex
+}
+
+func newSiteTable(sites []*site) *siteTable {
+	return &siteTable{
+		sites: sites,
+		all:   newSiteIndex(sites, func(*site) bool { return true }),
+		tlcp:  newSiteIndex(sites, func(s *site) bool { return s.tlcp != nil }),
+		tls:   newSiteIndex(sites, func(s *site) bool { return s.tls != nil }),
+	}
+}
+
+// errUnknownSite is the cause of a handshake whose server name no site
+// serves, on a listener without a default site.
+type errUnknownSite struct{ name string }
+
+func (e *errUnknownSite) Error() string {
+	if e.name == "" {
+		return "the client sent no server name and no site is the default"
+	}
+	return fmt.Sprintf("no site serves %q and none is the default", e.name)
+}
+
+// outerTLCP is the configuration a listener's TLCP handshakes start with:
+// it hands each ClientHello the configuration of its site, or ends the
+// handshake with unrecognized_name.
+func (t *siteTable) outerTLCP() *tlcp.Config {
+	return &tlcp.Config{
+		GetConfigForClient: func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
+			if s := t.tlcp.lookup(hi.ServerName); s != nil {
+				return s.tlcp, nil
+			}
+			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &errUnknownSite{hi.ServerName}}
+		},
+	}
+}
+
+// outerTLS is outerTLCP for TLS. crypto/tls sends unrecognized_name when
+// the configuration it is given has no certificate: a name no site serves
+// gets such a configuration, without session tickets, so that no ticket
+// resumes there either.
+func (t *siteTable) outerTLS() *tls.Config {
+	reject := &tls.Config{SessionTicketsDisabled: true, MinVersion: tls.VersionTLS12}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+			if s := t.tls.lookup(hi.ServerName); s != nil {
+				return s.tls, nil
+			}
+			if rc, ok := hi.Conn.(*replayConn); ok {
+				rc.refusedName = hi.ServerName
+			}
+			return reject, nil
+		},
+	}
+}
+
+// errNoTLSCertificates is what crypto/tls returns for a configuration
+// without certificates, that is, for a name no site serves.
+const errNoTLSCertificates = "tls: no certificates configured"
+
+// siteSpec is what building a site needs from the configuration.
+type siteSpec struct {
+	lc     config.Listener
+	li, si int
+	cfg    config.Site
+}
+
+func (sp siteSpec) source() string {
+	if sp.cfg.Implicit {
+		return sp.lc.Name
+	}
+	return sp.lc.Name + "/" + sp.cfg.Name
+}
+
+// sessionContext names what a site's TLCP sessions belong to: the
+// listener in the flat form, listener/site otherwise, so that a session
+// made on one site never resumes on another.
+func (sp siteSpec) sessionContext() string { return sp.source() }
+
+func (sp siteSpec) prefix() string {
+	if sp.cfg.Implicit {
+		return ""
+	}
+	return fmt.Sprintf("sites[%d].", sp.si)
+}
+
+// sites lists the sites of the listeners of cfg that serve TLCP or TLS.
+func tlsSites(cfg *config.Config) []siteSpec {
+	var out []siteSpec
+	for i, lc := range cfg.Listeners {
+		if lc.Protocol == config.ProtocolHTTP || lc.Protocol == config.ProtocolTCP {
+			continue
+		}
+		for j, sc := range lc.SiteList() {
+			out = append(out, siteSpec{lc: lc, li: i, si: j, cfg: sc})
+		}
+	}
+	return out
+}
+
+// servesTLCP and servesTLS say which of a site's sections its listener's
+// protocol uses.
+func (sp siteSpec) servesTLCP() bool {
+	return sp.cfg.TLCP != nil && (sp.lc.Protocol == config.ProtocolTLCP || sp.lc.Protocol == config.ProtocolAuto)
+}
+
+func (sp siteSpec) servesTLS() bool {
+	return sp.cfg.TLS != nil && (sp.lc.Protocol == config.ProtocolTLS || sp.lc.Protocol == config.ProtocolAuto)
+}
+
+// buildSite makes one site of a listener with its TLCP and TLS
+// configurations.
+func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
+	lc, sc := sp.lc, sp.cfg
+	st := &site{
+		name:      sc.Name,
+		implicit:  sc.Implicit,
+		source:    sp.source(),
+		prefix:    sp.prefix(),
+		isDefault: sc.Default,
+		router:    &router{},
+	}
+	if sc.SessionHeaders != nil {
+		st.headers = *sc.SessionHeaders
+	}
+	st.spoofable = spoofableHeaders(st.headers)
+	for _, h := range sc.Hosts {
+		st.hosts = append(st.hosts, lowerHost(strings.TrimSuffix(h, ".")))
+	}
+	for v := range st.requests {
+		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+	}
+	st.router.routes = compileRoutes(lc, sc.Routes, gen)
+	var protos []string
+	if lc.ServesHTTP2() {
+		protos = append(protos, "h2")
+	}
+	protos = append(protos, "http/1.1")
+	if sp.servesTLCP() {
+		tc, err := s.siteTLCP(sp, gen, protos)
+		if err != nil {
+			return nil, err
+		}
+		st.tlcp = tc
+	}
+	if sp.servesTLS() {
+		tc, err := s.siteTLS(sp, gen, protos)
+		if err != nil {
+			return nil, err
+		}
+		st.tls = tc
+	}
+	return st, nil
+}
+
+func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []route {
+	var out []route
+	for _, rc := range routes {
+		p := gen.pools[rc.Upstream]
+		if p == nil {
+			continue // the pool's problem is reported
+		}
+		// Routes to tcp:// upstreams, and every route of a tcp listener,
+		// take whole connections.
+		stream := p.scheme == "tcp" || lc.Protocol == config.ProtocolTCP
+		path := rc.Path
+		if stream {
+			path = ""
+		}
+		out = append(out, route{host: lowerASCII(rc.Host), path: path, upstream: p, stream: stream})
+	}
+	return out
+}
+
+func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.Config, error) {
+	t, source, store := sp.cfg.TLCP, sp.source(), gen.store
+	tc := &tlcp.Config{
+		GetCertificate: func(*tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
+			if c := store.TLCPCertificate(source); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no TLCP certificate for " + source)
+		},
+		ClientAuth:                  tlcpClientAuth(t.ClientAuth),
+		AcceptServerAuthClientCerts: t.AcceptServerAuthClientCerts,
+		SessionContext:              sp.sessionContext(),
+		NextProtos:                  protos,
+	}
+	if cache := s.sessionCache(gen, source, t.SessionCache, sp.lc.SharedSessions); cache != nil {
+		tc.SessionCache = cache
+	} else {
+		tc.SessionsDisabled = true
+	}
+	suites, err := s.siteSuites(sp, store)
+	if err != nil {
+		return nil, err
+	}
+	tc.CipherSuites = suites
+	if t.ClientCA != "" {
+		pool, err := loadSMPool(t.ClientCA)
+		if err != nil {
+			return nil, &fieldError{sp.prefix() + "tlcp.client_ca", err}
+		}
+		tc.ClientCAs = pool
+	}
+	return tc, nil
+}
+
+func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Config, error) {
+	t, source, store := sp.cfg.TLS, sp.source(), gen.store
+	tc := &tls.Config{
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := store.TLSCertificate(source); c != nil {
+				return c, nil
+			}
+			return nil, errors.New("no TLS certificate for " + source)
+		},
+		MinVersion: tls.VersionTLS12,
+		NextProtos: protos,
+		ClientAuth: tlsClientAuth(t.ClientAuth),
+	}
+	if a := gen.acme[source]; a != nil {
+		tc.GetCertificate = a.mgr.GetCertificate
+		tc.NextProtos = append(tc.NextProtos, acmeTLSProtocol)
+	}
+	if t.MinVersion == "1.3" {
+		tc.MinVersion = tls.VersionTLS13
+	}
+	var caPEM []byte
+	if t.ClientCA != "" {
+		pem, err := os.ReadFile(t.ClientCA)
+		if err != nil {
+			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &fieldError{sp.prefix() + "tls.client_ca", fmt.Errorf("%s holds no PEM certificate", t.ClientCA)}
+		}
+		tc.ClientCAs = pool
+		caPEM = pem
+	}
+	s.bindTickets(gen, tc, source, sp.lc.SharedSessions, t.ClientAuth, caPEM)
+	return tc, nil
+}
+
+// bindTickets makes the site's TLS session tickets its own. crypto/tls
+// would seal every ticket of a listener with the keys of the listener's
+// outer configuration, whatever configuration GetConfigForClient chose,
+// and resume it on any site: here each site seals with the keys of its
+// own ticketer (kept across reloads and rotated by crypto/tls, or with
+// shared_sessions derived from the session store's keys for this site)
+// and marks the session with a digest of the listener, the site and its
+// client authentication policy; a ticket without that mark is not
+// resumed, so a session made on one site, or under a laxer policy, never
+// resumes on another.
+func (s *Server) bindTickets(gen *generation, tc *tls.Config, source string, shared bool, clientAuth string, caPEM []byte) {
+	ticketer := s.ticketers[source]
+	if ticketer == nil {
+		ticketer = &tls.Config{}
+		s.ticketers[source] = ticketer
+	}
+	if shared && gen.shared != nil {
+		ticketer = &tls.Config{}
+		gen.shareTickets(ticketer, source, true)
+	}
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte("gmgate tls session"), []byte(source), []byte(clientAuth), caPEM} {
+		fmt.Fprintf(h, "%d:", len(f))
+		h.Write(f)
+	}
+	mark := h.Sum(nil)
+	tc.WrapSession = func(cs tls.ConnectionState, ss *tls.SessionState) ([]byte, error) {
+		ss.Extra = append(ss.Extra, mark)
+		return ticketer.EncryptTicket(cs, ss)
+	}
+	tc.UnwrapSession = func(identity []byte, cs tls.ConnectionState) (*tls.SessionState, error) {
+		ss, err := ticketer.DecryptTicket(identity, cs)
+		if ss == nil || err != nil {
+			return nil, err
+		}
+		for _, e := range ss.Extra {
+			if bytes.Equal(e, mark) {
+				return ss, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+// siteSuites returns a site's TLCP suites. The ECDHE suites need SM2 key
+// agreement with the encryption key, which keys on a crypto card do not
+// offer: an explicit list with ECDHE suites is then refused with what to
+// change, and the default list loses its ECDHE suites (said in the log).
+func (s *Server) siteSuites(sp siteSpec, store *certs.Store) ([]uint16, error) {
+	t := sp.cfg.TLCP
+	var suites, ecdhe []uint16
+	for _, n := range t.Suites {
+		id, _ := tlcp.CipherSuiteByName(n)
+		suites = append(suites, id)
+		for _, cs := range tlcp.CipherSuites() {
+			if cs.ID == id && cs.ECDHE {
+				ecdhe = append(ecdhe, id)
+			}
+		}
+	}
+	var cert *tlcp.Certificate
+	if store != nil {
+		cert = store.TLCPCertificate(sp.source())
+	}
+	// Without a key (an offline check) the key's abilities are unknown.
+	if len(ecdhe) == 0 || cert == nil || cert.EncKey == nil || accel.SupportsKeyAgreement(cert.EncKey) {
+		return suites, nil
+	}
+	if !t.SuitesDefaulted {
+		return nil, &fieldError{sp.prefix() + "tlcp.suites", accel.RequireKeyAgreement(t.EncKey, cert.EncKey)}
+	}
+	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
+	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", sp.lc.Name, "site", sp.cfg.Name, "suites", len(kept))
+	return kept, nil
+}
+
+// overlapWarnings are the host patterns of a listener's sites that more
+// than one site answers for: an exact name of one site under another's
+// wildcard (the exact name wins), which is worth a look.
+func overlapWarnings(cfg *config.Config, li int) []config.Problem {
+	lc := cfg.Listeners[li]
+	var out []config.Problem
+	for j, a := range lc.Sites {
+		for k, h := range a.Hosts {
+			if strings.HasPrefix(h, "*.") {
+				continue
+			}
+			name := lowerHost(strings.TrimSuffix(h, "."))
+			for m, b := range lc.Sites {
+				if m == j {
+					continue
+				}
+				for _, w := range b.Hosts {
+					suffix, ok := strings.CutPrefix(lowerHost(w), "*")
+					if ok && len(name) > len(suffix) && strings.HasSuffix(name, suffix) {
+						out = append(out, cfg.Problem(fmt.Sprintf("listeners[%d].sites[%d].hosts[%d]", li, j, k),
+							fmt.Sprintf("%q is also under %q of sites[%d] (%s); the exact name wins, so site %s serves it", h, w, m, b.Name, a.Name),
+							"list each name under one site only, unless that is what you mean"))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
