@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,8 @@ type testPKI struct {
 	tlsCert  string
 	tlsKey   string
 	tlsRoots *x509.CertPool
+	// tlsRoot is the TLS CA's certificate file, for clients such as curl.
+	tlsRoot string
 }
 
 var (
@@ -96,6 +99,10 @@ func newTestPKI(dir string) (*testPKI, error) {
 		return nil, err
 	}
 	p.tlsRoots.AddCert(root)
+	p.tlsRoot = filepath.Join(dir, "tls-root.crt")
+	if err := os.WriteFile(p.tlsRoot, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw}), 0o600); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -462,10 +462,17 @@ type recorder struct {
 }
 
 // noteTarget records which target answered; a ReverseProxy's
-// ModifyResponse.
+// ModifyResponse. A response that announces trailers loses its
+// Content-Length (which an HTTP/2 upstream may send with them), so that
+// an HTTP/1.1 client gets it chunked, the only framing that carries
+// trailers there.
 func (r *recorder) noteTarget(resp *http.Response) error {
 	if resp.Request != nil {
 		r.target = resp.Request.URL.Host
+	}
+	if len(resp.Trailer) > 0 && resp.ContentLength >= 0 {
+		resp.ContentLength = -1
+		resp.Header.Del("Content-Length")
 	}
 	return nil
 }

@@ -1,0 +1,339 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/tlcp"
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// h2TLSClient speaks HTTP/2 over TLS to the gateway.
+func h2TLSClient(t testing.TB, p *testPKI) *http.Client {
+	t.Helper()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost"}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+// h2TLCPClient speaks HTTP/2 over TLCP to the gateway: the tlcp client
+// offers h2 by ALPN, and golang.org/x/net/http2 runs on the connection.
+func h2TLCPClient(t testing.TB, p *testPKI, protos []string) (*http.Client, *[]string) {
+	t.Helper()
+	var mu sync.Mutex
+	negotiated := &[]string{}
+	tr := &http2.Transport{DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		d := &tlcp.Dialer{Config: &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", NextProtos: protos}}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		*negotiated = append(*negotiated, c.(*tlcp.Conn).ConnectionState().NegotiatedProtocol)
+		mu.Unlock()
+		return c, nil
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}, negotiated
+}
+
+func TestHTTP2FromClients(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	var access testlog.Buffer
+	s := startServer(t, testConfig(p, up.URL), slog.New(slog.NewJSONHandler(&access, nil)))
+	tlcpH2, negotiated := h2TLCPClient(t, p, []string{"h2", "http/1.1"})
+	for name, client := range map[string]*http.Client{"tls": h2TLSClient(t, p), "tlcp": tlcpH2} {
+		t.Run(name, func(t *testing.T) {
+			// Requests in flight at once share one connection.
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", gatewayURL(s, fmt.Sprintf("/h2/%d", i)), strings.NewReader("body "+fmt.Sprint(i)))
+					req.Host = "api.example.cn"
+					resp, err := client.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer resp.Body.Close()
+					var e echoed
+					if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+						errs <- err
+						return
+					}
+					if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusCreated || e.Body != "body "+fmt.Sprint(i) || e.Host != "api.example.cn" ||
+						e.Headers.Get("X-Tlcp-Protocol") == "" || e.Headers.Get("X-Forwarded-Proto") != "https" {
+						errs <- fmt.Errorf("%s %d, upstream saw %+v", resp.Proto, resp.StatusCode, e)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+	if len(*negotiated) != 1 || (*negotiated)[0] != "h2" {
+		t.Errorf("TLCP connections made: %q, want one with h2", *negotiated)
+	}
+	mf := scrape(t, s)
+	if v, _ := metricValue(mf, "gmgate_request_duration_seconds", map[string]string{"site": "default", "http_version": "2"}); v != 16 {
+		t.Errorf("HTTP/2 requests in the metrics: %v, want 16", v)
+	}
+	waitFor(t, "access lines", func() bool { return strings.Count(access.String(), `"http":"HTTP/2.0"`) == 16 })
+	if !strings.Contains(access.String(), `"protocol":"tlcp"`) {
+		t.Errorf("access log:\n%s", access.String())
+	}
+}
+
+func TestHTTP2Off(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	off := false
+	cfg.Listeners[0].HTTP2 = &off
+	s := startServer(t, cfg, nil)
+	resp, _ := get(t, h2TLSClient(t, p), gatewayURL(s, "/"))
+	if resp.ProtoMajor != 1 {
+		t.Errorf("TLS with http2: false: %s", resp.Proto)
+	}
+	// A TLCP client that offers only h2 is refused by ALPN; one that
+	// offers nothing and starts HTTP/2 anyway is closed.
+	client, _ := h2TLCPClient(t, p, []string{"h2"})
+	if _, err := client.Get(gatewayURL(s, "/")); err == nil || !strings.Contains(err.Error(), "no application protocol") {
+		t.Errorf("TLCP offering only h2: %v", err)
+	}
+	client, _ = h2TLCPClient(t, p, nil)
+	if resp, err := client.Get(gatewayURL(s, "/")); err == nil {
+		resp.Body.Close()
+		t.Errorf("TLCP starting HTTP/2 on a listener without it: %s", resp.Status)
+	}
+	// HTTP/1.1 goes on as before.
+	if resp, _ := get(t, tlcpClient(t, p, nil), gatewayURL(s, "/")); resp.StatusCode != http.StatusCreated {
+		t.Errorf("HTTP/1.1 over TLCP: %s", resp.Status)
+	}
+}
+
+// A client that chose http/1.1 by ALPN may not start HTTP/2.
+func TestHTTP2NeedsALPNChoice(t *testing.T) {
+	p := getPKI(t)
+	s := startServer(t, testConfig(p, echoUpstream(t, "a").URL), nil)
+	client, _ := h2TLCPClient(t, p, []string{"http/1.1"})
+	if resp, err := client.Get(gatewayURL(s, "/")); err == nil {
+		resp.Body.Close()
+		t.Errorf("HTTP/2 on a connection that chose http/1.1: %s", resp.Status)
+	}
+}
+
+// An https:// upstream with http2 is reached over HTTP/2.
+func TestHTTP2ToHTTPSUpstream(t *testing.T) {
+	p := getPKI(t)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Upstream-Proto", r.Proto)
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "hello")
+		w.Header().Set("X-Checksum", "5")
+	}))
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	cfg := testConfig(p, up.URL)
+	cfg.Upstreams["app"].HTTP2 = true
+	cfg.Upstreams["app"].TLS = &config.UpstreamTLS{InsecureSkipVerify: true}
+	s := startServer(t, cfg, nil)
+	resp, body := get(t, tlcpClient(t, p, nil), gatewayURL(s, "/"))
+	if resp.Header.Get("X-Upstream-Proto") != "HTTP/2.0" || body != "hello" || resp.Trailer.Get("X-Checksum") != "5" {
+		t.Errorf("upstream spoke %q; body %q, trailer %q", resp.Header.Get("X-Upstream-Proto"), body, resp.Trailer.Get("X-Checksum"))
+	}
+	// Without http2 the same upstream is reached over HTTP/1.1.
+	cfg = testConfig(p, up.URL)
+	cfg.Upstreams["app"].TLS = &config.UpstreamTLS{InsecureSkipVerify: true}
+	s = startServer(t, cfg, nil)
+	if resp, _ := get(t, tlcpClient(t, p, nil), gatewayURL(s, "/")); resp.Header.Get("X-Upstream-Proto") != "HTTP/1.1" {
+		t.Errorf("without http2 the upstream spoke %q", resp.Header.Get("X-Upstream-Proto"))
+	}
+}
+
+// echoStream is a bidirectional-streaming gRPC method: it answers each
+// message with its upper-case form, and ends with the status the client
+// asks for in its metadata, with a trailer that counts the messages.
+var echoStream = grpc.StreamDesc{StreamName: "Echo", ServerStreams: true, ClientStreams: true}
+
+const echoMethod = "/gmgate.test.Echo/Echo"
+
+func echoStreamHandler(_ any, stream grpc.ServerStream) error {
+	n := 0
+	for {
+		in := &wrapperspb.StringValue{}
+		err := stream.RecvMsg(in)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		n++
+		if err := stream.SendMsg(wrapperspb.String(strings.ToUpper(in.Value))); err != nil {
+			return err
+		}
+	}
+	stream.SetTrailer(metadata.Pairs("x-messages", fmt.Sprint(n)))
+	if md, _ := metadata.FromIncomingContext(stream.Context()); len(md.Get("x-fail")) > 0 {
+		return status.Error(codes.ResourceExhausted, "asked to fail")
+	}
+	return nil
+}
+
+// grpcUpstream is a gRPC server on a plain socket (h2c) with the health
+// service (SERVING) and the echo stream.
+func grpcUpstream(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("orders", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "gmgate.test.Echo",
+		HandlerType: (*any)(nil),
+		Streams:     []grpc.StreamDesc{{StreamName: "Echo", Handler: echoStreamHandler, ServerStreams: true, ClientStreams: true}},
+	}, struct{}{})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return "h2c://" + ln.Addr().String()
+}
+
+// grpcCalls makes a unary and a bidirectional-streaming call through cc.
+func grpcCalls(t *testing.T, cc *grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hc := healthpb.NewHealthClient(cc)
+	resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "orders"})
+	if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("unary health check: %v, %v", resp, err)
+	}
+	// A status that is not OK comes back as it was sent.
+	_, err = hc.Check(ctx, &healthpb.HealthCheckRequest{Service: "nothing"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("unknown service: %v, want NotFound", err)
+	}
+
+	for _, fail := range []bool{false, true} {
+		callCtx := ctx
+		if fail {
+			callCtx = metadata.AppendToOutgoingContext(ctx, "x-fail", "1")
+		}
+		stream, err := cc.NewStream(callCtx, &echoStream, echoMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each answer arrives before the next message is sent: both
+		// directions stream at once.
+		for _, word := range []string{"sm2", "sm3", "sm4"} {
+			if err := stream.SendMsg(wrapperspb.String(word)); err != nil {
+				t.Fatal(err)
+			}
+			out := &wrapperspb.StringValue{}
+			if err := stream.RecvMsg(out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Value != strings.ToUpper(word) {
+				t.Fatalf("echo of %q: %q", word, out.Value)
+			}
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		err = stream.RecvMsg(&wrapperspb.StringValue{})
+		want := codes.OK
+		if fail {
+			want = codes.ResourceExhausted
+		}
+		if fail && status.Code(err) != want || !fail && !errors.Is(err, io.EOF) {
+			t.Errorf("end of stream: %v, want %s", err, want)
+		}
+		if got := stream.Trailer().Get("x-messages"); len(got) != 1 || got[0] != "3" {
+			t.Errorf("trailer x-messages: %q", got)
+		}
+	}
+}
+
+func TestGRPCThroughH2CUpstream(t *testing.T) {
+	p := getPKI(t)
+	s := startServer(t, testConfig(p, grpcUpstream(t)), nil)
+	addr := s.Addr("edge").String()
+
+	t.Run("tls", func(t *testing.T) {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost"})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		grpcCalls(t, cc)
+	})
+	t.Run("tlcp", func(t *testing.T) {
+		dial := func(ctx context.Context, addr string) (net.Conn, error) {
+			d := &tlcp.Dialer{Config: &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", NextProtos: []string{"h2"}}}
+			return d.DialContext(ctx, "tcp", addr)
+		}
+		// The TLCP connection is the transport's security; gRPC itself
+		// adds none on top of it.
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithContextDialer(dial), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		grpcCalls(t, cc)
+	})
+}
+
+// curl --http2 against the TLS side, when curl is installed.
+func TestHTTP2Curl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("curl is not installed; .ci/run installs it")
+	}
+	p := getPKI(t)
+	s := startServer(t, testConfig(p, echoUpstream(t, "a").URL), nil)
+	_, port, _ := net.SplitHostPort(s.Addr("edge").String())
+	out, err := exec.Command(curl, "--http2", "-sS", "--cacert", p.tlsRoot, "--resolve", "localhost:"+port+":127.0.0.1",
+		"-o", "/dev/null", "-w", "%{http_version} %{http_code}", "https://localhost:"+port+"/curl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v\n%s", err, out)
+	}
+	if string(out) != "2 201" {
+		t.Errorf("curl --http2: %q, want HTTP/2 and 201", out)
+	}
+}
