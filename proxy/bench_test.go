@@ -12,9 +12,10 @@ import (
 )
 
 // BenchmarkKeepAlive sends keep-alive HTTP requests to a small upstream,
-// straight and through the gateway (TLCP and TLS 1.3 on the client side),
-// and reports requests per second and the latency percentiles; the
-// gateway's added latency is the difference between the runs.
+// straight and through the gateway (TLCP and TLS 1.3 on the client side,
+// HTTP/1.1 and HTTP/2, where the clients share one connection), and
+// reports requests per second and the latency percentiles; the gateway's
+// added latency is the difference between the runs.
 //
 //	go test -run '^$' -bench KeepAlive -benchtime 5000x ./proxy/
 func BenchmarkKeepAlive(b *testing.B) {
@@ -27,6 +28,7 @@ func BenchmarkKeepAlive(b *testing.B) {
 	cfg := testConfig(p, up.URL)
 	s := startServer(b, cfg, nil)
 
+	tlcpH2, _ := h2TLCPClient(b, p, []string{"h2"})
 	direct := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer direct.CloseIdleConnections()
 	clients := []struct {
@@ -37,6 +39,8 @@ func BenchmarkKeepAlive(b *testing.B) {
 		{"direct", &http.Client{Transport: direct}, up.URL + "/"},
 		{"gmgate-tlcp", tlcpClient(b, p, nil), gatewayURL(s, "/")},
 		{"gmgate-tls13", tlsClient(b, p), gatewayURL(s, "/")},
+		{"gmgate-tlcp-h2", tlcpH2, gatewayURL(s, "/")},
+		{"gmgate-tls13-h2", h2TLSClient(b, p), gatewayURL(s, "/")},
 	}
 	for _, c := range clients {
 		for _, conc := range []int{1, 8} {

@@ -379,3 +379,34 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 		}
 	}
 }
+
+// config check loads every site's certificates as serve does, names a
+// site's field in what it finds, and warns of an exact name of one site
+// under another's wildcard.
+func TestSitesCheck(t *testing.T) {
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	sites := cfg.Listeners[0].Sites
+	sites[0].Hosts = append(sites[0].Hosts, "img.www.example.cn")
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range res.Warnings {
+		if w.Path == "listeners[0].sites[0].hosts[2]" && strings.Contains(w.Msg, `under "*.www.example.cn" of sites[1] (www)`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no overlap warning: %v", res.Warnings)
+	}
+	sites[2].TLS.Cert = sites[2].TLS.Cert + ".missing"
+	sites[1].TLCP.ClientCA = sites[1].TLCP.SignCert + ".missing"
+	sites[1].TLCP.ClientAuth = "verify_if_given"
+	_, err = Check(cfg, CheckOptions{Offline: true})
+	for _, want := range []string{"listeners[0].sites[2].tls.cert", "listeners[0].sites[1].tlcp.client_ca"} {
+		if err == nil || !strings.Contains(err.Error(), want+":") {
+			t.Errorf("check: %v, want a problem at %s", err, want)
+		}
+	}
+}
