@@ -36,16 +36,15 @@ type site struct {
 	// ACME): the listener's name in the flat form, listener/site
 	// otherwise.
 	source string
-	// path is the field path of the site ("listeners[0]" in the flat
-	// form, "listeners[0].sites[1]" otherwise); prefix is what its
-	// fieldErrors put before the field, relative to the listener.
-	path, prefix string
-	hosts        []string
-	isDefault    bool
-	tlcp         *tlcp.Config // nil when the site serves no TLCP
-	tls          *tls.Config  // nil when the site serves no TLS
-	router       *router
-	headers      config.SessionHeaders
+	// prefix is what the site's fieldErrors put before the field,
+	// relative to the listener ("" in the flat form, "sites[1].").
+	prefix    string
+	hosts     []string
+	isDefault bool
+	tlcp      *tlcp.Config // nil when the site serves no TLCP
+	tls       *tls.Config  // nil when the site serves no TLS
+	router    *router
+	headers   config.SessionHeaders
 	// spoofable are the normalised names of the request headers gmgate
 	// sets, whose look-alikes a client sends are removed.
 	spoofable []string

@@ -18,6 +18,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testsession"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -293,47 +294,6 @@ func TestSitesUnrecognizedName(t *testing.T) {
 	}
 }
 
-// anySession is a client session cache that offers its one session to
-// every server, so that a test can offer a session of one site to
-// another.
-type anySession struct {
-	mu sync.Mutex
-	s  *tlcp.ClientSessionState
-}
-
-func (a *anySession) Get(string) (*tlcp.ClientSessionState, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.s, a.s != nil
-}
-
-func (a *anySession) Put(_ string, s *tlcp.ClientSessionState) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s != nil {
-		a.s = s
-	}
-}
-
-type anyTLSSession struct {
-	mu sync.Mutex
-	s  *tls.ClientSessionState
-}
-
-func (a *anyTLSSession) Get(string) (*tls.ClientSessionState, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.s, a.s != nil
-}
-
-func (a *anyTLSSession) Put(_ string, s *tls.ClientSessionState) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s != nil {
-		a.s = s
-	}
-}
-
 // A session made on one site resumes there and nowhere else, over TLCP
 // and TLS (1.2 tickets and 1.3 PSKs).
 func TestSitesSessionsStayOnTheirSite(t *testing.T) {
@@ -347,7 +307,7 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 		defer conn.Close()
 		return conn.ConnectionState().DidResume
 	}
-	cache := &anySession{}
+	cache := &testsession.One[tlcp.ClientSessionState]{}
 	if resumedTLCP(cache, "api.example.cn") || !resumedTLCP(cache, "api.example.cn") {
 		t.Fatal("TLCP: the session does not resume on its own site")
 	}
@@ -356,7 +316,7 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 	}
 
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		cache := &anyTLSSession{}
+		cache := &testsession.One[tls.ClientSessionState]{}
 		resumed := func(sni string) bool {
 			t.Helper()
 			conn, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{ServerName: sni, InsecureSkipVerify: true,

@@ -14,11 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testsession"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -161,45 +161,6 @@ func tryRequest(conn net.Conn, host, path string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// anyClientSession offers its one TLCP session to every server name.
-type anyClientSession struct {
-	mu sync.Mutex
-	s  *tlcp.ClientSessionState
-}
-
-func (a *anyClientSession) Get(string) (*tlcp.ClientSessionState, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.s, a.s != nil
-}
-
-func (a *anyClientSession) Put(_ string, s *tlcp.ClientSessionState) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s != nil {
-		a.s = s
-	}
-}
-
-type anyTLSClientSession struct {
-	mu sync.Mutex
-	s  *tls.ClientSessionState
-}
-
-func (a *anyTLSClientSession) Get(string) (*tls.ClientSessionState, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.s, a.s != nil
-}
-
-func (a *anyTLSClientSession) Put(_ string, s *tls.ClientSessionState) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if s != nil {
-		a.s = s
-	}
-}
-
 // TestServeSites runs gmgate serve with a configuration file of three
 // sites on one auto port, each with its own SM2 pair and TLS
 // certificate, and a second listener without a default site.
@@ -287,7 +248,7 @@ func TestServeSites(t *testing.T) {
 		}
 	})
 	t.Run("sessions stay on their site", func(t *testing.T) {
-		cache := &anyClientSession{}
+		cache := &testsession.One[tlcp.ClientSessionState]{}
 		resumed := func(sni string) bool {
 			c, err := f.dialTLCP(edge, sni, "", &tlcp.Config{ClientSessionCache: cache, InsecureSkipVerify: true})
 			if err != nil {
@@ -299,7 +260,7 @@ func TestServeSites(t *testing.T) {
 		if resumed("api.example.cn") || !resumed("api.example.cn") || resumed("www.example.cn") {
 			t.Error("TLCP: a session did not resume on its own site, or resumed on another")
 		}
-		tlsCache := &anyTLSClientSession{}
+		tlsCache := &testsession.One[tls.ClientSessionState]{}
 		tlsResumed := func(sni string) bool {
 			c, err := tls.Dial("tcp", edge, &tls.Config{ServerName: sni, InsecureSkipVerify: true, ClientSessionCache: tlsCache})
 			if err != nil {
