@@ -97,7 +97,7 @@ func (x *siteIndex) lookup(name string) *site {
 	if len(x.exact) == 0 && len(x.wildcards) == 0 {
 		return x.def
 	}
-	name = lowerHost(strings.TrimSuffix(stripPort(name), "."))
+	name = lowerHost(strings.TrimSuffix(hostOnly(name), "."))
 	if s := x.exact[name]; s != nil {
 		return s
 	}
@@ -107,6 +107,21 @@ func (x *siteIndex) lookup(name string) *site {
 		}
 	}
 	return x.def
+}
+
+// hostOnly is host without its port and IPv6 brackets; it does not
+// allocate, as it runs for every request.
+func hostOnly(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			return host[1:i]
+		}
+		return host
+	}
+	if i := strings.IndexByte(host, ':'); i >= 0 && strings.LastIndexByte(host, ':') == i {
+		return host[:i]
+	}
+	return host
 }
 
 // lowerHost lower-cases an ASCII host name, without allocating when it is
