@@ -350,3 +350,32 @@ func TestHTTP2Curl(t *testing.T) {
 		t.Errorf("curl --http2: %q, want HTTP/2 and 201", out)
 	}
 }
+
+// An HTTP/2 connection idle past the time HTTP/1.1 connections are parked
+// after (idle.go) stays in the HTTP server and serves its next request.
+func TestHTTP2IdleConnectionServes(t *testing.T) {
+	p := getPKI(t)
+	s := startServer(t, testConfig(p, echoUpstream(t, "a").URL), nil)
+	var conns int
+	var mu sync.Mutex
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost"}, ForceAttemptHTTP2: true}
+	dialer := &net.Dialer{}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		conns++
+		mu.Unlock()
+		return dialer.DialContext(ctx, network, addr)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	for i := range 2 {
+		resp, body := get(t, client, gatewayURL(s, "/"))
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("request %d: %s %d %s", i, resp.Proto, resp.StatusCode, body)
+		}
+		time.Sleep(2 * idleParkAfter)
+	}
+	if conns != 1 {
+		t.Errorf("%d connections, want the one kept", conns)
+	}
+}
