@@ -302,6 +302,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(Example))
+	f.Add([]byte(sitesYAML))
 	f.Add([]byte("listeners: [{listen: ':1', routes: [{upstream: x}]}]\nupstreams: {x: ~}\n"))
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("limits: {handshake_wait: [1]}\n"))
