@@ -89,10 +89,14 @@ func (c *Conn) serverHandshake(ctx context.Context) error {
 		if err := hs.sendFinished(); err != nil {
 			return err
 		}
+		// The client's Finished is verified: the session is good. It is
+		// cached before the server's Finished leaves, so that a client
+		// that reconnects as soon as it has it finds its session.
+		hs.storeSession()
 		if err := c.flush(); err != nil {
+			hs.forgetSession()
 			return err
 		}
-		hs.storeSession()
 	}
 	c.buffering = false
 	c.isHandshakeComplete.Store(true)

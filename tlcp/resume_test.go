@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -385,6 +386,60 @@ func TestClientCertificateExtendedKeyUsage(t *testing.T) {
 					continue
 				}
 				assertAlert(t, serr, cerr, AlertUnsupportedCertificate)
+			}
+		})
+	}
+}
+
+// holdSecondWrite passes the server's first flight through, then holds the
+// write of its last one (ChangeCipherSpec and Finished) after the bytes are
+// out, until release is closed: a server still in that write when the
+// client, done, reconnects.
+type holdSecondWrite struct {
+	net.Conn
+	writes  int
+	release chan struct{}
+}
+
+func (h *holdSecondWrite) Write(b []byte) (int, error) {
+	n, err := h.Conn.Write(b)
+	if h.writes++; h.writes == 2 {
+		<-h.release
+	}
+	return n, err
+}
+
+// A client that reconnects the moment its handshake is done finds its
+// session: the server caches it before its Finished leaves.
+func TestSessionCachedBeforeServerFinished(t *testing.T) {
+	for _, suite := range allSuites {
+		t.Run(CipherSuiteName(suite), func(t *testing.T) {
+			ccfg, scfg := suiteConfigs(t, suite, false)
+			ccfg.ClientSessionCache = NewLRUClientSessionCache(8, 0)
+
+			c, s := localPipe(t)
+			held := &holdSecondWrite{Conn: s, release: make(chan struct{})}
+			server := Server(held, scfg)
+			serr := make(chan error, 1)
+			go func() { serr <- server.Handshake() }()
+			client := Client(c, ccfg)
+			if err := client.Handshake(); err != nil {
+				close(held.release)
+				t.Fatal(err)
+			}
+
+			client2, _, cerr, serr2 := handshakePair(t, ccfg, scfg)
+			close(held.release)
+			if err := <-serr; err != nil {
+				t.Fatalf("first server handshake: %v", err)
+			}
+			client.Close()
+			server.Close()
+			if cerr != nil || serr2 != nil {
+				t.Fatalf("second handshake: client %v, server %v", cerr, serr2)
+			}
+			if !client2.ConnectionState().DidResume {
+				t.Fatal("the session was not cached by the time the client reconnected")
 			}
 		})
 	}
