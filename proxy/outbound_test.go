@@ -372,8 +372,12 @@ func TestOutboundFailures(t *testing.T) {
 	svc := tlcpService(t, p, echoUpstream(t, "partner-api").URL)
 	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(tlsServer.Close)
-	plainServer := httptest.NewServer(http.NotFoundHandler())
-	t.Cleanup(plainServer.Close)
+	// A plain HTTP server answers bytes that are no request line with a
+	// 400 and closes (net/http does so as soon as the ClientHello holds a
+	// newline; otherwise it waits, as "silent" does).
+	plainHTTP := testnet.Serve(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+	})
 	silent := silentServer(t)
 	hangsUp := hangUpAfterHandshake(t, p)
 
@@ -388,9 +392,8 @@ func TestOutboundFailures(t *testing.T) {
 			http.StatusBadGateway, "alert_received_handshake_failure", "sign_cert"},
 		{"TLS instead of TLCP", tlsServer.Listener.Addr().String(), "insecure_skip_verify: true",
 			http.StatusBadGateway, "alert_received_protocol_version_not_supported", "TLS"},
-		// An HTTP server waits for a request line that never comes.
-		{"plain HTTP instead of TLCP", plainServer.Listener.Addr().String(), "insecure_skip_verify: true",
-			http.StatusGatewayTimeout, "timeout", ""},
+		{"plain HTTP instead of TLCP", plainHTTP, "insecure_skip_verify: true",
+			http.StatusBadGateway, "alert_sent_unexpected_message", ""},
 		{"silent", silent, "insecure_skip_verify: true",
 			http.StatusGatewayTimeout, "timeout", ""},
 		{"hangs up after the handshake", hangsUp, "ca: " + p.dual.CACert + "\nserver_name: localhost",

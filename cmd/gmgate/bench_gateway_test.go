@@ -56,7 +56,7 @@ func runGatewayBench[R any](t *testing.T, args ...string) *R {
 func TestBenchProxy(t *testing.T) {
 	baseline := gatewayBenchSetup(t)
 	r := runGatewayBench[bench.ProxyReport](t, "bench", "proxy", "--baseline", baseline,
-		"--rounds", "1", "-d", "300ms", "--warmup", "100ms", "--clients", "1,3", "--protocols", "tlcp-cbc,tls")
+		"--rounds", "1", "-d", "800ms", "--warmup", "300ms", "--clients", "1,3", "--protocols", "tlcp-cbc,tls")
 	if len(r.Setup.Builds) != 2 || r.Setup.Builds[1].Path != baseline {
 		t.Fatalf("builds %+v", r.Setup.Builds)
 	}

@@ -35,11 +35,13 @@ func quickOptions(t *testing.T, suites string) HandshakeOptions {
 	return HandshakeOptions{
 		Scenarios:   sc,
 		Concurrency: 4,
-		Duration:    300 * time.Millisecond,
-		Warmup:      100 * time.Millisecond,
-		Timeout:     5 * time.Second,
-		Peak:        1000,
-		Launcher:    testLauncher,
+		// Long enough that a loaded machine running the race detector
+		// still completes handshakes in every window.
+		Duration: 600 * time.Millisecond,
+		Warmup:   200 * time.Millisecond,
+		Timeout:  5 * time.Second,
+		Peak:     1000,
+		Launcher: testLauncher,
 	}
 }
 

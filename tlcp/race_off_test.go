@@ -1,0 +1,5 @@
+//go:build !race
+
+package tlcp
+
+const raceEnabled = false
