@@ -40,14 +40,16 @@ func parseProcStat(line []byte) (procStat, error) {
 	if err != nil {
 		return st, fmt.Errorf("ppid: %w", err)
 	}
-	st.ppid = ppid
+	var cpu uint64
 	for _, i := range []int{11, 12, 13, 14} {
 		v, err := strconv.ParseUint(string(f[i]), 10, 64)
 		if err != nil {
-			return st, fmt.Errorf("field %d: %w", i+3, err)
+			// Nothing of a line that does not parse whole is used.
+			return procStat{}, fmt.Errorf("field %d: %w", i+3, err)
 		}
-		st.cpu += v
+		cpu += v
 	}
+	st.ppid, st.cpu = ppid, cpu
 	return st, nil
 }
 
