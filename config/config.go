@@ -347,11 +347,14 @@ const (
 // Upstream is a pool of targets of one kind (all http://, all https://,
 // all h2c://, all tlcp:// or all tcp://).
 type Upstream struct {
-	// Targets are scheme://host:port: http (HTTP/1.1), https (HTTP/1.1,
-	// or HTTP/2 with HTTP2), h2c (HTTP/2 without TLS, for gRPC) or tcp.
+	// Targets are scheme://host:port: http (HTTP/1.1), https and tlcp
+	// (HTTP/1.1, or HTTP/2 with HTTP2; tlcp also carries TCP routes), h2c
+	// (HTTP/2 without TLS, for gRPC) or tcp.
 	Targets []string `yaml:"targets"`
-	// HTTP2 offers HTTP/2 to https:// targets (ALPN h2, HTTP/1.1 when a
-	// target does not take it). h2c:// targets always speak HTTP/2.
+	// HTTP2 offers HTTP/2 to https:// and tlcp:// targets (ALPN h2,
+	// HTTP/1.1 when a target does not take it). Off by default, for
+	// tlcp:// because GmSSL 3.1 servers refuse the ALPN extension. h2c://
+	// targets always speak HTTP/2.
 	HTTP2 bool `yaml:"http2"`
 	// Policy is round_robin or least_conn.
 	Policy string       `yaml:"policy"`

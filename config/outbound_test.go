@@ -137,6 +137,53 @@ upstreams: {u: {targets: ["`+target+`"]}}
 	}
 }
 
+// http2 is taken on a pool of tlcp:// targets (for its HTTP routes, and
+// beside a tcp listener's route, which never offers ALPN), and refused,
+// with a fix, on the schemes that have no choice to make.
+func TestOutboundHTTP2(t *testing.T) {
+	cfg, err := Parse("x.yaml", []byte(`
+listeners:
+  - {name: app, listen: "127.0.0.1:8080", protocol: http, routes: [{upstream: partner}]}
+  - {name: stream, listen: "127.0.0.1:9000", protocol: tcp, routes: [{upstream: partner}]}
+upstreams:
+  partner: {targets: ["tlcp://api.partner.cn:443"], http2: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Upstreams["partner"].HTTP2 {
+		t.Fatal("http2 lost")
+	}
+	out, err := Show(cfg)
+	if err != nil || !strings.Contains(string(out), "http2: true") {
+		t.Fatalf("config show:\n%s\n%v", out, err)
+	}
+	_, err = Parse("x.yaml", []byte(`
+listeners:
+  - {name: app, listen: "127.0.0.1:8080", protocol: http, routes: [{upstream: g}]}
+  - {name: stream, listen: "127.0.0.1:9000", protocol: tcp, routes: [{upstream: raw}]}
+upstreams:
+  g: {targets: ["h2c://10.0.0.6:50051"], http2: true}
+  raw: {targets: ["tcp://10.0.0.7:5432"], http2: true}
+`))
+	var ce *Error
+	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	for i, want := range []struct {
+		line      int
+		text, fix string
+	}{
+		{6, "upstreams.g.http2: http2 applies to https:// and tlcp:// targets", "h2c:// targets always speak HTTP/2"},
+		{7, "upstreams.raw.http2: http2 applies to https:// and tlcp:// targets", "remove http2"},
+	} {
+		p := ce.Problems[i]
+		if p.Line != want.line || !strings.Contains(p.String(), want.text) || !strings.Contains(p.Fix, want.fix) {
+			t.Errorf("problem %d = %q (line %d, fix %q), want line %d with %q, fix %q", i, p.String(), p.Line, p.Fix, want.line, want.text, want.fix)
+		}
+	}
+}
+
 // The client-mode example of docs/config.md is a valid configuration.
 func TestClientModeDocExample(t *testing.T) {
 	doc, err := os.ReadFile("../docs/config.md")

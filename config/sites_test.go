@@ -117,7 +117,7 @@ upstreams:
 		"listeners[0].sites[3].hosts: the site lists no host",
 		"listeners[1].http2: an http listener does not offer HTTP/2",
 		"listeners[1].sites: an http listener has no sites",
-		"upstreams.app.http2: http2 applies to https:// targets; write the targets as h2c://",
+		"upstreams.app.http2: http2 applies to https:// and tlcp:// targets; write the targets as h2c://",
 		`upstreams.g.targets[0]: "h2c://10.0.0.6" has no port`,
 	})
 }

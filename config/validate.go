@@ -717,12 +717,15 @@ func (v *validator) upstream(p string, u *Upstream) {
 	default:
 		v.add(p+".policy", fmt.Sprintf("unknown policy %q", u.Policy), "use round_robin or least_conn")
 	}
-	if u.HTTP2 && scheme != "" && scheme != "https" {
+	if u.HTTP2 && scheme != "" && scheme != "https" && scheme != "tlcp" {
 		fix := "remove http2"
-		if scheme == "http" {
+		switch scheme {
+		case "http":
 			fix = "write the targets as h2c://host:port for HTTP/2 without TLS, or remove http2"
+		case "h2c":
+			fix = "remove http2: h2c:// targets always speak HTTP/2"
 		}
-		v.add(p+".http2", "http2 applies to https:// targets", fix)
+		v.add(p+".http2", "http2 applies to https:// and tlcp:// targets", fix)
 	}
 	if u.TLS != nil {
 		if scheme != "" && scheme != "https" {

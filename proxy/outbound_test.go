@@ -310,24 +310,29 @@ type tjfocConnKey struct{}
 
 // TestOutboundToTjfocServer: the tlcp:// upstream is the independent
 // tjfoc gmtls server with suite 0xE013 (ECC_SM4_CBC_SM3) and client
-// authentication.
+// authentication; with http2 it is offered ALPN, answers none, and is
+// spoken to in HTTP/1.1 over one keep-alive connection.
 func TestOutboundToTjfocServer(t *testing.T) {
 	p := getPKI(t)
 	id, _ := clientIdentity(t, p)
-	addr, requests := tjfocService(t, p)
-	gw, _ := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+addr), identitySection(p, id, "ECC_SM4_CBC_SM3"), "")
-	client := &http.Client{Timeout: 20 * time.Second}
-	for i := range 3 {
-		resp, body := get(t, client, fmt.Sprintf("http://%s/partner/%d", gw.Addr("app"), i))
-		if want := fmt.Sprintf("tjfoc saw GET /partner/%d from legacy-app", i); resp.StatusCode != http.StatusOK || body != want {
-			t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
-		}
-	}
-	if requests.Load() != 3 {
-		t.Fatalf("tjfoc served %d requests", requests.Load())
-	}
-	if v := counterSum(t, gw, "gmgate_upstream_handshakes_total", map[string]string{"upstream": "partner", "suite": "ECC_SM4_CBC_SM3"}); v < 1 || v >= 3 {
-		t.Errorf("%v handshakes for 3 requests", v)
+	for _, extra := range []string{"", "http2: true"} {
+		t.Run(fmt.Sprintf("%q", extra), func(t *testing.T) {
+			addr, requests := tjfocService(t, p)
+			gw, _ := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+addr), identitySection(p, id, "ECC_SM4_CBC_SM3"), extra)
+			client := &http.Client{Timeout: 20 * time.Second}
+			for i := range 3 {
+				resp, body := get(t, client, fmt.Sprintf("http://%s/partner/%d", gw.Addr("app"), i))
+				if want := fmt.Sprintf("tjfoc saw GET /partner/%d from legacy-app", i); resp.StatusCode != http.StatusOK || body != want {
+					t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
+				}
+			}
+			if requests.Load() != 3 {
+				t.Fatalf("tjfoc served %d requests", requests.Load())
+			}
+			if v := counterSum(t, gw, "gmgate_upstream_handshakes_total", map[string]string{"upstream": "partner", "suite": "ECC_SM4_CBC_SM3"}); v != 1 {
+				t.Errorf("%v handshakes for 3 requests in a row, want 1", v)
+			}
+		})
 	}
 }
 

@@ -1,14 +1,25 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // HTTP/2 to upstreams: h2c:// targets speak HTTP/2 without TLS (prior
-// knowledge, as gRPC servers do), and https:// targets with http2: true
-// are offered h2 by ALPN. Both go through net/http's transport, whose
+// knowledge, as gRPC servers do), and https:// and tlcp:// targets with
+// http2: true are offered h2 by ALPN (tlcp:// below). Both go through net/http's transport, whose
 // HTTP/2 client passes trailers and streams request and response bodies
 // both ways at once, so gRPC calls of every kind go through
 // httputil.ReverseProxy unchanged.
@@ -37,3 +48,279 @@ func setUpstreamProtocols(tr *http.Transport, uc *config.Upstream) {
 	}
 	tr.Protocols = p
 }
+
+// HTTP/2 over TLCP. With http2, the HTTP connections of a tlcp:// pool
+// offer ALPN h2 and http/1.1, and each target is spoken to in the version
+// its last handshake chose: HTTP/2 when it chose h2, HTTP/1.1 when it
+// chose http/1.1 or nothing. ALPN is a ClientHello extension, which
+// GmSSL 3.1 servers refuse, so it is offered only with http2, and never
+// on the connections of TCP routes.
+//
+// net/http carries both versions but cannot see a TLCP connection's ALPN
+// choice (it looks for a *tls.Conn), so there are two transports: the
+// pool's HTTP/1.1 one, and one that speaks HTTP/2 on every connection it
+// dials, multiplexing requests over one connection per target. A request
+// goes to the transport of the version its target chose last (HTTP/2
+// until the target has been heard). When a dial finds that the target
+// chose the other version, its connection is kept for the other
+// transport, and the request, of which nothing was sent, goes there.
+
+// Versions a target chose at its last handshake.
+const (
+	versionUnknown = iota
+	versionHTTP1
+	versionHTTP2
+)
+
+// errOtherVersion is a dial's answer when the target chose the other HTTP
+// version than the transport that dialed speaks.
+var errOtherVersion = errors.New("the target chose the other HTTP version")
+
+// spareLifetime is how long a connection kept for the other transport
+// waits to be taken; it is taken at once unless that transport had an
+// idle connection.
+const spareLifetime = 5 * time.Second
+
+// maxSpares bounds the connections kept for each version of a target
+// (requests that start together each dial).
+const maxSpares = 8
+
+type tlcpHTTP2 struct {
+	tr *tlcpTransport
+	// configs offer h2 and http/1.1; by target address.
+	configs map[string]*tlcp.Config
+	// http speaks HTTP/2 only.
+	http    *http.Transport
+	targets map[string]*versionChoice
+	log     *slog.Logger
+}
+
+// versionChoice is what a target chose at its last handshake, and the
+// connections made for one version that the other transport may take.
+type versionChoice struct {
+	chosen atomic.Int32
+	mu     sync.Mutex
+	spares [versionHTTP2 + 1][]spareConn
+}
+
+type spareConn struct {
+	conn *tlcp.Conn
+	made time.Time
+}
+
+func newTLCPHTTP2(tr *tlcpTransport, p *pool, ts transportSettings) *tlcpHTTP2 {
+	h := &tlcpHTTP2{tr: tr, configs: map[string]*tlcp.Config{}, targets: map[string]*versionChoice{}, log: p.log}
+	for addr, cfg := range tr.configs {
+		c := cfg.Clone()
+		c.NextProtos = []string{"h2", "http/1.1"}
+		h.configs[addr] = c
+		h.targets[addr] = &versionChoice{}
+	}
+	h.http = ts.httpTransport()
+	// An https:// request whose connection comes from DialTLSContext and
+	// is not a *tls.Conn is spoken to in HTTP/2 from the first byte when
+	// HTTP/2 without TLS is the transport's only protocol: the connection
+	// is secure already, and the target sees :scheme https.
+	h.http.DialTLSContext = h.dialHTTP2
+	protocols := &http.Protocols{}
+	protocols.SetUnencryptedHTTP2(true)
+	h.http.Protocols = protocols
+	// A connection from which nothing came for a while is checked with
+	// a PING, and closed when the answer does not come.
+	h.http.HTTP2 = &http.HTTP2Config{SendPingTimeout: http2PingAfter, PingTimeout: http2PingTimeout}
+	return h
+}
+
+// roundTrip sends req over the version its target chose last, and over
+// the other when a new connection finds that the target changed its
+// choice.
+func (h *tlcpHTTP2) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+	vc := h.targets[t.addr]
+	if vc == nil {
+		return nil, fmt.Errorf("%s is not a target of this upstream", t.addr)
+	}
+	var body *keptBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &keptBody{body: req.Body}
+		r := *req
+		r.Body = body
+		req = &r
+	}
+	var resp *http.Response
+	var err error
+	for range 2 {
+		rt := h.http
+		if vc.chosen.Load() == versionHTTP1 {
+			rt = h.tr.http
+		}
+		resp, err = rt.RoundTrip(req)
+		if !errors.Is(err, errOtherVersion) || body.wasRead() {
+			break
+		}
+	}
+	if err != nil {
+		body.release()
+	}
+	if errors.Is(err, errOtherVersion) {
+		// The target changed its choice at two handshakes in a row.
+		err = &stageError{stage: stageHandshake, err: err}
+	}
+	return resp, err
+}
+
+func (h *tlcpHTTP2) dialHTTP1(ctx context.Context, _, addr string) (net.Conn, error) {
+	return h.dial(ctx, addr, versionHTTP1)
+}
+
+func (h *tlcpHTTP2) dialHTTP2(ctx context.Context, _, addr string) (net.Conn, error) {
+	return h.dial(ctx, addr, versionHTTP2)
+}
+
+// dial gives a transport that speaks version a connection to the target
+// at addr: one kept for it, or a new one if the target chooses version.
+func (h *tlcpHTTP2) dial(ctx context.Context, addr string, version int32) (net.Conn, error) {
+	vc := h.targets[addr]
+	if vc == nil {
+		return nil, fmt.Errorf("%s is not a target of this upstream", addr)
+	}
+	if c := vc.takeSpare(version); c != nil {
+		return c, nil
+	}
+	c, err := h.tr.dialWith(ctx, addr, h.configs[addr])
+	if err != nil {
+		return nil, err
+	}
+	if chosen := h.learn(vc, addr, c); chosen != version {
+		vc.putSpare(chosen, c)
+		return nil, errOtherVersion
+	}
+	return c, nil
+}
+
+// learn records the version the target chose on c, and logs a change.
+func (h *tlcpHTTP2) learn(vc *versionChoice, addr string, c *tlcp.Conn) int32 {
+	alpn := c.ConnectionState().NegotiatedProtocol
+	chosen := int32(versionHTTP1)
+	if alpn == "h2" {
+		chosen = versionHTTP2
+	}
+	if vc.chosen.Swap(chosen) != chosen {
+		if chosen == versionHTTP2 {
+			h.log.Info("upstream target speaks HTTP/2", "target", addr)
+		} else {
+			if alpn == "" {
+				alpn = "none"
+			}
+			h.log.Info("upstream target speaks HTTP/1.1: it did not choose h2", "target", addr, "alpn", alpn)
+		}
+	}
+	return chosen
+}
+
+// probe is the health check without a path: a handshake as requests make
+// it, offering HTTP/2.
+func (h *tlcpHTTP2) probe(ctx context.Context, t *target) error {
+	c, err := h.tr.dialWith(ctx, t.addr, h.configs[t.addr])
+	if err != nil {
+		return err
+	}
+	h.learn(h.targets[t.addr], t.addr, c)
+	return c.Close()
+}
+
+func (h *tlcpHTTP2) closeIdle() {
+	h.http.CloseIdleConnections()
+	for _, vc := range h.targets {
+		vc.mu.Lock()
+		spares := vc.spares
+		vc.spares = [len(vc.spares)][]spareConn{}
+		vc.mu.Unlock()
+		for _, list := range spares {
+			for _, s := range list {
+				s.conn.Close()
+			}
+		}
+	}
+}
+
+func (vc *versionChoice) putSpare(version int32, c *tlcp.Conn) {
+	vc.mu.Lock()
+	if len(vc.spares[version]) < maxSpares {
+		vc.spares[version] = append(vc.spares[version], spareConn{conn: c, made: time.Now()})
+		c = nil
+	}
+	vc.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+// takeSpare returns a connection kept for version, nil when none is
+// fresh; stale ones are closed.
+func (vc *versionChoice) takeSpare(version int32) *tlcp.Conn {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	for len(vc.spares[version]) > 0 {
+		list := vc.spares[version]
+		s := list[len(list)-1]
+		vc.spares[version] = list[:len(list)-1]
+		if time.Since(s.made) < spareLifetime {
+			return s.conn
+		}
+		s.conn.Close()
+	}
+	return nil
+}
+
+// keptBody is a request body handed to a transport that may give the
+// request up before sending any of it (its dial found that the target
+// chose the other version): until the body is first read, the
+// transport's Close leaves it open, for the other transport to send.
+type keptBody struct {
+	body       io.ReadCloser
+	read       atomic.Bool
+	closeAsked atomic.Bool
+}
+
+func (b *keptBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.body.Read(p)
+}
+
+func (b *keptBody) Close() error {
+	if b.read.Load() {
+		return b.body.Close()
+	}
+	b.closeAsked.Store(true)
+	return nil
+}
+
+func (b *keptBody) wasRead() bool { return b != nil && b.read.Load() }
+
+// release closes the body when a transport asked to and it was left
+// open: a failed round trip closes its request's body.
+func (b *keptBody) release() {
+	if b != nil && !b.read.Load() && b.closeAsked.Load() {
+		b.body.Close()
+	}
+}
+
+// refusedByTarget reports whether a handshake ended at the target's word:
+// an alert it sent, or the connection closed.
+func refusedByTarget(err error) bool {
+	var ae *tlcp.AlertError
+	if errors.As(err, &ae) {
+		return ae.Remote
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// alpnRefusedError is a handshake that offered ALPN and that the target
+// refused: its message says that ALPN may be why.
+type alpnRefusedError struct{ err error }
+
+func (e *alpnRefusedError) Error() string {
+	return e.err.Error() + " (ALPN h2 was offered for http2: true; GmSSL 3.1 servers refuse it, turn http2 off for them)"
+}
+
+func (e *alpnRefusedError) Unwrap() error { return e.err }

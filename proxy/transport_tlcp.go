@@ -23,16 +23,19 @@ import (
 )
 
 // tlcpTransport reaches tlcp:// targets as a TLCP client: HTTP/1.1 over
-// TLCP with keep-alive connections for HTTP routes, one TLCP connection
-// per client connection for TCP routes. Each target has its own client
-// configuration, so that the pool's session cache keeps a session per
-// target and a connection to one target never offers another's session.
+// TLCP with keep-alive connections for HTTP routes (and HTTP/2 with
+// http2, transport_h2.go), one TLCP connection per client connection for
+// TCP routes. Each target has its own client configuration, so that the
+// pool's session cache keeps a session per target and a connection to
+// one target never offers another's session.
 type tlcpTransport struct {
 	dialer *net.Dialer
 	// handshake bounds connecting and the handshake together.
 	handshake time.Duration
 	configs   map[string]*tlcp.Config // by target address
 	http      *http.Transport
+	// h2 carries the HTTP routes of a pool with http2 (nil without).
+	h2 *tlcpHTTP2
 	// identity is the store that holds the client certificate (nil when
 	// none is configured), under the name source.
 	identity atomic.Pointer[certs.Store]
@@ -107,6 +110,10 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 	}
 	tr.http = ts.httpTransport()
 	tr.http.DialTLSContext = tr.dialHTTP
+	if uc.HTTP2 {
+		tr.h2 = newTLCPHTTP2(tr, p, ts)
+		tr.http.DialTLSContext = tr.h2.dialHTTP1
+	}
 	return tr, nil
 }
 
@@ -204,10 +211,14 @@ func (tr *tlcpTransport) useStore(s *certs.Store) {
 	}
 }
 
-// dial connects to the target at addr and completes the TLCP handshake,
-// both within the connect timeout. Its errors say which step failed.
+// dial connects to the target at addr and completes the TLCP handshake
+// with its configuration, both within the connect timeout. Its errors say
+// which step failed.
 func (tr *tlcpTransport) dial(ctx context.Context, addr string) (*tlcp.Conn, error) {
-	cfg := tr.configs[addr]
+	return tr.dialWith(ctx, addr, tr.configs[addr])
+}
+
+func (tr *tlcpTransport) dialWith(ctx context.Context, addr string, cfg *tlcp.Config) (*tlcp.Conn, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%s is not a target of this upstream", addr)
 	}
@@ -220,6 +231,9 @@ func (tr *tlcpTransport) dial(ctx context.Context, addr string) (*tlcp.Conn, err
 	c := tlcp.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
+		if len(cfg.NextProtos) > 0 && refusedByTarget(err) {
+			err = &alpnRefusedError{err}
+		}
 		return nil, &stageError{stage: stageHandshake, err: err}
 	}
 	if tr.handshakeDone != nil {
@@ -238,7 +252,13 @@ func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response
 	// http.Transport dials "https" requests with DialTLSContext.
 	req.URL.Scheme = "https"
 	req.URL.Host = t.addr
-	resp, err := tr.http.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if tr.h2 != nil {
+		resp, err = tr.h2.roundTrip(req, t)
+	} else {
+		resp, err = tr.http.RoundTrip(req)
+	}
 	if err != nil && !errors.As(err, new(*stageError)) {
 		err = &stageError{stage: stageRequest, err: err}
 	}
@@ -249,8 +269,12 @@ func (tr *tlcpTransport) dialStream(ctx context.Context, t *target) (net.Conn, e
 	return tr.dial(ctx, t.addr)
 }
 
-// probe connects and completes a handshake (resumed when it can be).
+// probe connects and completes a handshake (resumed when it can be), as
+// requests do: with http2, offering HTTP/2.
 func (tr *tlcpTransport) probe(ctx context.Context, t *target) error {
+	if tr.h2 != nil {
+		return tr.h2.probe(ctx, t)
+	}
 	c, err := tr.dial(ctx, t.addr)
 	if err != nil {
 		return err
@@ -258,7 +282,12 @@ func (tr *tlcpTransport) probe(ctx context.Context, t *target) error {
 	return c.Close()
 }
 
-func (tr *tlcpTransport) closeIdle() { tr.http.CloseIdleConnections() }
+func (tr *tlcpTransport) closeIdle() {
+	tr.http.CloseIdleConnections()
+	if tr.h2 != nil {
+		tr.h2.closeIdle()
+	}
+}
 
 // targetSessions is the part of a pool's client session cache that
 // belongs to one target and the client identity in service.
