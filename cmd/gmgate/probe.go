@@ -29,7 +29,9 @@ one HTTP request and print the response body (on stdout), as curl -v does.
 by address); other -H headers are sent as given. --resolve host:port:addr
 connects to addr while the URL's host is still the name verified and sent.
 With --resume a second connection checks resumption and sends the request
-again; both bodies are printed.
+again; both bodies are printed. --http2 offers HTTP/2 by ALPN (h2, http/1.1)
+and speaks it when the server chooses h2, as a tlcp:// upstream with
+http2: true does; GmSSL 3.1 servers refuse ALPN.
 
 For a service that does not speak HTTP, give host:port and --send DATA
 (\r \n \t \\ and \xHH are understood) or --raw to send standard input:
@@ -39,6 +41,7 @@ until it closes the connection is printed.`,
   gmgate probe --ca ca.crt -H "Host: api.example.cn" --resume https://10.0.0.1/healthz
   gmgate probe --ca ca.crt --resolve api.example.cn:443:10.0.0.1 https://api.example.cn/
   gmgate probe -k --suite ECC_SM4_CBC_SM3 https://gm.example.cn/
+  gmgate probe --ca ca.crt --http2 https://grpc.partner.cn/
   gmgate probe --ca ca.crt --cert client.sign.crt --key client.sign.key https://127.0.0.1:8443/
   gmgate probe --ca ca.crt --cert client.sign.crt --key client.sign.key \
       --enc-cert client.enc.crt --enc-key client.enc.key https://127.0.0.1:8443/
@@ -66,8 +69,8 @@ until it closes the connection is printed.`,
 				o.Raw, o.Send = true, data
 			}
 			if o.Raw {
-				if o.Method != "" || o.Body != "" || len(headers) > 0 {
-					return fmt.Errorf("-X, -d and -H make an HTTP request; --send and --raw send bytes as they are")
+				if o.Method != "" || o.Body != "" || len(headers) > 0 || o.HTTP2 {
+					return fmt.Errorf("-X, -d, -H and --http2 make an HTTP request; --send and --raw send bytes as they are")
 				}
 				if o.Send == nil {
 					o.Stdin = cmd.InOrStdin()
@@ -105,6 +108,7 @@ until it closes the connection is printed.`,
 	f.StringVar(&o.EncKey, "enc-key", "", "client encryption key: a file or key reference")
 	f.StringSliceVar(&o.Suites, "suite", nil, "offer only these cipher suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3)")
 	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake)")
+	f.BoolVar(&o.HTTP2, "http2", false, "offer HTTP/2 by ALPN (h2, http/1.1) and speak it if the server chooses h2 (GmSSL 3.1 servers refuse ALPN)")
 	f.BoolVar(&o.Resume, "resume", false, "connect a second time, report whether the session was resumed, and send the request again")
 	f.StringVarP(&o.Method, "request", "X", "", "HTTP method (default GET)")
 	f.StringVarP(&o.Body, "data", "d", "", "request body")

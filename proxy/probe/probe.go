@@ -65,6 +65,10 @@ type Options struct {
 	// standard by default, gmssl for GmSSL 3 servers that ask for a
 	// client certificate.
 	Profile string
+	// HTTP2 offers ALPN h2 and http/1.1 and speaks HTTP/2 when the server
+	// chooses h2 (HTTP/1.1 otherwise). Off by default: ALPN is an
+	// extension, which GmSSL 3.1 servers refuse.
+	HTTP2 bool
 	// Resume makes a second connection, reports whether it resumed the
 	// first one's session, and sends the request again on it.
 	Resume bool
@@ -260,6 +264,9 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	if err := cfg.SetClientProfile(o.Profile); err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
 	}
+	if o.HTTP2 && !o.Raw {
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
 	if o.SignCert != "" || o.SignKey != "" || o.EncCert != "" || o.EncKey != "" {
 		c, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: o.SignCert, SignKey: o.SignKey, EncCert: o.EncCert, EncKey: o.EncKey},
 			certs.LoadOptions{SignOnly: true, Names: certs.FieldNames{SignCert: "--cert", SignKey: "--key", EncCert: "--enc-cert", EncKey: "--enc-key"}})
@@ -305,7 +312,7 @@ func (p *prober) dial(ctx context.Context, ex *exchange, second bool) (*tlcp.Con
 	c := tlcp.Client(raw, p.cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		return nil, describeHandshakeError(err)
+		return nil, describeHandshakeError(err, len(p.cfg.NextProtos) > 0)
 	}
 	ex.handshake = time.Since(t1)
 	ex.state = c.ConnectionState()
@@ -324,22 +331,35 @@ func (p *prober) dial(ctx context.Context, ex *exchange, second bool) (*tlcp.Con
 func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
 	ex := &exchange{}
 	start := time.Now()
-	// The transport dials in its own goroutine, which may outlive a
-	// cancelled round trip.
-	var mu sync.Mutex
-	dialed := false
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d exchange
-		c, err := p.dial(ctx, &d, second)
-		if err == nil {
-			mu.Lock()
-			ex.state, ex.connect, ex.handshake, dialed = d.state, d.connect, d.handshake, true
-			mu.Unlock()
+	// The connection is made first, so that the server's ALPN choice
+	// decides the HTTP version the transport speaks on it.
+	c, err := p.dial(ctx, ex, second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	conns := make(chan net.Conn, 1)
+	conns <- c
+	dial := func(context.Context, string, string) (net.Conn, error) {
+		select {
+		case conn := <-conns:
+			return conn, nil
+		default:
+			return nil, errors.New("the server closed the probe's connection")
 		}
-		return c, err
 	}
 	tr := &http.Transport{DialTLSContext: dial, DisableCompression: true}
+	version := "HTTP/1.1"
+	if ex.state.NegotiatedProtocol == "h2" {
+		// An https:// request over a connection that is not a *tls.Conn
+		// is spoken to in HTTP/2 from the first byte when that is the
+		// transport's only protocol.
+		version = "HTTP/2"
+		tr.Protocols = &http.Protocols{}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	defer tr.CloseIdleConnections()
+	var mu sync.Mutex
 	method := p.o.Method
 	if method == "" {
 		method = http.MethodGet
@@ -368,7 +388,7 @@ func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteHeaders: func() {
-			fmt.Fprintf(p.info, "> %s %s HTTP/1.1\n> Host: %s\n", method, p.url.RequestURI(), req.Host)
+			fmt.Fprintf(p.info, "> %s %s %s\n> Host: %s\n", method, p.url.RequestURI(), version, req.Host)
 			for _, k := range sortedKeys(req.Header) {
 				fmt.Fprintf(p.info, "> %s: %s\n", k, strings.Join(req.Header[k], ", "))
 			}
@@ -383,9 +403,6 @@ func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
-		if !dialed {
-			return nil, err
-		}
 		return ex, err
 	}
 	defer resp.Body.Close()
@@ -465,7 +482,20 @@ func readUntilClose(c net.Conn, max int64, firstByte *time.Duration, start time.
 	return out, nil
 }
 
-func describeHandshakeError(err error) error {
+// describeHandshakeError explains a failed handshake; alpn says that
+// ALPN was offered, which a server that refused the handshake may not
+// take.
+func describeHandshakeError(err error, alpn bool) error {
+	var ae *tlcp.AlertError
+	refused := errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	err = describeHandshakeFailure(err)
+	if alpn && refused {
+		err = fmt.Errorf("%w; --http2 offered ALPN, which GmSSL 3.1 servers refuse: try without it", err)
+	}
+	return err
+}
+
+func describeHandshakeFailure(err error) error {
 	var ae *tlcp.AlertError
 	switch {
 	case errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertProtocolVersion:

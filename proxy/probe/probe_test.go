@@ -311,3 +311,86 @@ func TestProbeCloseWithoutAlert(t *testing.T) {
 		})
 	}
 }
+
+// alpnServer is a TLCP server that offers protos by ALPN ("refuse": it
+// ends a hello with extensions with an alert) and serves HTTP/1.1 and
+// HTTP/2, answering with the version it was asked in.
+func alpnServer(t *testing.T, protos ...string) (url, caFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tlcp.Config{Certificates: []tlcp.Certificate{*pair.Certificate()}, NextProtos: protos}
+	if len(protos) == 1 && protos[0] == "refuse" {
+		cfg.NextProtos = nil
+		cfg.GetConfigForClient = func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
+			if len(hi.SupportedProtos) > 0 {
+				return nil, &tlcp.AlertError{Alert: tlcp.AlertUnsupportedExtension, Err: errors.New("extensions refused")}
+			}
+			return nil, nil
+		}
+	}
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", r.Proto, r.URL.Path)
+	})}
+	srv.Protocols = &http.Protocols{}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "https://" + ln.Addr().String() + "/p", filepath.Join(dir, certs.CACertFile)
+}
+
+// --http2 offers ALPN and speaks the version the server chooses; without
+// it no ALPN is offered and HTTP/1.1 is spoken.
+func TestProbeHTTP2(t *testing.T) {
+	ctx := context.Background()
+	url, ca := alpnServer(t, "h2", "http/1.1")
+	for _, tc := range []struct {
+		http2       bool
+		proto, alpn string
+	}{{true, "HTTP/2.0", "* ALPN: h2"}, {false, "HTTP/1.1", ""}} {
+		var info bytes.Buffer
+		res, err := Run(ctx, Options{URL: url, CAFile: ca, HTTP2: tc.http2, Resume: true}, &info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Proto != tc.proto || string(res.Body) != tc.proto+" /p" || string(res.ResumeBody) != tc.proto+" /p" || !res.Resumed {
+			t.Errorf("http2 %v: %s %q %q, resumed %v", tc.http2, res.Proto, res.Body, res.ResumeBody, res.Resumed)
+		}
+		if tc.alpn != "" && !strings.Contains(info.String(), tc.alpn) || tc.alpn == "" && strings.Contains(info.String(), "ALPN") {
+			t.Errorf("http2 %v: output:\n%s", tc.http2, info.String())
+		}
+		if want := "> GET /p " + strings.TrimSuffix(tc.proto, ".0"); !strings.Contains(info.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, info.String())
+		}
+	}
+	// A server that does not choose h2 is spoken to in HTTP/1.1.
+	for _, protos := range [][]string{{"http/1.1"}, nil} {
+		url, ca := alpnServer(t, protos...)
+		if res, err := Run(ctx, Options{URL: url, CAFile: ca, HTTP2: true}, nil); err != nil || res.Proto != "HTTP/1.1" {
+			t.Errorf("server offering %q: %v %v", protos, res, err)
+		}
+	}
+	// A server that refuses ALPN: the error says --http2 may be why.
+	url, ca = alpnServer(t, "refuse")
+	if _, err := Run(ctx, Options{URL: url, CAFile: ca, HTTP2: true}, nil); err == nil || !strings.Contains(err.Error(), "--http2 offered ALPN") {
+		t.Errorf("refused: %v", err)
+	}
+	if res, err := Run(ctx, Options{URL: url, CAFile: ca}, nil); err != nil || res.Proto != "HTTP/1.1" {
+		t.Errorf("the refusing server without --http2: %v", err)
+	}
+}
