@@ -54,7 +54,9 @@ next:
 // configuration files: a legacy application's HTTP requests and TCP
 // connections go to the first one's plain http and tcp listeners on
 // loopback, which calls the second one, a TLCP-only partner that demands
-// a client certificate, as a TLCP client.
+// a client certificate, as a TLCP client: in HTTP/1.1, and in HTTP/2
+// through an upstream with http2, which gmgate probe --http2 confirms the
+// partner offers.
 func TestServeClientMode(t *testing.T) {
 	dir := t.TempDir()
 	ca, srvPair := localPKI(t, dir)
@@ -119,6 +121,10 @@ listeners:
     listen: "127.0.0.1:0"
     protocol: tcp
     routes: [{upstream: partner-db}]
+  - name: app2
+    listen: "127.0.0.1:0"
+    protocol: http
+    routes: [{upstream: partner-h2}]
 upstreams:
   partner-api:
     targets: ["tlcp://%[1]s"]
@@ -134,11 +140,15 @@ upstreams:
   partner-db:
     targets: ["tlcp://%[2]s"]
     tlcp: *client
+  partner-h2:
+    targets: ["tlcp://%[1]s"]
+    http2: true
+    tlcp: *client
 `, partner.addrs["api"], partner.addrs["db"], srv.CACert, cli.SignCert, cli.SignKey, cli.EncCert, cli.EncKey))
 	if out, code := runGmgate(t, nil, "config", "check", "-c", legacyFile); code != 0 {
 		t.Fatalf("config check: exit %d\n%s", code, out)
 	}
-	legacy := startServe(t, gmgateCommand("serve", "-c", legacyFile), "app", "sql")
+	legacy := startServe(t, gmgateCommand("serve", "-c", legacyFile), "app", "sql", "app2")
 
 	client := &http.Client{Timeout: 20 * time.Second}
 	const n = 8
@@ -175,6 +185,27 @@ upstreams:
 			t.Fatalf("tcp connection %d: %q %v", i, got, err)
 		}
 	}
+	// HTTP/2 over TLCP: the partner saw HTTP/2 for each request through
+	// app2 (its health checks are handshakes).
+	for i := range n {
+		resp, err := client.Post(fmt.Sprintf("http://%s/payments/%d", legacy.addrs["app2"], i), "text/plain", strings.NewReader("pay"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("partner API: POST /payments/%d for CN=legacy-app", i); resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
+		}
+	}
+	if v := metricSum(t, partner.admin, "gmgate_request_duration_seconds_count", `http_version="2"`); v != n {
+		t.Errorf("the partner saw %v HTTP/2 requests, want %d", v, n)
+	}
+	out, code := runGmgate(t, nil, "probe", "--ca", srv.CACert, "--cert", cli.SignCert, "--key", cli.SignKey, "--http2", "https://"+partner.addrs["api"]+"/probe")
+	if code != 0 || !strings.Contains(out, "* ALPN: h2") || !strings.Contains(out, "< HTTP/2.0 200") || !strings.Contains(out, "partner API: GET /probe for CN=legacy-app") {
+		t.Errorf("probe --http2: exit %d\n%s", code, out)
+	}
+
 	// Resumption to the partner, seen on both sides.
 	if v := metricSum(t, legacy.admin, "gmgate_upstream_handshakes_total", `upstream="partner-db"`, `resumed="true"`); v < 2 {
 		t.Errorf("the client side resumed %v sessions over 3 connections", v)
