@@ -122,18 +122,25 @@ func BenchmarkClientMode(b *testing.B) {
 	svc := startServer(b, testConfig(p, up.URL), nil)
 	tlcpSection := "ca: " + p.dual.CACert + "\nserver_name: localhost"
 	viaTLCP, _ := clientGateway(b, "http", `"tlcp://`+svc.Addr("edge").String()+`"`, tlcpSection, "")
+	viaTLCPH2, _ := clientGateway(b, "http", `"tlcp://`+svc.Addr("edge").String()+`"`, tlcpSection, "http2: true")
 	viaHTTP, _ := clientGateway(b, "http", `"`+up.URL+`"`, "", "")
 	plain := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer plain.CloseIdleConnections()
 	for _, c := range []struct {
 		name   string
+		conc   int
 		client *http.Client
 		url    string
 	}{
-		{"http-to-http", &http.Client{Transport: plain}, "http://" + viaHTTP.Addr("app").String() + "/"},
-		{"http-to-tlcp", &http.Client{Transport: plain}, "http://" + viaTLCP.Addr("app").String() + "/"},
-		{"tlcp-client", tlcpClient(b, p, nil), gatewayURL(svc, "/")},
+		{"http-to-http", 1, &http.Client{Transport: plain}, "http://" + viaHTTP.Addr("app").String() + "/"},
+		{"http-to-tlcp", 1, &http.Client{Transport: plain}, "http://" + viaTLCP.Addr("app").String() + "/"},
+		{"tlcp-client", 1, tlcpClient(b, p, nil), gatewayURL(svc, "/")},
+		// HTTP/2 over TLCP (http2: true) beside HTTP/1.1, one request at
+		// a time and 16 at once (one multiplexed connection against 16).
+		{"http-to-tlcp-h2", 1, &http.Client{Transport: plain}, "http://" + viaTLCPH2.Addr("app").String() + "/"},
+		{"http-to-tlcp-c16", 16, &http.Client{Transport: plain}, "http://" + viaTLCP.Addr("app").String() + "/"},
+		{"http-to-tlcp-h2-c16", 16, &http.Client{Transport: plain}, "http://" + viaTLCPH2.Addr("app").String() + "/"},
 	} {
-		b.Run(c.name, func(b *testing.B) { measureGets(b, 1, c.client, c.url) })
+		b.Run(c.name, func(b *testing.B) { measureGets(b, c.conc, c.client, c.url) })
 	}
 }
