@@ -554,6 +554,10 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 		return nil, fmt.Errorf("%s is not set; give the key file path or key reference", field)
 	}
 	k, err := accel.Open(ctx, ref)
+	var pe *fs.PathError
+	if r, rerr := accel.ParseRef(ref); rerr == nil && r.Scheme == "file" && errors.As(err, &pe) && pe.Path == r.Path && errors.Is(pe.Err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s %s does not exist; give the path of the PEM private key file or a key reference (a relative path is relative to the configuration file's directory)", field, keyref.Redact(r.Path))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, explainKeyError(err))
 	}

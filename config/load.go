@@ -79,6 +79,18 @@ func (e *Error) Error() string {
 // the state directory) are taken relative to the file's directory, so
 // that the file means the same whatever the working directory.
 func Load(path string) (*Config, error) {
+	cfg, err := LoadWithProblems(path)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadWithProblems is Load that also returns the configuration when the
+// file could be decoded but has problems (an *Error): defaulted, with its
+// relative paths resolved, and not valid. It serves to check the parts of
+// the file that the problems leave alone, never to serve.
+func LoadWithProblems(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -102,11 +114,16 @@ func Load(path string) (*Config, error) {
 // name used in problems. Every problem found is reported in one *Error.
 // Relative paths stay as written.
 func Parse(name string, data []byte) (*Config, error) {
-	return parse(name, data, "")
+	cfg, err := parse(name, data, "")
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // parse is Parse with relative paths resolved against dir (unless it is
-// empty).
+// empty). When the document decodes but has problems, it returns the
+// configuration as far as it goes together with the *Error.
 func parse(name string, data []byte, dir string) (*Config, error) {
 	cfg, idx, probs := decode(name, data)
 	if cfg == nil {
@@ -130,7 +147,7 @@ func parse(name string, data []byte, dir string) (*Config, error) {
 	}
 	if len(probs) > 0 {
 		sortProblems(probs)
-		return nil, &Error{Problems: probs}
+		return cfg, &Error{Problems: probs}
 	}
 	return cfg, nil
 }

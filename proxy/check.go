@@ -86,6 +86,87 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 	return res, nil
 }
 
+// CheckFile loads the configuration file at path and checks it as Check
+// does. When the file has problems of its own, the certificates, keys and
+// addresses that those problems leave alone are checked too, so that
+// every problem is listed at once; cfg is nil then.
+func CheckFile(path string, opts CheckOptions) (cfg *config.Config, res *CheckResult, err error) {
+	cfg, err = loadFile(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err = Check(cfg, opts)
+	return cfg, res, err
+}
+
+// loadFile loads the configuration file at path. When the file decodes
+// but has problems, the returned *config.Error also lists the problems of
+// the certificates, keys and addresses that the file's problems do not
+// touch (none of a field that has a problem, or is under or above one).
+func loadFile(path string, opts CheckOptions) (*config.Config, error) {
+	cfg, err := config.LoadWithProblems(path)
+	if err == nil || cfg == nil {
+		return cfg, err
+	}
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	probs := slices.Clone(ce.Problems)
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var more []config.Problem
+	sources, paths := certSources(cfg)
+	// Two listeners of one name are a problem of the file; the store
+	// takes each source once.
+	seen := map[string]bool{}
+	sources = slices.DeleteFunc(sources, func(src certs.Source) bool {
+		dup := seen[src.Name]
+		seen[src.Name] = true
+		return dup
+	})
+	if store, serr := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: opts.Offline}}, sources...); serr != nil {
+		more = append(more, certProblems(cfg, paths, serr)...)
+	} else {
+		store.Close()
+	}
+	if !opts.Offline {
+		more = append(more, checkAddresses(cfg, opts.RunningPID)...)
+	}
+	for _, m := range more {
+		if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return relatedPaths(p.Path, m.Path) }) {
+			probs = append(probs, m)
+		}
+	}
+	return nil, configError(probs)
+}
+
+// relatedPaths reports whether a problem of the file at path a makes a
+// certificate or address problem at path b moot: the same field, a field
+// under a (listeners[0].tlcp, listeners[0].tlcp.sign_cert), or a section
+// above one of the file fields that it loads (listeners[0].tlcp.sign_key,
+// listeners[0].tlcp). A problem without a path makes every one moot.
+func relatedPaths(a, b string) bool {
+	if a == "" || b == "" || a == b {
+		return true
+	}
+	under := func(x, y string) bool {
+		return strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
+	}
+	if under(b, a) {
+		return true
+	}
+	if under(a, b) {
+		switch a[strings.LastIndexByte(a, '.')+1:] {
+		case "sign_cert", "sign_key", "enc_cert", "enc_key", "cert", "key":
+			return true
+		}
+	}
+	return false
+}
+
 // checkAddresses binds each address of cfg as New does and releases it at
 // once. A port that the process runningPID listens on is not a problem.
 func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {

@@ -28,7 +28,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	if watcher != nil {
 		defer watcher.Close()
 	}
-	cfg, err := config.Load(path)
+	cfg, err := loadFile(path, CheckOptions{Logger: opts.Logger})
 	if err != nil {
 		return err
 	}

@@ -254,14 +254,11 @@ type buildOptions struct {
 	offline bool
 }
 
-// build makes a generation from cfg, reusing the pools and ACME managers
-// of prev whose configuration did not change. It loads and checks every
-// certificate and key, and reports every problem it finds in one
-// *config.Error.
-func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
-	var probs []config.Problem
-	var sources []certs.Source
-	sitePaths := map[string]string{}
+// certSources lists the certificate sources of cfg: a site's TLCP and
+// TLS certificates, and the client identities of tlcp:// upstreams; paths
+// maps each site's source name to its field path.
+func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]string) {
+	paths = map[string]string{}
 	for _, sp := range tlsSites(cfg) {
 		src := certs.Source{Name: sp.source()}
 		if sp.servesTLCP() {
@@ -273,18 +270,28 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		if src.TLCP != nil || src.TLS != nil {
 			sources = append(sources, src)
-			sitePaths[src.Name] = sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si)
+			paths[src.Name] = sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
 		// The client identities of tlcp:// upstreams are loaded and
 		// checked, watched and reloaded like the listeners' certificates.
-		if uc := cfg.Upstreams[name]; uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() {
+		if uc := cfg.Upstreams[name]; uc != nil && uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() {
 			t := uc.TLCP
 			sources = append(sources, certs.Source{Name: upstreamSource(name), SignOnly: true,
 				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}})
 		}
 	}
+	return sources, paths
+}
+
+// build makes a generation from cfg, reusing the pools and ACME managers
+// of prev whose configuration did not change. It loads and checks every
+// certificate and key, and reports every problem it finds in one
+// *config.Error.
+func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
+	var probs []config.Problem
+	sources, sitePaths := certSources(cfg)
 	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log, Load: certs.LoadOptions{Offline: bo.offline}}, sources...)
 	if err != nil {
 		probs = append(probs, certProblems(cfg, sitePaths, err)...)

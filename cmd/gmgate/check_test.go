@@ -259,6 +259,18 @@ func TestCheckAndServeAgree(t *testing.T) {
 			"listeners[0].tls.cert: cert " + p.good.SignCert + " is an SM2 certificate",
 			"listeners[1].listen: " + busy.Addr().String() + " is already in use",
 		}},
+		{"file problems beside certificate and address problems", configYAML("127.0.0.1",
+			edge(func(l *listenerYAML) { l.signCert = missing }),
+			func() listenerYAML {
+				l := p.listener("second", busy.Addr().String())
+				l.tlsCert, l.tlsKey = p.good.SignCert, p.good.SignKey
+				return l
+			}()), nil, []string{
+			"listeners[0].tlcp.sign_cert: sign_cert " + missing + " does not exist",
+			"listeners[1].listen: " + busy.Addr().String() + " is already in use",
+			`admin.listen: "127.0.0.1"`,
+			"listeners[1].tls.cert: cert " + p.good.SignCert + " is an SM2 certificate",
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

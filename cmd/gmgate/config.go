@@ -52,11 +52,7 @@ but not the secrets.`,
   gmgate config check -c deploy/gmgate.yaml --offline`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(checkFile)
-			if err != nil {
-				return configError(err)
-			}
-			res, err := proxy.Check(cfg, proxy.CheckOptions{Offline: offline, RunningPID: runningPID})
+			cfg, res, err := proxy.CheckFile(checkFile, proxy.CheckOptions{Offline: offline, RunningPID: runningPID})
 			out := cmd.OutOrStdout()
 			if res != nil && len(res.Warnings) > 0 {
 				fmt.Fprintf(out, "%s: %s:\n", checkFile, plural(len(res.Warnings), "warning"))

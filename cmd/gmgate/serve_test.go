@@ -64,8 +64,12 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	text := string(out)
+	// The three mistakes of the file, and the four certificate and key
+	// files it names, which this machine does not have.
 	for _, want := range []string{
-		"configuration has 3 problems",
+		"configuration has 7 problems",
+		cfg + ":6: listeners[0].tlcp.sign_cert: sign_cert /etc/gmgate/site.sign.crt does not exist",
+		cfg + ":9: listeners[0].tlcp.enc_key: enc_key /etc/gmgate/site.enc.key does not exist",
 		cfg + ":10: listeners[0].tlcp.cipher_suites: unknown field",
 		cfg + ":13: listeners[0].routes[0].upstream: no upstream is called \"legacy\"",
 		cfg + ":18: upstreams.legacy-api.health.interval: \"five seconds\" is not a duration",
@@ -79,7 +83,7 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 	}
 	// config check says the same and exits 1 too.
 	out, err = gmgateCommand("config", "check", "-c", cfg).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Count(string(out), cfg+":") != 3 {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Count(string(out), cfg+":") != 7 {
 		t.Errorf("config check: %v\n%s", err, out)
 	}
 }
