@@ -1,13 +1,21 @@
 package main
 
 import (
-	"context"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gmgate/gmgate/tlcp"
-	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkReplicaResumption measures what one TLCP handshake (ECC,
@@ -16,27 +24,47 @@ import (
 // lookup, opening the sealed session, parsing it), and a full handshake.
 // Each iteration is one round of the three, in turn, so that the machine's
 // other load falls on all three alike; the figures are handshakes per
-// CPU-second of the replica (its process_cpu_seconds_total), medians of
-// the rounds, with the spread (min-max) in the log, and the costs as
-// shares of a full handshake's: redis-cost/full (a resumption from Redis),
-// local-cost/full, and redis-extra/full (what the lookup adds).
+// CPU-second of the replica (the run time of its threads, from
+// /proc/PID/task/*/schedstat), medians of the rounds, with the spread
+// (min-max) in the log, and the costs as shares of a full handshake's:
+// redis-cost/full (a resumption from Redis), local-cost/full, and
+// redis-extra/full (what the lookup adds).
 //
-//	go test -run '^$' -bench ReplicaResumption -benchtime 7x ./cmd/gmgate/
+//	go test -run '^$' -bench ReplicaResumption -benchtime 9x ./cmd/gmgate/
+//
+// GMGATE_BENCH_BASELINE=/path/to/gmgate measures another build beside this
+// one, with replicas of its own on the same Redis (under another key
+// prefix), interleaved in every round in alternating order; its figures
+// are reported with a "base-" prefix. GMGATE_BENCH_PROFILE=DIR writes, after
+// the rounds, a CPU profile of the measured replica of each build under
+// each load to DIR (BUILD-LOAD.pprof, from admin.pprof).
 func BenchmarkReplicaResumption(b *testing.B) {
 	const (
 		resumedPerRound = 1500
-		fullPerRound    = 300
+		fullPerRound    = 400
 		workers         = 4
 	)
 	rs := startRedis(b)
 	dir := b.TempDir()
 	p := newReplicaPKI(b, dir)
 	up := namedUpstream(b, "app")
-	cfg := replicaConfig(p, rs.addr(), up, "client_auth: none", p.files.CACert)
-	a, measured := startReplica(b, dir, "a", cfg), startReplica(b, dir, "b", cfg)
-	rc := redis.NewClient(&redis.Options{Addr: rs.addr()})
-	defer rc.Close()
-	addrA, addrB := a.addrs["ecc"], measured.addrs["ecc"]
+	profileDir := os.Getenv("GMGATE_BENCH_PROFILE")
+	builds := []*replicaBuild{{name: "this", command: gmgateCommand}}
+	if base := os.Getenv("GMGATE_BENCH_BASELINE"); base != "" {
+		builds = append(builds, &replicaBuild{name: "base", prefix: "base:", command: func(args ...string) *exec.Cmd {
+			return exec.Command(base, args...)
+		}})
+	}
+	for _, rb := range builds {
+		cfg := replicaConfig(p, rs.addr(), up, "client_auth: none", p.files.CACert)
+		if rb.prefix != "" {
+			cfg = strings.Replace(cfg, "timeout: 2s}", "timeout: 2s, key_prefix: "+strconv.Quote(rb.prefix)+"}", 1)
+		}
+		if profileDir != "" {
+			cfg = strings.Replace(cfg, `admin: {listen: "127.0.0.1:0"}`, `admin: {listen: "127.0.0.1:0", pprof: true}`, 1)
+		}
+		rb.start(b, dir, cfg)
+	}
 
 	handshake := func(addr string, cache tlcp.ClientSessionCache, wantResumed bool) {
 		st, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
@@ -61,69 +89,239 @@ func BenchmarkReplicaResumption(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	cpu := func() float64 { return adminMetric(b, measured.admin, "process_cpu_seconds_total") }
-	perCPUSecond := func(n int, run func()) float64 {
-		before := cpu()
+	perCPUSecond := func(rb *replicaBuild, n int, run func()) float64 {
+		before := rb.cpu(b)
 		run()
-		used := cpu() - before
+		used := rb.cpu(b) - before
 		if used <= 0 {
-			b.Fatalf("replica b used no measurable CPU for %d handshakes", n)
+			b.Fatalf("replica b of %s used no measurable CPU for %d handshakes", rb.name, n)
 		}
 		return float64(n) / used
 	}
-	hitsOf := func() float64 { return storeMetric(b, measured, "hit") }
-
-	// One session made on b and resumed there: local hits.
-	local := tlcp.NewLRUClientSessionCache(1, 0)
-	handshake(addrB, local, false)
-
-	var localR, redisR, fullR []float64
-	b.ResetTimer()
-	for range b.N {
-		localR = append(localR, perCPUSecond(resumedPerRound, func() {
-			parallel(resumedPerRound, func(int) { handshake(addrB, local, true) })
-		}))
-
-		// Sessions made on a (not measured), each resumed once on b.
-		caches := make([]tlcp.ClientSessionCache, resumedPerRound)
-		parallel(resumedPerRound, func(i int) {
+	// sessionsFromA makes n sessions on replica a, and waits until a
+	// has written them to Redis.
+	sessionsFromA := func(rb *replicaBuild, n int) []tlcp.ClientSessionCache {
+		written := rb.written(b)
+		caches := make([]tlcp.ClientSessionCache, n)
+		parallel(n, func(i int) {
 			caches[i] = tlcp.NewLRUClientSessionCache(1, 0)
-			handshake(addrA, caches[i], false)
+			handshake(rb.addrA, caches[i], false)
 		})
-		waitFor(b, func() bool {
-			n, err := rc.DBSize(context.Background()).Result()
-			return err == nil && n >= int64(resumedPerRound)*int64(len(redisR)+1)
-		})
-		hits := hitsOf()
-		redisR = append(redisR, perCPUSecond(resumedPerRound, func() {
-			parallel(resumedPerRound, func(i int) { handshake(addrB, caches[i], true) })
-		}))
-		if got := hitsOf() - hits; got != resumedPerRound {
-			b.Fatalf("%v store hits for %d resumptions of sessions from another replica", got, resumedPerRound)
+		waitFor(b, func() bool { return rb.written(b)-written >= float64(n) })
+		return caches
+	}
+	// resumeOnB resumes each session once on replica b, from Redis.
+	resumeOnB := func(rb *replicaBuild, caches []tlcp.ClientSessionCache) {
+		parallel(len(caches), func(i int) { handshake(rb.addrB, caches[i], true) })
+	}
+	// checkHits checks that replica b found n sessions in Redis since it
+	// had hits.
+	checkHits := func(rb *replicaBuild, hits float64, n int) {
+		if got := rb.hits(b) - hits; got != float64(n) {
+			b.Fatalf("%s: %v store hits for %d resumptions of sessions from another replica", rb.name, got, n)
 		}
+	}
 
-		fullR = append(fullR, perCPUSecond(fullPerRound, func() {
-			parallel(fullPerRound, func(int) { handshake(addrB, nil, false) })
-		}))
+	for _, rb := range builds {
+		// One session made on b and resumed there: local hits.
+		rb.local = tlcp.NewLRUClientSessionCache(1, 0)
+		handshake(rb.addrB, rb.local, false)
+	}
+	// inTurn runs measure for each build, in alternating order from round
+	// to round.
+	inTurn := func(round int, measure func(rb *replicaBuild)) {
+		order := slices.Clone(builds)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, rb := range order {
+			measure(rb)
+		}
+	}
+	b.ResetTimer()
+	for round := range b.N {
+		inTurn(round, func(rb *replicaBuild) {
+			rb.localR = append(rb.localR, perCPUSecond(rb, resumedPerRound, func() {
+				parallel(resumedPerRound, func(int) { handshake(rb.addrB, rb.local, true) })
+			}))
+		})
+		fromA := map[*replicaBuild][]tlcp.ClientSessionCache{}
+		for _, rb := range builds {
+			fromA[rb] = sessionsFromA(rb, resumedPerRound)
+		}
+		inTurn(round, func(rb *replicaBuild) {
+			hits := rb.hits(b)
+			rb.redisR = append(rb.redisR, perCPUSecond(rb, resumedPerRound, func() { resumeOnB(rb, fromA[rb]) }))
+			checkHits(rb, hits, resumedPerRound)
+		})
+		inTurn(round, func(rb *replicaBuild) {
+			rb.fullR = append(rb.fullR, perCPUSecond(rb, fullPerRound, func() {
+				parallel(fullPerRound, func(int) { handshake(rb.addrB, nil, false) })
+			}))
+		})
 	}
 	b.StopTimer()
+	for _, rb := range builds {
+		unit := ""
+		if rb.name != "this" {
+			unit = rb.name + "-"
+		}
+		for _, r := range []struct {
+			name string
+			v    []float64
+		}{{"local", rb.localR}, {"redis", rb.redisR}, {"full", rb.fullR}} {
+			med, lo, hi := medianSpread(r.v)
+			b.ReportMetric(med, unit+r.name+"-hs/cpu-s")
+			fmt.Printf("%s build: %-5s handshakes per replica CPU-second: median %.0f, min %.0f, max %.0f over %d rounds: %.0f\n", rb.name, r.name, med, lo, hi, len(r.v), r.v)
+		}
+		// Costs as shares of a full handshake's, per round (the three
+		// loads of a round ran under the same conditions): what a
+		// resumption from Redis costs, and what Redis adds to a
+		// resumption from the local cache.
+		var redisCost, localCost, redisExtra []float64
+		for i := range rb.fullR {
+			redisCost = append(redisCost, rb.fullR[i]/rb.redisR[i])
+			localCost = append(localCost, rb.fullR[i]/rb.localR[i])
+			redisExtra = append(redisExtra, (1/rb.redisR[i]-1/rb.localR[i])*rb.fullR[i])
+		}
+		for _, r := range []struct {
+			name string
+			v    []float64
+		}{{"redis-cost/full", redisCost}, {"local-cost/full", localCost}, {"redis-extra/full", redisExtra}} {
+			med, lo, hi := medianSpread(r.v)
+			b.ReportMetric(med, unit+r.name)
+			fmt.Printf("%s build: %-16s median %.3f, min %.3f, max %.3f over %d rounds: %.3f\n", rb.name, r.name, med, lo, hi, len(r.v), r.v)
+		}
+	}
+
+	if profileDir == "" {
+		return
+	}
+	// Profiles, one load at a time: a fixed number of handshakes each,
+	// within the profile's window.
+	const (
+		profileSeconds = 10
+		profileResumed = 10000
+		profileFull    = 2500
+	)
+	for _, rb := range builds {
+		for _, load := range []string{"local", "redis", "full"} {
+			var run func()
+			switch load {
+			case "local":
+				run = func() { parallel(profileResumed, func(int) { handshake(rb.addrB, rb.local, true) }) }
+			case "redis":
+				caches := sessionsFromA(rb, profileResumed)
+				hits := rb.hits(b)
+				run = func() {
+					resumeOnB(rb, caches)
+					checkHits(rb, hits, profileResumed)
+				}
+			case "full":
+				run = func() { parallel(profileFull, func(int) { handshake(rb.addrB, nil, false) }) }
+			}
+			rb.profile(b, filepath.Join(profileDir, rb.name+"-"+load+".pprof"), profileSeconds, run)
+		}
+	}
+}
+
+// replicaBuild is a gmgate build under BenchmarkReplicaResumption: two
+// replicas, a (which makes sessions) and b (which is measured).
+type replicaBuild struct {
+	name    string
+	prefix  string
+	command func(args ...string) *exec.Cmd
+
+	a, b         *served
+	addrA, addrB string
+	local        tlcp.ClientSessionCache
+
+	localR, redisR, fullR []float64
+}
+
+func (rb *replicaBuild) start(t testing.TB, dir, cfg string) {
+	t.Helper()
 	for _, r := range []struct {
 		name string
-		v    []float64
-	}{{"local", localR}, {"redis", redisR}, {"full", fullR}} {
-		med, lo, hi := medianSpread(r.v)
-		b.ReportMetric(med, r.name+"-hs/cpu-s")
-		b.Logf("%-5s handshakes per replica CPU-second: median %.0f, min %.0f, max %.0f over %d rounds", r.name, med, lo, hi, len(r.v))
+		s    **served
+	}{{"a", &rb.a}, {"b", &rb.b}} {
+		file := filepath.Join(dir, rb.name+"-"+r.name+".yaml")
+		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		*r.s = startServe(t, rb.command("serve", "-c", file), "ecc", "ecdhe", "web")
 	}
-	// Costs as shares of a full handshake's: what a resumption from
-	// Redis costs, and what Redis adds to a resumption from the local
-	// cache.
-	lm, _, _ := medianSpread(localR)
-	rm, _, _ := medianSpread(redisR)
-	fm, _, _ := medianSpread(fullR)
-	b.ReportMetric(fm/rm, "redis-cost/full")
-	b.ReportMetric(fm/lm, "local-cost/full")
-	b.ReportMetric((1/rm-1/lm)*fm, "redis-extra/full")
+	rb.addrA, rb.addrB = rb.a.addrs["ecc"], rb.b.addrs["ecc"]
+}
+
+// cpu returns the CPU time of replica b in seconds: the run time of its
+// threads, in nanoseconds (process_cpu_seconds_total counts in clock
+// ticks of 10ms, too coarse for a round).
+func (rb *replicaBuild) cpu(t testing.TB) float64 {
+	t.Helper()
+	pid := rb.b.cmd.Process.Pid
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return adminMetric(t, rb.b.admin, "process_cpu_seconds_total")
+	}
+	var ns int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that just exited
+		}
+		fields := bytes.Fields(b)
+		if len(fields) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(string(fields[0]), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		ns += n
+	}
+	return float64(ns) / 1e9
+}
+
+// hits returns replica b's store hits.
+func (rb *replicaBuild) hits(t testing.TB) float64 {
+	t.Helper()
+	return storeMetric(t, &replicaProc{served: rb.b}, "hit")
+}
+
+// written returns the sessions replica a has written to Redis.
+func (rb *replicaBuild) written(t testing.TB) float64 {
+	t.Helper()
+	return adminMetric(t, rb.a.admin, `gmgate_session_store_writes_total{op="set",result="ok"}`)
+}
+
+// profile writes a CPU profile of replica b over seconds, in which run
+// runs once.
+func (rb *replicaBuild) profile(t testing.TB, file string, seconds int, run func()) {
+	t.Helper()
+	ran := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		run()
+		ran <- time.Since(start)
+	}()
+	resp, err := http.Get("http://" + rb.b.admin + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	prof, err := io.ReadAll(resp.Body)
+	took := <-ran
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("profile of %s: %v %s", rb.name, err, resp.Status)
+	}
+	if took > time.Duration(seconds)*time.Second {
+		t.Logf("%s: the load took %s, longer than the profile", file, took)
+	}
+	if err := os.WriteFile(file, prof, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: CPU profile of replica b under this load", file)
 }
 
 func medianSpread(v []float64) (median, lo, hi float64) {
