@@ -2,8 +2,15 @@ package sessionstore
 
 import (
 	"bytes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/emmansun/gmsm/cbcmac"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/sm4"
 )
 
 const (
@@ -100,6 +107,46 @@ func TestSealOpen(t *testing.T) {
 	}
 }
 
+// TestSealDerivation checks each value's key against an independent CMAC
+// (gmsm's, GB/T 15821.1 scheme 5 = NIST SP 800-38B) and the documented
+// layout: a value opens with SM4-GCM under CMAC-SM4(HKDF-SM3(key, "gmgate
+// seal v2"), 00 01 'X' 00 || salt[:12]) and the nonce salt[12:].
+func TestSealDerivation(t *testing.T) {
+	k := mustKeys(t, key1)
+	value, ad := []byte("session"), []byte("gmgate:tlcp:0102")
+	sealed, err := k.Seal(value, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sealed[0] != 2 || len(sealed) != 1+4+24+len(value)+16 {
+		t.Fatalf("sealed value of %d bytes, version %d", len(sealed), sealed[0])
+	}
+	secret, _ := hex.DecodeString(key1)
+	dk, err := hkdf.Key(sm3.New, secret, nil, "gmgate seal v2", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	derive, _ := sm4.NewCipher(dk)
+	mac := cbcmac.NewCMAC(derive, 16)
+	salt := sealed[5:29]
+	valueKey := mac.MAC(append([]byte{0, 1, 'X', 0}, salt[:12]...))
+	block, _ := sm4.NewCipher(valueKey)
+	gcm, _ := cipher.NewGCM(block)
+	got, err := gcm.Open(nil, salt[12:], sealed[29:], append(bytes.Clone(sealed[:29]), ad...))
+	if err != nil || !bytes.Equal(got, value) {
+		t.Fatalf("the documented derivation does not open the value: %q, %v", got, err)
+	}
+
+	// Opening in place gives the value and leaves nothing else.
+	inPlace, err := k.openInPlace(bytes.Clone(sealed), string(ad))
+	if err != nil || !bytes.Equal(inPlace, value) {
+		t.Fatalf("openInPlace = %q, %v", inPlace, err)
+	}
+	if _, err := k.openInPlace(sealed[:10], string(ad)); err == nil {
+		t.Fatal("a truncated value opened in place")
+	}
+}
+
 func TestTicketKeys(t *testing.T) {
 	a := mustKeys(t, key2+"\n"+key1)
 	edge := a.TicketKeys("edge")
@@ -129,6 +176,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:Overhead])
 	f.Add([]byte{sealVersion})
+	f.Add([]byte{1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, sealed []byte) {
 		// Only the seed was sealed with the key (by this process or

@@ -285,7 +285,7 @@ func (c *cache) Get(id []byte) (*tlcp.SessionState, bool) {
 		s.down(err)
 		return nil, false
 	}
-	plain, err := s.keys.Open(sealed, []byte(key))
+	plain, err := s.keys.openInPlace(sealed, key)
 	if err != nil {
 		s.obs.Lookup(LookupInvalid, d)
 		return nil, false
@@ -326,7 +326,7 @@ func (c *cache) Put(id []byte, st *tlcp.SessionState) {
 		return
 	}
 	key := s.SessionKey(id)
-	sealed, err := s.keys.Seal(plain, []byte(key))
+	sealed, err := s.keys.seal(plain, key)
 	clear(plain)
 	if err != nil {
 		s.obs.Write("set", WriteError, 1, 0)

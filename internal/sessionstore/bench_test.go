@@ -1,0 +1,143 @@
+package sessionstore
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkLookup measures what a session lookup costs the gateway's CPU:
+// cpu-ns/op is this process's user and system time per lookup (from
+// getrusage), which is what a replica pays, whereas ns/op is mostly the
+// wait for Redis. "hit" asks a real redis-server (skipped without one)
+// for a session not in the local cache, opens and parses it; "open" is
+// the opening and parsing alone.
+//
+//	go test -run '^$' -bench Lookup -benchmem ./internal/sessionstore/
+func BenchmarkLookup(b *testing.B) {
+	keys := mustKeys(b, key1)
+	st := testState(time.Now())
+	id := []byte("0123456789abcdef0123456789abcdef")
+
+	b.Run("open", func(b *testing.B) {
+		s := &Store{keys: keys, prefix: "gmgate:"}
+		key := s.SessionKey(id)
+		plain, err := st.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sealed, err := keys.Seal(plain, []byte(key))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			plain, err := keys.Open(sealed, []byte(key))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := tlcp.ParseSessionState(plain); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
+	})
+
+	b.Run("hit", func(b *testing.B) {
+		addr := startRedisServer(b)
+		client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+		s := New(Options{Client: client, Keys: keys, Prefix: "gmgate:", Timeout: time.Second})
+		defer s.Close()
+		// A local cache that keeps nothing: every lookup asks Redis.
+		c := s.Cache(forgetful{}, time.Hour)
+		plain, err := st.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		key := s.SessionKey(id)
+		sealed, err := keys.Seal(plain, []byte(key))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := client.Set(context.Background(), key, sealed, time.Hour).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := c.Get(id); !ok {
+			b.Fatal("no hit")
+		}
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			if _, ok := c.Get(id); !ok {
+				b.Fatal("no hit")
+			}
+		}
+		cpu.report(b)
+	})
+}
+
+// forgetful is a local session cache that keeps nothing.
+type forgetful struct{}
+
+func (forgetful) Get([]byte) (*tlcp.SessionState, bool) { return nil, false }
+func (forgetful) Put([]byte, *tlcp.SessionState)        {}
+func (forgetful) Delete([]byte)                         {}
+
+// processCPU is the CPU time this process has used so far.
+type processCPU time.Duration
+
+func startCPU() processCPU {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return processCPU(time.Duration(ru.Utime.Nano() + ru.Stime.Nano()))
+}
+
+// report reports the CPU time since start per iteration as cpu-ns/op.
+func (start processCPU) report(b *testing.B) {
+	b.ReportMetric(float64(startCPU()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// startRedisServer starts redis-server on a free loopback port, or skips
+// the benchmark when it is not installed.
+func startRedisServer(b *testing.B) string {
+	b.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Skip("redis-server is not installed (apt-get install redis-server)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			b.Fatal("redis-server did not answer")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr
+}
