@@ -31,6 +31,10 @@ const (
 // readClientHello reads the records that carry a client's first handshake
 // message, which must be a ClientHello, and returns the protocol the first
 // record header names with the bytes read, for the handshake to replay.
+// Reads take what the client has sent, up to helloReadChunk at a time, so
+// that a hello sent at once (the usual case) costs one system call; the
+// bytes returned may go on past the hello's last record, and the handshake
+// reads them next.
 //
 // It is the part of a handshake a client controls alone, so that it can
 // run before a handshake slot is taken: a client that sends its hello
@@ -41,10 +45,14 @@ const (
 // message that is not a ClientHello, or too large, fails with the alert a
 // TLCP or TLS server sends for it, and the alert is written to w.
 func readClientHello(r io.Reader, w io.Writer) (wireProtocol, []byte, error) {
-	var hdr [recordHeaderLen]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	h := helloReader{r: r, buf: make([]byte, 0, helloReadChunk)}
+	if err := h.fill(recordHeaderLen); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) && len(h.buf) == 0 {
+			err = io.EOF
+		}
 		return 0, nil, err
 	}
+	hdr := [recordHeaderLen]byte(h.buf)
 	proto, err := detectProtocol(hdr[:])
 	if err != nil {
 		if looksLikeHTTP(hdr[:]) {
@@ -54,26 +62,21 @@ func readClientHello(r io.Reader, w io.Writer) (wireProtocol, []byte, error) {
 		return 0, nil, err
 	}
 	version := [2]byte{hdr[1], hdr[2]}
-	raw := make([]byte, 0, recordHeaderLen+min(recordLength(hdr), helloReadChunk))
 	var msgHeader [4]byte
 	got := 0   // handshake bytes read
 	want := -1 // whole message length, once its header is in
+	end := 0   // where the records read so far end
 	for records := 1; ; records++ {
-		raw = append(raw, hdr[:]...)
-		for left := recordLength(hdr); left > 0; {
-			start := len(raw)
-			n := min(left, helloReadChunk)
-			raw = slices.Grow(raw, n)[:start+n]
-			if _, err := io.ReadFull(r, raw[start:]); err != nil {
-				return proto, nil, truncated(err)
+		body := end + recordHeaderLen
+		end = body + recordLength(hdr)
+		if err := h.fill(end); err != nil {
+			return proto, nil, err
+		}
+		for _, b := range h.buf[body:end] {
+			if got < len(msgHeader) {
+				msgHeader[got] = b
 			}
-			for _, b := range raw[start:] {
-				if got < len(msgHeader) {
-					msgHeader[got] = b
-				}
-				got++
-			}
-			left -= n
+			got++
 		}
 		if want < 0 && got >= len(msgHeader) {
 			if msgHeader[0] != handshakeTypeClientHello {
@@ -86,18 +89,46 @@ func readClientHello(r io.Reader, w io.Writer) (wireProtocol, []byte, error) {
 			want = len(msgHeader) + n
 		}
 		if want >= 0 && got >= want {
-			return proto, raw, nil
+			return proto, h.buf, nil
 		}
 		if records == maxHelloRecords {
 			return proto, nil, sendAlert(w, version, tlcp.AlertUnexpectedMessage, fmt.Errorf("ClientHello split into more than %d records", maxHelloRecords))
 		}
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return proto, nil, truncated(err)
+		if err := h.fill(end + recordHeaderLen); err != nil {
+			return proto, nil, err
 		}
+		hdr = [recordHeaderLen]byte(h.buf[end:])
 		if next, err := detectProtocol(hdr[:]); err != nil || next != proto {
 			return proto, nil, sendAlert(w, version, tlcp.AlertUnexpectedMessage, errors.New("a record that is not part of the ClientHello came before its end"))
 		}
 	}
+}
+
+// helloReader reads the first flight into buf.
+type helloReader struct {
+	r   io.Reader
+	buf []byte
+}
+
+// fill reads until buf holds n bytes, with whatever more a read returns:
+// buf grows by helloReadChunk at most at a time, with what the client
+// sent, not with what a record header promises. The end of the stream
+// before n bytes is io.ErrUnexpectedEOF.
+func (h *helloReader) fill(n int) error {
+	for len(h.buf) < n {
+		if len(h.buf) == cap(h.buf) {
+			h.buf = slices.Grow(h.buf, min(n-len(h.buf), helloReadChunk))
+		}
+		m, err := h.r.Read(h.buf[len(h.buf):cap(h.buf)])
+		h.buf = h.buf[:len(h.buf)+m]
+		if len(h.buf) >= n {
+			return nil
+		}
+		if err != nil {
+			return truncated(err)
+		}
+	}
+	return nil
 }
 
 func recordLength(hdr [recordHeaderLen]byte) int { return int(hdr[3])<<8 | int(hdr[4]) }

@@ -31,7 +31,8 @@ func handshakeMessage(typ byte, n int) []byte {
 }
 
 // A ClientHello comes out whole, however it is split into records and
-// however the reads return it, and the bytes after it stay unread.
+// however the reads return it; what a read returned after it comes out
+// too, and the rest stays unread.
 func TestReadClientHello(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -52,12 +53,12 @@ func TestReadClientHello(t *testing.T) {
 			for _, r := range []io.Reader{bytes.NewReader(append(hello, next...)), iotest.OneByteReader(bytes.NewReader(append(hello, next...)))} {
 				var alerts bytes.Buffer
 				proto, raw, err := readClientHello(r, &alerts)
-				if err != nil || proto != c.want || !bytes.Equal(raw, hello) || alerts.Len() != 0 {
-					t.Fatalf("got %v, %d bytes, %v, alert % x; want %v and the %d bytes of the hello", proto, len(raw), err, alerts.Bytes(), c.want, len(hello))
+				if err != nil || proto != c.want || !bytes.HasPrefix(raw, hello) || alerts.Len() != 0 {
+					t.Fatalf("got %v, %d bytes, %v, alert % x; want %v and the %d bytes of the hello first", proto, len(raw), err, alerts.Bytes(), c.want, len(hello))
 				}
 				rest, _ := io.ReadAll(r)
-				if !bytes.Equal(rest, next) {
-					t.Fatalf("left % x unread, want % x", rest, next)
+				if after := append(raw[len(hello):], rest...); !bytes.Equal(after, next) {
+					t.Fatalf("returned % x after the hello and left % x unread, want % x in all", raw[len(hello):], rest, next)
 				}
 			}
 		})
@@ -129,12 +130,13 @@ func FuzzReadClientHello(f *testing.F) {
 		if proto != wireTLCP && proto != wireTLS {
 			t.Fatalf("protocol %v", proto)
 		}
-		// What was read is what came first, and it ends with the end
-		// of a record.
+		// What was read is what came first, and it starts with whole
+		// handshake records that hold a whole ClientHello.
 		if !bytes.HasPrefix(data, raw) {
 			t.Fatalf("returned bytes that were not read first")
 		}
-		for rest := raw; len(rest) > 0; {
+		var msg []byte
+		for rest := raw; len(msg) < 4 || len(msg) < 4+(int(msg[1])<<16|int(msg[2])<<8|int(msg[3])); {
 			if len(rest) < recordHeaderLen || rest[0] != recordTypeHandshake {
 				t.Fatalf("not a handshake record: % x", rest[:min(len(rest), 5)])
 			}
@@ -142,7 +144,11 @@ func FuzzReadClientHello(f *testing.F) {
 			if n > len(rest) {
 				t.Fatalf("a partial record")
 			}
+			msg = append(msg, rest[recordHeaderLen:n]...)
 			rest = rest[n:]
+		}
+		if msg[0] != handshakeTypeClientHello {
+			t.Fatalf("returned a handshake message of type %d", msg[0])
 		}
 	})
 }
