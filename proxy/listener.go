@@ -20,6 +20,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // listenerState is what a listener serves with; a reload swaps it, and
@@ -60,6 +61,8 @@ type runningListener struct {
 	httpConns *connListener
 	// failLog writes the listener's handshake failures, a few a second.
 	failLog *rateLimitedLog
+	// connsActive is the listener's gmgate_connections_active.
+	connsActive prometheus.Gauge
 }
 
 func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, error) {
@@ -68,7 +71,8 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}
 	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln,
-		failLog: newRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name)}
+		failLog:     newRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
+		connsActive: s.metrics.connsActive.WithLabelValues(lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
 	rl.httpConns = newConnListener(ln.Addr())
 	rl.httpSrv = &http.Server{
@@ -164,7 +168,7 @@ func (s *Server) track(c net.Conn, rl *runningListener) *trackedConn {
 	s.connsMu.Lock()
 	s.conns[tc] = struct{}{}
 	s.connsMu.Unlock()
-	s.metrics.connsActive.WithLabelValues(rl.name).Inc()
+	rl.connsActive.Inc()
 	return tc
 }
 
@@ -175,7 +179,7 @@ func (c *trackedConn) Close() error {
 		delete(c.srv.conns, c)
 		c.srv.connsMu.Unlock()
 		c.listener.active.Add(-1)
-		c.srv.metrics.connsActive.WithLabelValues(c.listener.name).Dec()
+		c.listener.connsActive.Dec()
 	})
 	return err
 }
@@ -290,7 +294,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	info.handshake = d
 	s.metrics.handshake(info.protocol, info.suite, info.site, "ok", d)
 	if info.resumed {
-		s.metrics.handshakesResumed.WithLabelValues(info.protocol).Inc()
+		s.metrics.resumed(info.protocol)
 	}
 	_ = established.SetDeadline(time.Time{})
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,19 @@ type Metrics struct {
 	acme atomic.Pointer[[]prometheus.Collector]
 	// store are the session store's, registered with the first store.
 	store storeMetrics
+
+	// handshakeSeries and resumedSeries hold the handles of the series
+	// that connections count into, by labels, so that a connection does
+	// not look its labels up again.
+	handshakeSeries sync.Map // handshakeLabels -> *handshakeHandles
+	resumedSeries   sync.Map // protocol -> prometheus.Counter
+}
+
+type handshakeLabels struct{ protocol, suite, site, result string }
+
+type handshakeHandles struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // latencyBuckets run from 100µs to 10s: SM2 handshakes take about a
@@ -151,8 +165,26 @@ func (m *Metrics) setCerts(c prometheus.Collector) { m.certs.Store(&c) }
 func (m *Metrics) setACME(c []prometheus.Collector) { m.acme.Store(&c) }
 
 func (m *Metrics) handshake(protocol, suite, site, result string, d time.Duration) {
-	m.handshakes.WithLabelValues(protocol, suite, site, result).Inc()
-	m.handshakeDuration.WithLabelValues(protocol, result).Observe(d.Seconds())
+	key := handshakeLabels{protocol, suite, site, result}
+	h, ok := m.handshakeSeries.Load(key)
+	if !ok {
+		h, _ = m.handshakeSeries.LoadOrStore(key, &handshakeHandles{
+			count:    m.handshakes.WithLabelValues(protocol, suite, site, result),
+			duration: m.handshakeDuration.WithLabelValues(protocol, result),
+		})
+	}
+	hh := h.(*handshakeHandles)
+	hh.count.Inc()
+	hh.duration.Observe(d.Seconds())
+}
+
+// resumed counts a resumed handshake of protocol.
+func (m *Metrics) resumed(protocol string) {
+	c, ok := m.resumedSeries.Load(protocol)
+	if !ok {
+		c, _ = m.resumedSeries.LoadOrStore(protocol, m.handshakesResumed.WithLabelValues(protocol))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // upstreamResult counts a request (or TCP connection) sent to an
