@@ -202,9 +202,11 @@ func (s *SessionState) Marshal() ([]byte, error) {
 	return b.Bytes()
 }
 
+var errMalformedSession = errors.New("tlcp: malformed session state")
+
 // ParseSessionState decodes what Marshal produced.
 func ParseSessionState(data []byte) (*SessionState, error) {
-	malformed := errors.New("tlcp: malformed session state")
+	malformed := errMalformedSession
 	s := cryptobyte.String(data)
 	var v, flags uint8
 	var st SessionState

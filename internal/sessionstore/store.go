@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,7 +231,17 @@ func (s *Store) TicketKeys(name string) [][32]byte { return s.keys.TicketKeys(na
 
 // SessionKey returns the Redis key of a TLCP session ID.
 func (s *Store) SessionKey(id []byte) string {
-	return s.prefix + "tlcp:" + hex.EncodeToString(id)
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len("tlcp:") + hex.EncodedLen(len(id)))
+	b.WriteString(s.prefix)
+	b.WriteString("tlcp:")
+	if len(id) <= 32 { // a TLCP session ID: no allocation but b's
+		var digits [64]byte
+		b.Write(digits[:hex.Encode(digits[:], id)])
+	} else {
+		b.WriteString(hex.EncodeToString(id))
+	}
+	return b.String()
 }
 
 // Cache returns a session cache that answers from local first and from

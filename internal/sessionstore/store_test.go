@@ -117,6 +117,9 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	st := testState(time.Now().Add(-10 * time.Minute))
 	ca.Put(id, st)
 	key := a.store.SessionKey(id)
+	if want := "gmgate:tlcp:" + strings.Repeat("07", 32); key != want {
+		t.Fatalf("session key %q, want %q", key, want)
+	}
 	waitFor(t, "the write reported", func() bool { return a.obs.write("set ok") == 1 })
 	if !mr.Exists(key) {
 		t.Fatal("the session is not in Redis")
