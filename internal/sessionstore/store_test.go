@@ -184,7 +184,7 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	}
 }
 
-func sealState(t *testing.T, keys *Keys, key string, st *tlcp.SessionState) []byte {
+func sealState(t testing.TB, keys *Keys, key string, st *tlcp.SessionState) []byte {
 	t.Helper()
 	plain, err := st.Marshal()
 	if err != nil {
