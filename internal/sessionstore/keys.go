@@ -227,20 +227,14 @@ func (k *Keys) seal(value []byte, ad string) ([]byte, error) {
 // Open returns the value sealed in sealed with any of the keys, if it was
 // sealed bound to ad and not changed since.
 func (k *Keys) Open(sealed, ad []byte) ([]byte, error) {
-	return k.open(nil, sealed, string(ad))
+	return k.open(sealed, string(ad))
 }
 
-// openInPlace is Open decrypting into sealed itself, which it overwrites.
-func (k *Keys) openInPlace(sealed []byte, ad string) ([]byte, error) {
-	if len(sealed) < headerSize {
-		return nil, errOpen
-	}
-	return k.open(sealed[headerSize:headerSize], sealed, ad)
-}
-
-// open appends the value to dst. Key IDs are distinct (see ParseKeys), so
-// one key at most is tried: dst may overlap the ciphertext exactly.
-func (k *Keys) open(dst, sealed []byte, ad string) ([]byte, error) {
+// open is Open with ad as a string. Key IDs are distinct (see ParseKeys),
+// so one key at most is tried. The value is decrypted into a buffer of its
+// own: sealed may be memory its provider does not let us write (go-redis
+// hands out a string's bytes).
+func (k *Keys) open(sealed []byte, ad string) ([]byte, error) {
 	if len(sealed) < Overhead || sealed[0] != sealVersion {
 		return nil, errOpen
 	}
@@ -254,7 +248,7 @@ func (k *Keys) open(dst, sealed []byte, ad string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		value, err := gcm.Open(dst, nonce, sealed[headerSize:], additionalData(header, ad))
+		value, err := gcm.Open(nil, nonce, sealed[headerSize:], additionalData(header, ad))
 		if err != nil {
 			return nil, errOpen
 		}

@@ -296,7 +296,7 @@ func (c *cache) Get(id []byte) (*tlcp.SessionState, bool) {
 		s.down(err)
 		return nil, false
 	}
-	plain, err := s.keys.openInPlace(sealed, key)
+	plain, err := s.keys.open(sealed, key)
 	if err != nil {
 		s.obs.Lookup(LookupInvalid, d)
 		return nil, false

@@ -3,6 +3,8 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/emmansun/gmsm/sm3"
+	"github.com/emmansun/gmsm/sm4"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testpki"
@@ -181,6 +185,47 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	waitFor(t, "the session deleted from Redis", func() bool { return !mr.Exists(key) })
 	if _, ok := cb.Get(id); ok {
 		t.Fatal("a deleted session resumed")
+	}
+}
+
+// A value the previous sealed format (version 1) wrote, or one changed in
+// Redis, is a miss that leaves the store up: the client makes a full
+// handshake, and a good value under the same key resumes next.
+func TestOldOrChangedValuesMiss(t *testing.T) {
+	mr := miniredis.RunT(t)
+	keys := mustKeys(t, key1)
+	b := newReplica(t, mr.Addr(), keys, time.Second)
+	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	id := bytes.Repeat([]byte{5}, 32)
+	key := b.store.SessionKey(id)
+	plain, err := testState(time.Now()).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Version 1: a 16-byte salt, the key and nonce by HKDF-SM3.
+	v1 := append([]byte{1}, keys.keys[0].id[:]...)
+	v1 = append(v1, bytes.Repeat([]byte{0x33}, 16)...)
+	okm, err := hkdf.Key(sm3.New, keys.keys[0].secret[:], v1[5:], "gmgate seal v1", 28)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := sm4.NewCipher(okm[:16])
+	gcm, _ := cipher.NewGCM(block)
+	v1 = gcm.Seal(v1, okm[16:], plain, append(bytes.Clone(v1), key...))
+
+	good := sealState(t, keys, key, testState(time.Now()))
+	changed := bytes.Clone(good)
+	changed[len(changed)-20] ^= 1
+	for i, v := range [][]byte{v1, changed} {
+		mr.Set(key, string(v))
+		if _, ok := cb.Get(id); ok || b.obs.lookup(LookupInvalid) != i+1 || !b.store.Up() {
+			t.Fatalf("value %d: resumed %v, lookups %v, store up %v", i, ok, b.obs.lookups, b.store.Up())
+		}
+	}
+	mr.Set(key, string(good))
+	if st, ok := cb.Get(id); !ok || st.ServerName != "localhost" || b.obs.lookup(LookupHit) != 1 {
+		t.Fatalf("the good value: resumed %v, lookups %v", ok, b.obs.lookups)
 	}
 }
 
