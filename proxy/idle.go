@@ -51,10 +51,13 @@ type idleState struct {
 	sock syscall.Conn
 }
 
-// httpConnState is the HTTP server's ConnState hook: a connection whose
-// response is done starts waiting for its next request.
+// httpConnState is the HTTP server's ConnState hook: an HTTP/1 connection
+// whose response is done starts waiting for its next request. An HTTP/2
+// connection is never parked: its frames are read on a goroutine of
+// their own while the server's goroutine reports the states, and h2 was
+// set by the connection's first read, before either started.
 func httpConnState(c net.Conn, st http.ConnState) {
-	if hc, ok := c.(*httpConn); ok && st == http.StateIdle {
+	if hc, ok := c.(*httpConn); ok && st == http.StateIdle && !hc.h2 {
 		hc.idle = true
 	}
 }
