@@ -124,6 +124,7 @@ Examples:
 	f.DurationVarP(&opts.Duration, "duration", "d", 0, "measured time per protocol, build and number of clients in a round (default 5s)")
 	f.DurationVar(&opts.Warmup, "warmup", 0, "load before each measurement that is not counted (default 1s)")
 	f.IntVar(&opts.Body, "body", 0, "size of the upstream's responses in bytes (default 1024)")
+	f.StringVar(&opts.ServerProfile, "server-profile", "", "write a CPU profile of this build's gateway for every measurement of it to this directory (admin.pprof; profiling costs a little CPU)")
 	gf.register(f, 5)
 	benchCmd.AddCommand(cmd)
 }

@@ -66,6 +66,9 @@ type GatewayOptions struct {
 	AccessLog bool
 	// Progress, when set, receives a line per measurement.
 	Progress io.Writer
+	// pprof serves Go's profiles on the admin listener of the first
+	// build's gateway (admin.pprof, which older builds may not know).
+	pprof bool
 }
 
 func (o *GatewayOptions) defaults() error {
@@ -325,6 +328,9 @@ func (e *gatewayEnv) gatewayConfig(g *gatewayProcess, access string, maxConns in
 	id := e.ids.tlcp
 	var b strings.Builder
 	fmt.Fprintf(&b, "admin:\n  listen: %s\n", g.admin)
+	if e.opts.pprof && g.build.Name == e.opts.Builds[0].Name {
+		b.WriteString("  pprof: true\n")
+	}
 	fmt.Fprintf(&b, "log:\n  level: warn\n  access: %q\n", access)
 	fmt.Fprintf(&b, "limits:\n  max_connections: %d\n", maxConns)
 	fmt.Fprintf(&b, "timeouts:\n  idle: 10m\n  shutdown: 2s\n")
@@ -399,6 +405,33 @@ func (g *gatewayProcess) stop() {
 
 // cpu is the CPU time the gateway has used.
 func (g *gatewayProcess) cpu() (time.Duration, error) { return procCPU(g.cmd.Process.Pid) }
+
+// cpuProfile writes a CPU profile of the gateway over the next d (in
+// whole seconds, at least one) to file, from its admin listener.
+func (g *gatewayProcess) cpuProfile(ctx context.Context, d time.Duration, file string) error {
+	secs := max(int((d+time.Second-1)/time.Second), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", g.admin, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling %s: %w", g.build.Name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profiling %s: /debug/pprof/profile answered %s", g.build.Name, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profiling %s: %w", g.build.Name, err)
+	}
+	return f.Close()
+}
 
 // rss is the gateway's resident memory in bytes.
 func (g *gatewayProcess) rss() (int64, error) { return procRSS(g.cmd.Process.Pid) }

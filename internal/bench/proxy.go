@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,11 @@ type ProxyOptions struct {
 	Duration, Warmup time.Duration
 	// Body is the size of the upstream's responses (default 1024).
 	Body int
+	// ServerProfile, when set, is a directory that receives a CPU profile
+	// of the first build's gateway for every measurement of it
+	// (PROTOCOL-cCLIENTS-rROUND.cpu.pprof), taken from its admin
+	// listener's /debug/pprof/profile over the measured window.
+	ServerProfile string
 }
 
 // ProxyReport is the outcome of RunProxy.
@@ -132,6 +139,12 @@ func RunProxy(ctx context.Context, opts ProxyOptions) (*ProxyReport, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
+	if opts.ServerProfile != "" {
+		if err := os.MkdirAll(opts.ServerProfile, 0o755); err != nil {
+			return nil, err
+		}
+		opts.pprof = true
+	}
 	env, head, err := startRun(ctx, &opts.GatewayOptions, ProxySchema, opts.Body)
 	if err != nil {
 		return nil, err
@@ -157,7 +170,7 @@ func RunProxy(ctx context.Context, opts ProxyOptions) (*ProxyReport, error) {
 	protocolName := map[string]string{}
 	for r := 0; r < opts.Rounds; r++ {
 		for _, clients := range opts.Clients {
-			direct, err := runKeepAlive(ctx, env.upstream.directDialer(), nil, clients, opts.Warmup, opts.Duration)
+			direct, err := runKeepAlive(ctx, env.upstream.directDialer(), nil, clients, opts.Warmup, opts.Duration, "")
 			if err != nil {
 				return nil, fmt.Errorf("direct to the upstream: %w", err)
 			}
@@ -171,7 +184,11 @@ func RunProxy(ctx context.Context, opts ProxyOptions) (*ProxyReport, error) {
 						return nil, err
 					}
 					protocolName[proto] = d.protocol
-					res, err := runKeepAlive(ctx, d, gateways[b.Name], clients, opts.Warmup, opts.Duration)
+					profile := ""
+					if opts.ServerProfile != "" && b.Name == opts.Builds[0].Name {
+						profile = filepath.Join(opts.ServerProfile, fmt.Sprintf("%s-c%d-r%d.cpu.pprof", proto, clients, r+1))
+					}
+					res, err := runKeepAlive(ctx, d, gateways[b.Name], clients, opts.Warmup, opts.Duration, profile)
 					if err != nil {
 						return nil, fmt.Errorf("%s, %s: %w", b.Name, d.protocol, err)
 					}
@@ -326,8 +343,9 @@ func closeClients(cs []*keepAliveClient) {
 // runKeepAlive runs clients that each send requests back to back on their
 // own connection for warmup+d and measures the window after the warm-up:
 // requests completed in it, their latency, and the gateway's CPU time
-// (g is nil when the load goes straight to the upstream).
-func runKeepAlive(ctx context.Context, d gatewayDialer, g *gatewayProcess, n int, warmup, dur time.Duration) (ProxyRound, error) {
+// (g is nil when the load goes straight to the upstream). With profile
+// set, a CPU profile of the gateway over the window is written there.
+func runKeepAlive(ctx context.Context, d gatewayDialer, g *gatewayProcess, n int, warmup, dur time.Duration, profile string) (ProxyRound, error) {
 	clients, err := dialClients(ctx, d, n, "/", 16<<10, nil)
 	if err != nil {
 		return ProxyRound{}, err
@@ -380,6 +398,11 @@ func runKeepAlive(ctx context.Context, d gatewayDialer, g *gatewayProcess, n int
 			return ProxyRound{}, err
 		}
 	}
+	var profiled chan error
+	if profile != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- g.cpuProfile(ctx, dur, profile) }()
+	}
 	load0 := loadCPU()
 	t0 := time.Now()
 	ok := sleepCtx(ctx, dur)
@@ -389,6 +412,11 @@ func runKeepAlive(ctx context.Context, d gatewayDialer, g *gatewayProcess, n int
 		cpu1, err = g.cpu()
 	}
 	finish()
+	if profiled != nil {
+		if perr := <-profiled; perr != nil && err == nil {
+			err = perr
+		}
+	}
 	if !ok {
 		return ProxyRound{}, ctx.Err()
 	}
