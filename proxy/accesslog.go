@@ -1,9 +1,355 @@
 package proxy
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"sync"
+	"time"
+	"unicode/utf8"
 )
+
+// The access log is a line of JSON per request (or TCP connection), with
+// the fields of slog's JSON handler (time, level, msg) followed by the
+// line's own. A busy gateway writes tens of thousands of lines a second,
+// so the lines are encoded here, without slog's attribute values and
+// reflection, into a buffer that is written out when it fills or
+// accessFlushDelay after its first line: one write for many lines instead
+// of one per request. A logger given in Options gets the same fields
+// through slog.
+
+// accessFlushDelay is how long a line may wait in the buffer before it is
+// written; shutdown and a reopen (log rotation) write the buffer at once.
+const accessFlushDelay = 100 * time.Millisecond
+
+// accessBufferSize is how much is written at most in one write.
+const accessBufferSize = 64 << 10
+
+// accessLog writes the access log: encoded here into a bufferedLog, or
+// through a slog.Logger given in Options.
+type accessLog struct {
+	out    *bufferedLog
+	logger *slog.Logger
+}
+
+// requestLine is what the access log says of an HTTP request, besides the
+// connection's fields.
+type requestLine struct {
+	proto, method, host, path string
+	status                    int
+	bytes                     int64
+	upstream, target          string
+	userAgent                 string
+	duration                  time.Duration
+}
+
+// tcpLine is what the access log says of a TCP connection forwarded
+// whole, besides the connection's fields.
+type tcpLine struct {
+	upstream, target string
+	in, out          int64
+	duration         time.Duration
+	err              error
+}
+
+func (a *accessLog) request(ci *connInfo, l *requestLine) {
+	if a.logger != nil {
+		a.logger.LogAttrs(context.Background(), slog.LevelInfo, "request", l.attrs(ci)...)
+		return
+	}
+	e := encodeRequestLine(time.Now(), ci, l)
+	a.out.write(e.end())
+	e.free()
+}
+
+// attrs are the fields of a request's line for a slog.Logger;
+// encodeRequestLine writes the same.
+func (l *requestLine) attrs(ci *connInfo) []slog.Attr {
+	return append(ci.logAttrs(),
+		slog.String("http", l.proto),
+		slog.String("method", l.method),
+		slog.String("host", l.host),
+		slog.String("path", l.path),
+		slog.Int("status", l.status),
+		slog.Int64("bytes", l.bytes),
+		slog.String("upstream", l.upstream),
+		slog.String("target", l.target),
+		slog.String("user_agent", l.userAgent),
+		slog.Float64("duration_ms", ms(l.duration)),
+	)
+}
+
+// encodeRequestLine encodes a request's line; free it after use.
+func encodeRequestLine(t time.Time, ci *connInfo, l *requestLine) *lineEncoder {
+	e := newLineEncoder("request", t)
+	e.conn(ci)
+	e.str(`,"http":`, l.proto)
+	e.str(`,"method":`, l.method)
+	e.str(`,"host":`, l.host)
+	e.str(`,"path":`, l.path)
+	e.int(`,"status":`, int64(l.status))
+	e.int(`,"bytes":`, l.bytes)
+	e.str(`,"upstream":`, l.upstream)
+	e.str(`,"target":`, l.target)
+	e.str(`,"user_agent":`, l.userAgent)
+	e.float(`,"duration_ms":`, ms(l.duration))
+	return e
+}
+
+func (a *accessLog) tcp(ci *connInfo, l *tcpLine) {
+	if a.logger != nil {
+		a.logger.LogAttrs(context.Background(), slog.LevelInfo, "tcp", l.attrs(ci)...)
+		return
+	}
+	e := encodeTCPLine(time.Now(), ci, l)
+	a.out.write(e.end())
+	e.free()
+}
+
+// attrs are the fields of a TCP connection's line for a slog.Logger;
+// encodeTCPLine writes the same.
+func (l *tcpLine) attrs(ci *connInfo) []slog.Attr {
+	attrs := append(ci.logAttrs(),
+		slog.String("upstream", l.upstream),
+		slog.String("target", l.target),
+		slog.Int64("bytes_in", l.in),
+		slog.Int64("bytes", l.out),
+		slog.Float64("duration_ms", ms(l.duration)),
+	)
+	if l.err != nil {
+		attrs = append(attrs, slog.String("error", l.err.Error()))
+	}
+	return attrs
+}
+
+// encodeTCPLine encodes a TCP connection's line; free it after use.
+func encodeTCPLine(t time.Time, ci *connInfo, l *tcpLine) *lineEncoder {
+	e := newLineEncoder("tcp", t)
+	e.conn(ci)
+	e.str(`,"upstream":`, l.upstream)
+	e.str(`,"target":`, l.target)
+	e.int(`,"bytes_in":`, l.in)
+	e.int(`,"bytes":`, l.out)
+	e.float(`,"duration_ms":`, ms(l.duration))
+	if l.err != nil {
+		e.str(`,"error":`, l.err.Error())
+	}
+	return e
+}
+
+// logAttrs are the access log fields that describe the connection, for a
+// slog.Logger; lineEncoder.conn writes the same.
+func (ci *connInfo) logAttrs() []slog.Attr {
+	return []slog.Attr{
+		slog.String("listener", ci.listener),
+		slog.String("site", ci.site),
+		slog.String("client", addrString(ci.client)),
+		slog.String("sni", ci.sni),
+		slog.String("protocol", ci.protocol),
+		slog.String("suite", ci.suite),
+		slog.Bool("resumed", ci.resumed),
+		slog.Float64("handshake_ms", ms(ci.handshake)),
+	}
+}
+
+// lineEncoder appends one access log line as slog's JSON handler writes
+// it. Keys are given with their comma, quotes and colon.
+type lineEncoder struct{ b []byte }
+
+var lineEncoders = sync.Pool{New: func() any { return &lineEncoder{b: make([]byte, 0, 1024)} }}
+
+func newLineEncoder(msg string, t time.Time) *lineEncoder {
+	e := lineEncoders.Get().(*lineEncoder)
+	e.b = append(e.b[:0], `{"time":"`...)
+	e.b = t.AppendFormat(e.b, time.RFC3339Nano)
+	e.b = append(e.b, `","level":"INFO"`...)
+	e.str(`,"msg":`, msg)
+	return e
+}
+
+func (e *lineEncoder) conn(ci *connInfo) {
+	e.str(`,"listener":`, ci.listener)
+	e.str(`,"site":`, ci.site)
+	e.str(`,"client":`, ci.clientString())
+	e.str(`,"sni":`, ci.sni)
+	e.str(`,"protocol":`, ci.protocol)
+	e.str(`,"suite":`, ci.suite)
+	e.b = append(e.b, `,"resumed":`...)
+	e.b = strconv.AppendBool(e.b, ci.resumed)
+	e.float(`,"handshake_ms":`, ms(ci.handshake))
+}
+
+func (e *lineEncoder) str(key, v string) {
+	e.b = append(e.b, key...)
+	e.b = append(e.b, '"')
+	e.b = appendJSONString(e.b, v)
+	e.b = append(e.b, '"')
+}
+
+func (e *lineEncoder) int(key string, v int64) {
+	e.b = append(e.b, key...)
+	e.b = strconv.AppendInt(e.b, v, 10)
+}
+
+// float writes f as encoding/json does, which is what slog's JSON handler
+// uses for floats.
+func (e *lineEncoder) float(key string, f float64) {
+	e.b = append(e.b, key...)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		// slog writes the error where the value would be; durations are
+		// never either.
+		e.b = append(e.b, `"!ERROR:unsupported value"`...)
+		return
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	e.b = strconv.AppendFloat(e.b, f, format, -1, 64)
+	if format == 'e' {
+		// Clean up e-09 to e-9, as encoding/json does.
+		if n := len(e.b); n >= 4 && e.b[n-4] == 'e' && e.b[n-3] == '-' && e.b[n-2] == '0' {
+			e.b[n-2] = e.b[n-1]
+			e.b = e.b[:n-1]
+		}
+	}
+}
+
+func (e *lineEncoder) end() []byte {
+	e.b = append(e.b, "}\n"...)
+	return e.b
+}
+
+func (e *lineEncoder) free() {
+	if cap(e.b) <= 16<<10 {
+		lineEncoders.Put(e)
+	}
+}
+
+// appendJSONString appends s escaped as slog's JSON handler escapes
+// strings: quotes, backslashes and control characters, invalid UTF-8 as
+// U+FFFD, and U+2028 and U+2029.
+func appendJSONString(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(b, s[start:]...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// bufferedLog collects lines and writes them to out when accessBufferSize
+// is reached or accessFlushDelay after the first line waiting, in the
+// order they came.
+type bufferedLog struct {
+	out   io.Writer
+	delay time.Duration
+
+	mu    sync.Mutex
+	buf   []byte
+	spare []byte
+	// armed is set while the timer is to write what waits.
+	armed bool
+	timer *time.Timer
+	// writing serializes writes to out, so that lines keep their order.
+	writing sync.Mutex
+}
+
+func newBufferedLog(out io.Writer, delay time.Duration) *bufferedLog {
+	l := &bufferedLog{out: out, delay: delay}
+	l.timer = time.AfterFunc(time.Hour, l.flush)
+	l.timer.Stop()
+	return l
+}
+
+func (l *bufferedLog) write(line []byte) {
+	l.mu.Lock()
+	if l.buf == nil {
+		l.buf = make([]byte, 0, accessBufferSize)
+	}
+	l.buf = append(l.buf, line...)
+	if len(l.buf) >= accessBufferSize || l.delay <= 0 {
+		l.flushLocked()
+		return
+	}
+	if !l.armed {
+		l.armed = true
+		l.timer.Reset(l.delay)
+	}
+	l.mu.Unlock()
+}
+
+// flush writes what waits.
+func (l *bufferedLog) flush() {
+	l.mu.Lock()
+	l.flushLocked()
+}
+
+// flushLocked writes what waits; it is called with mu held and releases
+// it, so that lines keep coming while the buffer is written.
+func (l *bufferedLog) flushLocked() {
+	if l.armed {
+		l.armed = false
+		l.timer.Stop()
+	}
+	b := l.buf
+	if len(b) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.buf, l.spare = l.spare[:0], nil
+	l.writing.Lock()
+	l.mu.Unlock()
+	_, _ = l.out.Write(b)
+	l.writing.Unlock()
+	if cap(b) <= 2*accessBufferSize {
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = b[:0]
+		}
+		l.mu.Unlock()
+	}
+}
 
 // accessFile is the access log file. Reopen opens the path again, so that
 // after logrotate renamed the file, lines go to a new file of the
@@ -56,6 +402,8 @@ func (s *Server) ReopenLogs() {
 	if !ok {
 		return
 	}
+	// What waits belongs in the file being rotated away.
+	s.access.out.flush()
 	if err := af.Reopen(); err != nil {
 		s.log.Error("the access log could not be reopened; lines go to the old file", "path", af.path, "cause", err.Error())
 		return

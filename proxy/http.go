@@ -50,6 +50,9 @@ type connInfo struct {
 	ambiguousFraming atomic.Bool
 	// clientVerified is set when the client's certificate was verified.
 	clientVerified bool
+
+	clientOnce sync.Once
+	clientText string
 }
 
 // setTLCPClient records the client's identity from a TLCP handshake.
@@ -199,18 +202,20 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		h.srv.metrics.requestDuration.WithLabelValues(st.name, ci.site, httpVersions[v]).Observe(d.Seconds())
 	}
-	h.srv.accessLog(r.Context(), "request", append(ci.logAttrs(),
-		slog.String("http", r.Proto),
-		slog.String("method", r.Method),
-		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", rec.status()),
-		slog.Int64("bytes", rec.bytes),
-		slog.String("upstream", upstreamName),
-		slog.String("target", rec.target),
-		slog.String("user_agent", r.UserAgent()),
-		slog.Float64("duration_ms", ms(d)),
-	)...)
+	if a := h.srv.access; a != nil {
+		a.request(ci, &requestLine{
+			proto:     r.Proto,
+			method:    r.Method,
+			host:      r.Host,
+			path:      r.URL.Path,
+			status:    rec.status(),
+			bytes:     rec.bytes,
+			upstream:  upstreamName,
+			target:    rec.target,
+			userAgent: r.UserAgent(),
+			duration:  d,
+		})
+	}
 }
 
 // sanitizedHost is a Host header fit to repeat in a response: a host
@@ -236,21 +241,14 @@ func validHostChars(h string) bool {
 	return true
 }
 
-// logAttrs are the access log fields that describe the connection.
-func (ci *connInfo) logAttrs() []slog.Attr {
-	return []slog.Attr{
-		slog.String("listener", ci.listener),
-		slog.String("site", ci.site),
-		slog.String("client", addrString(ci.client)),
-		slog.String("sni", ci.sni),
-		slog.String("protocol", ci.protocol),
-		slog.String("suite", ci.suite),
-		slog.Bool("resumed", ci.resumed),
-		slog.Float64("handshake_ms", ms(ci.handshake)),
-	}
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// clientString is the client's address as text, made once per
+// connection.
+func (ci *connInfo) clientString() string {
+	ci.clientOnce.Do(func() { ci.clientText = addrString(ci.client) })
+	return ci.clientText
+}
 
 func addrString(a net.Addr) string {
 	if a == nil {

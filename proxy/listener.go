@@ -703,17 +703,9 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 }
 
 func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, d time.Duration, err error) {
-	attrs := append(info.logAttrs(),
-		slog.String("upstream", upstream),
-		slog.String("target", target),
-		slog.Int64("bytes_in", in),
-		slog.Int64("bytes", out),
-		slog.Float64("duration_ms", ms(d)),
-	)
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
+	if s.access != nil {
+		s.access.tcp(info, &tcpLine{upstream: upstream, target: target, in: in, out: out, duration: d, err: err})
 	}
-	s.accessLog(context.Background(), "tcp", attrs...)
 }
 
 // idleReader fails a read that waits longer than idle.

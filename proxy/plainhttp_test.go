@@ -164,6 +164,11 @@ func TestReopenAccessLog(t *testing.T) {
 	}
 	s.ReopenLogs()
 	mustServeTLCP(t, p, s)
+	// Lines reach the file within accessFlushDelay.
+	waitFor(t, "the line in the new file", func() bool {
+		data, _ := os.ReadFile(cfg.Log.Access)
+		return len(data) > 0
+	})
 	for i, f := range []string{cfg.Log.Access + ".1", cfg.Log.Access} {
 		data, err := os.ReadFile(f)
 		if err != nil {

@@ -57,7 +57,7 @@ type Server struct {
 	opts        Options
 	log         *slog.Logger
 	level       slog.LevelVar // of log when Options.Logger is nil
-	access      *slog.Logger
+	access      *accessLog    // nil when off
 	accessClose io.Closer
 	stdErrorLog *log.Logger
 	// stdLog receives net/http's lines, also those written to the
@@ -210,9 +210,9 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
-func openAccessLog(dest string, override *slog.Logger) (*slog.Logger, io.Closer, error) {
+func openAccessLog(dest string, override *slog.Logger) (*accessLog, io.Closer, error) {
 	if override != nil {
-		return override, nil, nil
+		return &accessLog{logger: override}, nil, nil
 	}
 	var w io.Writer
 	var closer io.Closer
@@ -230,18 +230,16 @@ func openAccessLog(dest string, override *slog.Logger) (*slog.Logger, io.Closer,
 		}
 		w, closer = f, f
 	}
-	return slog.New(slog.NewJSONHandler(w, nil)), closer, nil
+	return &accessLog{out: newBufferedLog(w, accessFlushDelay)}, closer, nil
 }
 
+// closeAccessLog writes the lines that wait and closes the file.
 func (s *Server) closeAccessLog() {
+	if s.access != nil && s.access.out != nil {
+		s.access.out.flush()
+	}
 	if s.accessClose != nil {
 		s.accessClose.Close()
-	}
-}
-
-func (s *Server) accessLog(ctx context.Context, msg string, attrs ...slog.Attr) {
-	if s.access != nil {
-		s.access.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 	}
 }
 

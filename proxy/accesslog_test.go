@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/internal/testlog"
+)
+
+// slogLine is what slog's JSON handler writes for a line at t.
+func slogLine(t *testing.T, at time.Time, msg string, attrs []slog.Attr) string {
+	t.Helper()
+	var b bytes.Buffer
+	r := slog.NewRecord(at, slog.LevelInfo, msg, 0)
+	r.AddAttrs(attrs...)
+	if err := slog.NewJSONHandler(&b, nil).Handle(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// accessStrings are field values that need every kind of escaping.
+var accessStrings = []string{
+	"", "edge", "a\"b\\c", "line\nbreak\r\ttab", "\x00\x01\x1f\x7f", "<script>&amp;",
+	"中文路径", "\u2028\u2029", "bad\xffutf8\xc3", "emoji 😀", "/p?q=1&r=%20", strings.Repeat("x", 3000),
+}
+
+func randomAccessString(r *rand.Rand) string {
+	if r.IntN(3) == 0 {
+		return accessStrings[r.IntN(len(accessStrings))]
+	}
+	b := make([]byte, r.IntN(40))
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return string(b)
+}
+
+// The access log's own encoder writes what slog's JSON handler writes for
+// the same fields, byte for byte.
+func TestAccessLineMatchesSlog(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	zones := []*time.Location{time.UTC, time.FixedZone("CST", 8*3600), time.FixedZone("", -(3*3600 + 1800))}
+	for i := range 2000 {
+		at := time.Unix(r.Int64N(4e9), r.Int64N(1e9)).In(zones[i%len(zones)])
+		if i%7 == 0 {
+			at = at.Truncate(time.Second)
+		}
+		ci := &connInfo{
+			listener: randomAccessString(r), site: randomAccessString(r), sni: randomAccessString(r),
+			protocol: randomAccessString(r), suite: randomAccessString(r), resumed: r.IntN(2) == 0,
+			handshake: time.Duration(r.Int64N(int64(10 * time.Second))),
+		}
+		if i%5 != 0 {
+			ci.client = &net.TCPAddr{IP: net.IPv4(byte(r.IntN(256)), 0, 0, 1), Port: r.IntN(65536)}
+		}
+		durations := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, time.Duration(r.Int64N(int64(time.Hour))), 1e15}
+		rl := &requestLine{
+			proto: randomAccessString(r), method: randomAccessString(r), host: randomAccessString(r),
+			path: randomAccessString(r), status: r.IntN(1000) - 1, bytes: r.Int64N(1 << 40),
+			upstream: randomAccessString(r), target: randomAccessString(r), userAgent: randomAccessString(r),
+			duration: durations[r.IntN(len(durations))],
+		}
+		e := encodeRequestLine(at, ci, rl)
+		got := string(e.end())
+		e.free()
+		if want := slogLine(t, at, "request", rl.attrs(ci)); got != want {
+			t.Fatalf("request line %d:\n got %s\nwant %s", i, got, want)
+		}
+		tl := &tcpLine{upstream: randomAccessString(r), target: randomAccessString(r), in: r.Int64N(1 << 40),
+			out: r.Int64N(1 << 40), duration: durations[r.IntN(len(durations))]}
+		if i%2 == 0 {
+			tl.err = errors.New(randomAccessString(r))
+		}
+		e = encodeTCPLine(at, ci, tl)
+		got = string(e.end())
+		e.free()
+		if want := slogLine(t, at, "tcp", tl.attrs(ci)); got != want {
+			t.Fatalf("tcp line %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func FuzzAccessString(f *testing.F) {
+	for _, s := range accessStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		at := time.Unix(1700000000, 123456789).UTC()
+		ci := &connInfo{listener: s, sni: s}
+		rl := &requestLine{path: s, userAgent: s}
+		e := encodeRequestLine(at, ci, rl)
+		got := string(e.end())
+		e.free()
+		if want := slogLine(t, at, "request", rl.attrs(ci)); got != want {
+			t.Fatalf("got %s\nwant %s", got, want)
+		}
+	})
+}
+
+// Lines wait in the buffer until the delay passes or it fills, and keep
+// their order.
+func TestBufferedLog(t *testing.T) {
+	var out testlog.Buffer
+	l := newBufferedLog(&out, 50*time.Millisecond)
+	l.write([]byte("one\n"))
+	l.write([]byte("two\n"))
+	if got := out.String(); got != "" {
+		t.Fatalf("written at once: %q", got)
+	}
+	waitFor(t, "the delayed write", func() bool { return out.String() == "one\ntwo\n" })
+
+	// A full buffer is written without waiting; many writers keep each
+	// one's lines in order.
+	out = testlog.Buffer{}
+	l = newBufferedLog(&out, time.Hour)
+	line := strings.Repeat("x", 1000)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				l.write([]byte(string(rune('a'+w)) + line[:200+i%50] + "\n"))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(out.String()) == 0 {
+		t.Fatal("a full buffer was not written")
+	}
+	l.flush()
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 800 {
+		t.Fatalf("%d lines, want 800", len(lines))
+	}
+	next := map[byte]int{}
+	for _, s := range lines {
+		w := s[0]
+		if want := line[:200+next[w]%50]; s[1:] != want {
+			t.Fatalf("writer %c: line %q out of order", w, s)
+		}
+		next[w]++
+	}
+
+	// Without a delay every line is written at once.
+	out = testlog.Buffer{}
+	l = newBufferedLog(&out, 0)
+	l.write([]byte("now\n"))
+	if got := out.String(); got != "now\n" {
+		t.Fatalf("without a delay: %q", got)
+	}
+}
+
+func BenchmarkAccessLine(b *testing.B) {
+	ci := &connInfo{listener: "edge", site: "default", client: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 51234},
+		sni: "api.example.cn", protocol: "tlcp", suite: "ECC_SM4_GCM_SM3", handshake: 1234 * time.Microsecond}
+	rl := &requestLine{proto: "HTTP/1.1", method: "GET", host: "api.example.cn", path: "/v1/items/42", status: 200,
+		bytes: 1024, upstream: "app", target: "10.0.0.5:8080", userAgent: "Mozilla/5.0 (X11; Linux x86_64)", duration: 812 * time.Microsecond}
+	b.Run("encoder", func(b *testing.B) {
+		a := &accessLog{out: newBufferedLog(discard{}, time.Hour)}
+		b.ReportAllocs()
+		for b.Loop() {
+			a.request(ci, rl)
+		}
+	})
+	b.Run("slog", func(b *testing.B) {
+		a := &accessLog{logger: slog.New(slog.NewJSONHandler(discard{}, nil))}
+		b.ReportAllocs()
+		for b.Loop() {
+			a.request(ci, rl)
+		}
+	})
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
