@@ -1,8 +1,14 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/gmgate/gmgate/config"
 )
@@ -76,4 +82,165 @@ func normalHeaderByte(c byte) byte {
 		return '-'
 	}
 	return c
+}
+
+// Canonical names of the forwarding headers, as http.Header keys them.
+var (
+	keyForwarded       = http.CanonicalHeaderKey("Forwarded")
+	keyXForwardedFor   = http.CanonicalHeaderKey("X-Forwarded-For")
+	keyXForwardedHost  = http.CanonicalHeaderKey("X-Forwarded-Host")
+	keyXForwardedProto = http.CanonicalHeaderKey("X-Forwarded-Proto")
+	keyXRealIP         = http.CanonicalHeaderKey("X-Real-IP")
+)
+
+// headerPolicy is what a site does to the headers of the requests it
+// forwards, with the names looked up once: the look-alikes of the headers
+// gmgate sets are removed, then the forwarding headers and the site's
+// session headers are set.
+type headerPolicy struct {
+	// spoofable are the normalised names of every header gmgate sets.
+	spoofable []string
+	// session are the canonical names of the session headers in the order
+	// of connHeaders.session ("" for one not configured).
+	session [sessionHeaderCount]string
+}
+
+// The session headers, in the order they are applied.
+const (
+	sessionProtocol = iota
+	sessionSuite
+	sessionResumed
+	sessionClientVerified
+	sessionClientSubject
+	sessionClientSerial
+	sessionClientFingerprint
+	sessionHeaderCount
+)
+
+func newHeaderPolicy(h config.SessionHeaders) *headerPolicy {
+	p := &headerPolicy{spoofable: spoofableHeaders(h)}
+	for i, name := range [sessionHeaderCount]string{
+		sessionProtocol:          h.Protocol,
+		sessionSuite:             h.Suite,
+		sessionResumed:           h.Resumed,
+		sessionClientVerified:    h.ClientVerified,
+		sessionClientSubject:     h.ClientSubject,
+		sessionClientSerial:      h.ClientSerial,
+		sessionClientFingerprint: h.ClientFingerprint,
+	} {
+		if name != "" {
+			p.session[i] = http.CanonicalHeaderKey(name)
+		}
+	}
+	return p
+}
+
+// apply sets the forwarding headers of the request in on its outbound
+// headers out, and the session headers the site sends: whatever the
+// client sent under these names is gone first, so that they cannot be
+// forged. The values are those the connection's first request made.
+func (p *headerPolicy) apply(out http.Header, in *http.Request, ci *connInfo) {
+	ch := ci.forwarding(in.RemoteAddr)
+	if ch.xForwardedFor != nil {
+		out[keyXForwardedFor] = ch.xForwardedFor
+	} else {
+		delete(out, keyXForwardedFor)
+	}
+	out[keyXForwardedHost] = []string{in.Host}
+	out[keyXForwardedProto] = ch.proto
+	out[keyForwarded] = ch.forwarded(in.Host)
+	out[keyXRealIP] = ch.realIP
+	for i, name := range p.session {
+		if name == "" {
+			continue
+		}
+		delete(out, name)
+		if v := ch.session[i]; v != nil {
+			out[name] = v
+		}
+	}
+}
+
+// connHeaders are the values of the forwarding and session headers that
+// stay the same for all the requests of a connection. Each is a slice of
+// one value, shared by the requests' headers, which only read them.
+type connHeaders struct {
+	remoteAddr    string
+	xForwardedFor []string // nil when the address has no port
+	realIP        []string
+	proto         []string
+	// forwardedFor is the for= parameter of Forwarded.
+	forwardedFor string
+	// session are the values of the session headers (nil: not sent).
+	session [sessionHeaderCount][]string
+	// lastForwarded is the Forwarded header of the last Host seen.
+	lastForwarded atomic.Pointer[forwardedHeader]
+}
+
+type forwardedHeader struct {
+	host  string
+	value []string
+}
+
+// forwarding returns the connection's header values for requests from
+// remoteAddr (which net/http sets to the connection's address).
+func (ci *connInfo) forwarding(remoteAddr string) *connHeaders {
+	if ch := ci.headers.Load(); ch != nil && ch.remoteAddr == remoteAddr {
+		return ch
+	}
+	ch := newConnHeaders(ci, remoteAddr)
+	ci.headers.Store(ch)
+	return ch
+}
+
+func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
+	one := func(v string) []string {
+		if v == "" {
+			return nil
+		}
+		return []string{v}
+	}
+	proto := "https"
+	if ci.protocol == "http" {
+		proto = "http"
+	}
+	clientIP := stripPort(remoteAddr)
+	ch := &connHeaders{remoteAddr: remoteAddr, realIP: []string{clientIP}, proto: []string{proto}}
+	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		ch.xForwardedFor = []string{host}
+	}
+	ch.forwardedFor = clientIP
+	if strings.Contains(clientIP, ":") {
+		ch.forwardedFor = `"[` + clientIP + `]"`
+	}
+	ch.session[sessionProtocol] = one(ci.protocol)
+	ch.session[sessionSuite] = one(ci.suite)
+	if ci.protocol != "unknown" {
+		ch.session[sessionResumed] = one(strconv.FormatBool(ci.resumed))
+		ch.session[sessionClientVerified] = one(strconv.FormatBool(ci.clientVerified))
+	}
+	if ci.peerCert != nil {
+		ch.session[sessionClientSubject] = one(ci.peerCert.Subject.String())
+		ch.session[sessionClientSerial] = one(strings.ToUpper(ci.peerCert.SerialNumber.Text(16)))
+		sum := sha256.Sum256(ci.peerCertDER)
+		ch.session[sessionClientFingerprint] = one(hex.EncodeToString(sum[:]))
+	}
+	return ch
+}
+
+// forwarded is the Forwarded header of a request for host.
+func (ch *connHeaders) forwarded(host string) []string {
+	if f := ch.lastForwarded.Load(); f != nil && f.host == host {
+		return f.value
+	}
+	f := &forwardedHeader{host: host, value: []string{"for=" + ch.forwardedFor + ";host=" + quoteIfNeeded(host) + ";proto=" + ch.proto[0]}}
+	ch.lastForwarded.Store(f)
+	return f.value
+}
+
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, ":;,= \"[]") {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +17,6 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -53,6 +49,9 @@ type connInfo struct {
 
 	clientOnce sync.Once
 	clientText string
+	// headers are the forwarding and session header values of its
+	// requests (headers.go).
+	headers atomic.Pointer[connHeaders]
 }
 
 // setTLCPClient records the client's identity from a TLCP handshake.
@@ -261,10 +260,7 @@ func addrString(a net.Addr) string {
 // session headers. It is cheap: the pool holds the transport.
 func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			removeSpoofable(pr.Out.Header, site.spoofable)
-			rewrite(pr, site.headers)
-		},
+		Rewrite:   func(pr *httputil.ProxyRequest) { rewrite(pr, site) },
 		Transport: p,
 		// Responses of unknown length (streams, server-sent events) are
 		// flushed on every write by ReverseProxy itself; others go out
@@ -280,56 +276,11 @@ func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
 // rewrite is the one place an inbound request becomes the outbound one.
 // ReverseProxy has already removed hop-by-hop headers and any
 // X-Forwarded-* and Forwarded headers the client sent.
-func rewrite(pr *httputil.ProxyRequest, h config.SessionHeaders) {
-	ci := infoFrom(pr.In.Context())
+func rewrite(pr *httputil.ProxyRequest, site *site) {
+	removeSpoofable(pr.Out.Header, site.forwarding.spoofable)
 	pr.Out.URL.Scheme = "http"
 	pr.Out.Host = pr.In.Host
-	pr.SetXForwarded()
-	// SetXForwarded takes the protocol from r.TLS, which TLCP
-	// connections do not set.
-	proto := "https"
-	if ci.protocol == "http" {
-		proto = "http"
-	}
-	pr.Out.Header.Set("X-Forwarded-Proto", proto)
-	clientIP := stripPort(pr.In.RemoteAddr)
-	forwardedFor := clientIP
-	if strings.Contains(clientIP, ":") {
-		forwardedFor = `"[` + clientIP + `]"`
-	}
-	pr.Out.Header.Set("Forwarded", "for="+forwardedFor+";host="+quoteIfNeeded(pr.In.Host)+";proto="+proto)
-	pr.Out.Header.Set("X-Real-IP", clientIP)
-
-	// The operator's session headers: whatever the client sent under
-	// these names is dropped first, so they cannot be forged.
-	set := func(name, value string) {
-		if name == "" {
-			return
-		}
-		pr.Out.Header.Del(name)
-		if value != "" {
-			pr.Out.Header.Set(name, value)
-		}
-	}
-	set(h.Protocol, ci.protocol)
-	set(h.Suite, ci.suite)
-	if ci.protocol != "unknown" {
-		set(h.Resumed, strconv.FormatBool(ci.resumed))
-		set(h.ClientVerified, strconv.FormatBool(ci.clientVerified))
-	} else {
-		set(h.Resumed, "")
-		set(h.ClientVerified, "")
-	}
-	subject, serial, fingerprint := "", "", ""
-	if ci.peerCert != nil {
-		subject = ci.peerCert.Subject.String()
-		serial = strings.ToUpper(ci.peerCert.SerialNumber.Text(16))
-		sum := sha256.Sum256(ci.peerCertDER)
-		fingerprint = hex.EncodeToString(sum[:])
-	}
-	set(h.ClientSubject, subject)
-	set(h.ClientSerial, serial)
-	set(h.ClientFingerprint, fingerprint)
+	site.forwarding.apply(pr.Out.Header, pr.In, infoFrom(pr.In.Context()))
 }
 
 // bufferPool recycles the body copy buffers of ReverseProxy, which would
@@ -340,13 +291,6 @@ var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 3
 
 func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
 func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
-
-func quoteIfNeeded(s string) string {
-	if s == "" || strings.ContainsAny(s, ":;,= \"[]") {
-		return strconv.Quote(s)
-	}
-	return s
-}
 
 // upstreamFailed answers a request that got no response: 503 when no
 // target is in service, 504 when the upstream timed out, 502 otherwise,

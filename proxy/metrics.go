@@ -200,6 +200,35 @@ func (m *Metrics) upstreamResult(upstream string, code int, err error) {
 	m.upstreamRequests.WithLabelValues(upstream, label).Inc()
 }
 
+// upstreamCounters are the handles of a pool's per-request metrics,
+// looked up once rather than for every request.
+type upstreamCounters struct {
+	duration prometheus.Observer
+	// codes are gmgate_upstream_requests_total by response code, filled
+	// in as codes are seen.
+	codes [500]atomic.Pointer[prometheus.Counter]
+}
+
+func newUpstreamCounters(m *Metrics, upstream string) *upstreamCounters {
+	return &upstreamCounters{duration: m.upstreamDuration.WithLabelValues(upstream)}
+}
+
+// responded counts a response of code from the pool's upstream.
+func (c *upstreamCounters) responded(m *Metrics, upstream string, code int) {
+	if code < 100 || code > 599 {
+		m.upstreamResult(upstream, code, nil)
+		return
+	}
+	slot := &c.codes[code-100]
+	ctr := slot.Load()
+	if ctr == nil {
+		cv := m.upstreamRequests.WithLabelValues(upstream, strconv.Itoa(code))
+		slot.CompareAndSwap(nil, &cv)
+		ctr = slot.Load()
+	}
+	(*ctr).Inc()
+}
+
 // accelObserver feeds accel's key operations into the metrics.
 type accelObserver struct{ m *Metrics }
 

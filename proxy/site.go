@@ -45,9 +45,9 @@ type site struct {
 	tls       *tls.Config  // nil when the site serves no TLS
 	router    *router
 	headers   config.SessionHeaders
-	// spoofable are the normalised names of the request headers gmgate
-	// sets, whose look-alikes a client sends are removed.
-	spoofable []string
+	// forwarding is what the site does to the headers of the requests it
+	// forwards.
+	forwarding *headerPolicy
 	// requests observe request durations by HTTP version (1.x, 2).
 	requests [2]prometheus.Observer
 }
@@ -267,7 +267,7 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 	if sc.SessionHeaders != nil {
 		st.headers = *sc.SessionHeaders
 	}
-	st.spoofable = spoofableHeaders(st.headers)
+	st.forwarding = newHeaderPolicy(st.headers)
 	for _, h := range sc.Hosts {
 		st.hosts = append(st.hosts, lowerHost(strings.TrimSuffix(h, ".")))
 	}

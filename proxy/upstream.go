@@ -88,6 +88,8 @@ type pool struct {
 	policy  selectionPolicy
 	log     *slog.Logger
 	metrics *Metrics
+	// counters are the pool's per-request metrics.
+	counters *upstreamCounters
 
 	transport transport
 	retries   int
@@ -116,6 +118,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		policy:            newPolicy(uc.Policy),
 		log:               log.With("upstream", name),
 		metrics:           m,
+		counters:          newUpstreamCounters(m, name),
 		timeouts:          timeouts,
 		maxResponseHeader: maxResponseHeader,
 	}
@@ -197,6 +200,9 @@ func (p *pool) pick(tried []*target) *target {
 			p.log.Info("upstream out of panic mode", "in_service", available, "targets", len(p.targets))
 		}
 	}
+	if available == len(p.targets) && len(tried) == 0 {
+		return p.policy.pick(p.targets)
+	}
 	cands := make([]*target, 0, len(p.targets))
 	for _, t := range p.targets {
 		if !t.available(now) && !(panicking && t.healthy.Load()) {
@@ -236,7 +242,8 @@ func (e *upstreamError) Unwrap() error { return e.err }
 // RoundTrip sends req to a target of the pool, retrying idempotent
 // requests that could not be sent on other targets.
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
-	var tried []*target
+	var triedBuf [4]*target
+	tried := triedBuf[:0]
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		t := p.pick(tried)
@@ -259,8 +266,8 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.inflight.Add(-1)
 		if err == nil {
 			p.succeeded(t)
-			p.metrics.upstreamResult(p.name, resp.StatusCode, nil)
-			p.metrics.upstreamDuration.WithLabelValues(p.name).Observe(time.Since(start).Seconds())
+			p.counters.responded(p.metrics, p.name, resp.StatusCode)
+			p.counters.duration.Observe(time.Since(start).Seconds())
 			return resp, nil
 		}
 		if be := clientBodyFailure(req); be != nil {
