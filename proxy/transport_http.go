@@ -21,6 +21,9 @@ type httpTransport struct {
 	scheme string
 	dialer *net.Dialer
 	http   *http.Transport
+	// h1 carries the requests without a body to http:// targets
+	// (transport_http1.go).
+	h1 *h1Client
 }
 
 func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) (*httpTransport, error) {
@@ -37,6 +40,9 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	tr.http.TLSClientConfig = tc
 	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
 	setUpstreamProtocols(tr.http, uc)
+	if scheme == "http" {
+		tr.h1 = newH1Client(tr.dialer, ts)
+	}
 	return tr, nil
 }
 
@@ -71,6 +77,9 @@ func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
 func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
 	req.URL.Scheme = urlScheme(tr.scheme)
 	req.URL.Host = t.url.Host
+	if tr.h1 != nil && tr.h1.takes(req) {
+		return tr.h1.roundTrip(req, t)
+	}
 	return tr.http.RoundTrip(req)
 }
 
@@ -85,4 +94,9 @@ func (tr *httpTransport) probe(ctx context.Context, t *target) error {
 	return connectProbe(ctx, tr.dialer, t.addr)
 }
 
-func (tr *httpTransport) closeIdle() { tr.http.CloseIdleConnections() }
+func (tr *httpTransport) closeIdle() {
+	tr.http.CloseIdleConnections()
+	if tr.h1 != nil {
+		tr.h1.closeIdle()
+	}
+}

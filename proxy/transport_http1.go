@@ -1,0 +1,634 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// h1Client sends the requests without a body to the targets of an
+// http:// pool (most requests through a gateway: GET, HEAD, DELETE) over
+// keep-alive connections of its own, on the caller's goroutine: the
+// request is written and its response header read by the handler that
+// forwards it, and the response body read as the handler copies it.
+// net/http's Transport, which keeps carrying the other requests (bodies,
+// upgrades, a request that closes its connection), runs two goroutines
+// per connection and hands every request and response between them over
+// channels, which for small keep-alive requests cost more than the rest
+// of its work.
+//
+// It behaves as the Transport does for these requests: the same bytes on
+// the wire (net/http writes the unusual ones), the same checks of header
+// names and values, net/http's response parser with the response header
+// limit (timeouts.upstream_response until the header is in, none while
+// the body streams), informational responses passed to the request's
+// httptrace hook, a request that fails on a kept-alive connection before
+// any response byte came retried once more on another connection when it
+// is safe (nothing was written, or the method is idempotent), idle
+// connections reused most recent first, at most 256 per target and for
+// 90 seconds, and a connection whose peer closed it or sent bytes nobody
+// asked for closed, not reused (looked at every second while idle, and
+// before a request that may not be sent twice).
+type h1Client struct {
+	dialer *net.Dialer
+	// responseHeader bounds the wait for a response header (0: none).
+	responseHeader time.Duration
+	maxHeader      int64
+
+	mu sync.Mutex
+	// idle are the idle connections by target address, the most recently
+	// used last.
+	idle     map[string][]*h1Conn
+	sweeping bool
+}
+
+const (
+	// h1MaxIdle and h1IdleTimeout are the Transport's
+	// MaxIdleConnsPerHost and IdleConnTimeout of the other requests.
+	h1MaxIdle     = 256
+	h1IdleTimeout = 90 * time.Second
+	// h1SweepEvery is how often idle connections are looked at.
+	h1SweepEvery = time.Second
+	// h1ReadBuffer is the size of a connection's read buffer, as the
+	// Transport's.
+	h1ReadBuffer = 4 << 10
+)
+
+func newH1Client(d *net.Dialer, ts transportSettings) *h1Client {
+	return &h1Client{
+		dialer:         d,
+		responseHeader: ts.timeouts.UpstreamResponse.D(),
+		maxHeader:      int64(ts.maxResponseHeader),
+		idle:           map[string][]*h1Conn{},
+	}
+}
+
+// takes reports whether req is one for the client: no body, no trailer,
+// and nothing about the connection (no upgrade, no close).
+func (c *h1Client) takes(req *http.Request) bool {
+	return (req.Body == nil || req.Body == http.NoBody) && req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
+		!req.Close && len(req.Trailer) == 0 && len(req.Header["Connection"]) == 0 && req.Method != http.MethodConnect
+}
+
+// h1Conn is a connection to a target.
+type h1Conn struct {
+	conn   net.Conn
+	br     *bufio.Reader
+	addr   string
+	reused bool
+	idleAt time.Time
+	// limit is how much more the response header may take.
+	limit int64
+	// sawEOF is set once the target closed its side.
+	sawEOF bool
+}
+
+// errHeaderLimit ends the read of a response header over the limit.
+var errHeaderLimit = errors.New("response header limit reached")
+
+// Read feeds br, counting the response header's bytes against its limit.
+func (pc *h1Conn) Read(p []byte) (int, error) {
+	if pc.limit <= 0 {
+		return 0, errHeaderLimit
+	}
+	if int64(len(p)) > pc.limit {
+		p = p[:pc.limit]
+	}
+	n, err := pc.conn.Read(p)
+	pc.limit -= int64(n)
+	if err == io.EOF {
+		pc.sawEOF = true
+	}
+	return n, err
+}
+
+func (pc *h1Conn) close() { pc.conn.Close() }
+
+// requestBuffers hold requests as they are written.
+var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+	bp := requestBuffers.Get().(*[]byte)
+	wire, err := appendRequest((*bp)[:0], req)
+	defer func() {
+		if cap(wire) <= 64<<10 {
+			*bp = wire[:0]
+			requestBuffers.Put(bp)
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	ctx := req.Context()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pc, err := c.conn(ctx, t, req)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.exchange(ctx, pc, req, wire)
+		if err == nil {
+			return resp, nil
+		}
+		if !pc.reused || !retryOnNewConn(req, err) {
+			return nil, err
+		}
+	}
+}
+
+// conn returns an idle connection to t, or a new one.
+func (c *h1Client) conn(ctx context.Context, t *target, req *http.Request) (*h1Conn, error) {
+	checked := !replayable(req)
+	for {
+		pc := c.takeIdle(t.addr)
+		if pc == nil {
+			break
+		}
+		// A request that may not be sent twice must not meet a
+		// connection the target has closed meanwhile: it could not be
+		// retried.
+		if checked && lookIdle(pc) != idleAlive {
+			pc.close()
+			continue
+		}
+		return pc, nil
+	}
+	conn, err := c.dialer.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	pc := &h1Conn{conn: conn, addr: t.addr}
+	pc.br = bufio.NewReaderSize(pc, h1ReadBuffer)
+	return pc, nil
+}
+
+// exchange writes the request on pc and reads the response header; the
+// body is read from the response. pc is closed on failure.
+func (c *h1Client) exchange(ctx context.Context, pc *h1Conn, req *http.Request, wire []byte) (*http.Response, error) {
+	// A client that goes away ends the exchange (the request's context
+	// is canceled): its connection is closed under it.
+	stop := context.AfterFunc(ctx, pc.close)
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		pc.close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+	if n, err := pc.conn.Write(wire); err != nil {
+		if n == 0 {
+			return fail(nothingWrittenError{err})
+		}
+		return fail(fmt.Errorf("net/http: HTTP/1.x transport connection broken: %w", err))
+	}
+	if c.responseHeader > 0 {
+		_ = pc.conn.SetReadDeadline(time.Now().Add(c.responseHeader))
+	}
+	pc.limit = c.maxHeader
+	if _, err := pc.br.Peek(1); err != nil {
+		return fail(headerError(readFromServerError{err}))
+	}
+	trace := httptrace.ContextClientTrace(ctx)
+	var resp *http.Response
+	for {
+		var err error
+		resp, err = http.ReadResponse(pc.br, req)
+		if err != nil {
+			if pc.limit <= 0 {
+				err = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", c.maxHeader)
+			}
+			return fail(headerError(err))
+		}
+		if code := resp.StatusCode; code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+			break
+		}
+		if trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
+				return fail(err)
+			}
+			// The 1xx went on; the next header gets the whole limit.
+			pc.limit = c.maxHeader
+		}
+	}
+	pc.limit = math.MaxInt64
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Only for requests that asked for a protocol change, which go
+		// through net/http's Transport: no tunnel here.
+		stop()
+		pc.close()
+		resp.Body = http.NoBody
+		return resp, nil
+	}
+	if resp.Body == http.NoBody {
+		c.release(pc, resp, stop())
+		return resp, nil
+	}
+	if c.responseHeader > 0 && (resp.ContentLength < 0 || int64(pc.br.Buffered()) < resp.ContentLength) {
+		// No timeout while the body streams, as with the Transport.
+		_ = pc.conn.SetReadDeadline(time.Time{})
+	}
+	resp.Body = &h1Body{body: resp.Body, c: c, pc: pc, resp: resp, ctx: ctx, stop: stop}
+	return resp, nil
+}
+
+// headerError names a timeout while waiting for the response header as
+// the Transport does.
+func headerError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errAwaitingHeaders
+	}
+	return err
+}
+
+// errAwaitingHeaders is timeouts.upstream_response passing before the
+// response header came.
+var errAwaitingHeaders error = &timeoutError{"timeout awaiting response headers"}
+
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string   { return e.msg }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// nothingWrittenError is a failure before any byte of the request left.
+type nothingWrittenError struct{ error }
+
+func (e nothingWrittenError) Unwrap() error { return e.error }
+
+// readFromServerError is a failure to read the first byte of the response.
+type readFromServerError struct{ err error }
+
+func (e readFromServerError) Error() string {
+	return "net/http: Transport failed to read from server: " + e.err.Error()
+}
+func (e readFromServerError) Unwrap() error { return e.err }
+
+// retryOnNewConn reports whether a request that failed with err on a
+// kept-alive connection may be sent on another, as the Transport decides:
+// when nothing of it was written, or when it is idempotent and nothing of
+// the response came.
+func retryOnNewConn(req *http.Request, err error) bool {
+	if _, ok := err.(nothingWrittenError); ok {
+		return true
+	}
+	if !replayable(req) {
+		return false
+	}
+	_, ok := err.(readFromServerError)
+	return ok
+}
+
+// replayable reports whether a request without a body may be sent twice:
+// net/http's rule (the idempotent methods, or an Idempotency-Key).
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, k1 := req.Header["Idempotency-Key"]
+	_, k2 := req.Header["X-Idempotency-Key"]
+	return k1 || k2
+}
+
+// h1Body is a response body read from a connection, which goes back to
+// the idle connections once the body has been read to its end.
+type h1Body struct {
+	body io.ReadCloser
+	c    *h1Client
+	pc   *h1Conn
+	resp *http.Response
+	ctx  context.Context
+	stop func() bool
+	done bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	switch {
+	case err == io.EOF:
+		b.done = true
+		b.c.release(b.pc, b.resp, b.stop())
+	case err != nil:
+		b.done = true
+		b.stop()
+		b.pc.close()
+		if cerr := b.ctx.Err(); cerr != nil {
+			err = cerr
+		}
+	}
+	return n, err
+}
+
+// Close gives up on a body not read to its end: its connection is closed.
+func (b *h1Body) Close() error {
+	if !b.done {
+		b.done = true
+		b.stop()
+		b.pc.close()
+	}
+	return nil
+}
+
+// release takes back the connection of a response read whole, for the
+// next request; stopped says whether the request's context let go of it.
+func (c *h1Client) release(pc *h1Conn, resp *http.Response, stopped bool) {
+	if !stopped || resp.Close || pc.sawEOF {
+		pc.close()
+		return
+	}
+	if n := pc.br.Buffered(); n > 0 {
+		buf, _ := pc.br.Peek(n)
+		unsolicited(buf, nil)
+		pc.close()
+		return
+	}
+	pc.reused = true
+	pc.idleAt = time.Now()
+	c.mu.Lock()
+	list := c.idle[pc.addr]
+	if len(list) >= h1MaxIdle {
+		c.mu.Unlock()
+		pc.close()
+		return
+	}
+	c.idle[pc.addr] = append(list, pc)
+	if !c.sweeping {
+		c.sweeping = true
+		time.AfterFunc(h1SweepEvery, c.sweep)
+	}
+	c.mu.Unlock()
+}
+
+// unsolicited logs bytes a target sent on an idle connection, as the
+// Transport does (to the standard logger, which the gateway sends to its
+// log), unless they are a 408 that a server sends before it closes an
+// idle connection.
+func unsolicited(buf []byte, err error) {
+	if is408(buf) {
+		return
+	}
+	log.Printf("Unsolicited response received on idle HTTP channel starting with %q; err=%v", buf, err)
+}
+
+func is408(b []byte) bool {
+	const prefix = "HTTP/1.x 408"
+	return len(b) >= len(prefix) && string(b[:7]) == prefix[:7] && string(b[8:12]) == prefix[8:12]
+}
+
+// takeIdle returns the most recently used idle connection to addr that
+// has not been idle too long, or nil.
+func (c *h1Client) takeIdle(addr string) *h1Conn {
+	var stale []*h1Conn
+	defer func() {
+		for _, pc := range stale {
+			pc.close()
+		}
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := c.idle[addr]
+	if len(list) == 0 {
+		return nil
+	}
+	pc := list[len(list)-1]
+	list[len(list)-1] = nil
+	list = list[:len(list)-1]
+	if time.Since(pc.idleAt) > h1IdleTimeout {
+		// The older ones are older still.
+		stale = append(append(stale, pc), list...)
+		clear(list)
+		c.idle[addr] = list[:0]
+		return nil
+	}
+	c.idle[addr] = list
+	return pc
+}
+
+// sweep closes the idle connections that timed out, that their target
+// closed, or that received bytes nobody asked for.
+func (c *h1Client) sweep() {
+	now := time.Now()
+	c.mu.Lock()
+	taken := map[string][]*h1Conn{}
+	for addr, list := range c.idle {
+		// The oldest come first; those idle for less than half a sweep
+		// wait for the next.
+		n := 0
+		for n < len(list) && now.Sub(list[n].idleAt) >= h1SweepEvery/2 {
+			n++
+		}
+		if n > 0 {
+			taken[addr] = slices.Clone(list[:n])
+			rest := slices.Clone(list[n:])
+			clear(list)
+			c.idle[addr] = rest
+		}
+	}
+	c.mu.Unlock()
+
+	for addr, list := range taken {
+		kept := list[:0]
+		for _, pc := range list {
+			if now.Sub(pc.idleAt) <= h1IdleTimeout && lookIdle(pc) == idleAlive {
+				kept = append(kept, pc)
+			} else {
+				pc.close()
+			}
+		}
+		taken[addr] = kept
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	more := false
+	for addr, kept := range taken {
+		list := append(kept, c.idle[addr]...)
+		for len(list) > h1MaxIdle {
+			list[0].close()
+			list = list[1:]
+		}
+		c.idle[addr] = list
+	}
+	for addr, list := range c.idle {
+		if len(list) == 0 {
+			delete(c.idle, addr)
+		} else {
+			more = true
+		}
+	}
+	c.sweeping = more
+	if more {
+		time.AfterFunc(h1SweepEvery, c.sweep)
+	}
+}
+
+// closeIdle closes the idle connections.
+func (c *h1Client) closeIdle() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = map[string][]*h1Conn{}
+	c.mu.Unlock()
+	for _, list := range idle {
+		for _, pc := range list {
+			pc.close()
+		}
+	}
+}
+
+// What an idle connection has to read.
+const (
+	idleAlive  = iota // nothing: the target keeps it open
+	idleClosed        // the target closed it, or it failed
+	idleBytes         // bytes nobody asked for (logged)
+)
+
+// lookIdle looks at an idle connection without waiting.
+func lookIdle(pc *h1Conn) int {
+	if pc.br.Buffered() > 0 {
+		buf, _ := pc.br.Peek(pc.br.Buffered())
+		unsolicited(buf, nil)
+		return idleBytes
+	}
+	var buf [64]byte
+	n, err := peekSocket(pc.conn, buf[:])
+	switch {
+	case err == errWouldBlock:
+		return idleAlive
+	case n > 0:
+		unsolicited(buf[:n], err)
+		return idleBytes
+	}
+	return idleClosed
+}
+
+// errWouldBlock is peekSocket finding nothing to read.
+var errWouldBlock = errors.New("nothing to read")
+
+// appendRequest appends req as the Transport writes a request without a
+// body, after the Transport's checks of its method and header fields.
+func appendRequest(b []byte, req *http.Request) ([]byte, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !validMethod(method) {
+		return b, fmt.Errorf("net/http: invalid method %q", method)
+	}
+	keys := make([]string, 0, 32)
+	for k, vv := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return b, fmt.Errorf("net/http: invalid header field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				// Not the value: it may be secret.
+				return b, fmt.Errorf("net/http: invalid header field value for %q", k)
+			}
+		}
+		switch k {
+		case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		}
+		keys = append(keys, k)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !plainHost(host) {
+		// A host to clean (an internationalized name, an IPv6 zone):
+		// net/http's own writer does that.
+		var buf bytes.Buffer
+		if err := req.Write(&buf); err != nil {
+			return b, err
+		}
+		return append(b, buf.Bytes()...), nil
+	}
+	uri := req.URL.RequestURI()
+	if strings.IndexFunc(uri, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+		return b, errors.New("net/http: can't write control character in Request.URL")
+	}
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, uri...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\n"...)
+	ua := "Go-http-client/1.1"
+	if vv, ok := req.Header["User-Agent"]; ok {
+		ua = ""
+		if len(vv) > 0 {
+			ua = vv[0]
+		}
+	}
+	if ua = fieldValue(ua); ua != "" {
+		b = append(b, "User-Agent: "...)
+		b = append(b, ua...)
+		b = append(b, "\r\n"...)
+	}
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		b = append(b, "Content-Length: 0\r\n"...)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range req.Header[k] {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, fieldValue(v)...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	return append(b, "\r\n"...), nil
+}
+
+// fieldValue is v as net/http writes a header value: line breaks turned
+// into spaces, surrounding white space trimmed.
+func fieldValue(v string) string {
+	if strings.ContainsAny(v, "\r\n") {
+		v = strings.NewReplacer("\n", " ", "\r", " ").Replace(v)
+	}
+	return textproto.TrimString(v)
+}
+
+// plainHost reports whether host needs no cleaning before it is written:
+// ASCII, valid in a Host header, no IPv6 zone.
+func plainHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 || host[i] == '%' {
+			return false
+		}
+	}
+	return httpguts.ValidHostHeader(host)
+}
+
+func validMethod(method string) bool {
+	for _, r := range method {
+		if !httpguts.IsTokenRune(r) {
+			return false
+		}
+	}
+	return method != ""
+}

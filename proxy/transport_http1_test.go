@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testlog"
+)
+
+// Requests without a body leave as the Transport writes them, byte for
+// byte; the ones it refuses are refused.
+func TestAppendRequestMatchesNetHTTP(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	methods := []string{"GET", "HEAD", "DELETE", "OPTIONS", "POST", "PUT", "PATCH", "TRACE", "PROPFIND", ""}
+	hosts := []string{"api.example.cn", "127.0.0.1:8080", "[::1]:443", "", "xn--fsq.example", "a_b.example:1", "中文.example", "[fe80::1%25eth0]:80", "bad host"}
+	names := []string{"Accept", "Accept-Encoding", "Cookie", "X-Forwarded-For", "X-Real-Ip", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer", "Host", "Te", "X-A", "Zz", "a-lower", "X-Empty"}
+	values := []string{"", "v", " padded\t", "a, b", "text/html; q=0.9", "é", "x\ty", strings.Repeat("long", 100)}
+	paths := []string{"/", "/a/b", "/a%20b", "/p;q", "", "/中", "/x?y=1", "*"}
+	for i := range 5000 {
+		u := &url.URL{Scheme: "http", Host: "10.0.0.5:8080", Path: paths[r.IntN(len(paths))]}
+		if i%3 == 0 {
+			u.RawQuery = "q=" + fmt.Sprint(i) + "&r=%41"
+		}
+		if i%11 == 0 {
+			u.ForceQuery = true
+		}
+		req := &http.Request{Method: methods[r.IntN(len(methods))], URL: u, Host: hosts[r.IntN(len(hosts))], Header: http.Header{}}
+		for range r.IntN(8) {
+			name := names[r.IntN(len(names))]
+			for range 1 + r.IntN(2) {
+				req.Header[name] = append(req.Header[name], values[r.IntN(len(values))])
+			}
+		}
+		if i%13 == 0 {
+			req.Header["User-Agent"] = nil
+		}
+		var want bytes.Buffer
+		if err := req.Write(&want); err != nil {
+			t.Fatalf("%d: net/http: %v", i, err)
+		}
+		got, err := appendRequest(nil, req)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if string(got) != want.String() {
+			t.Fatalf("request %d:\n got %q\nwant %q", i, got, want.String())
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(*http.Request)
+		want string
+	}{
+		{"header name", func(r *http.Request) { r.Header["Bad Name"] = []string{"x"} }, `invalid header field name "Bad Name"`},
+		{"header value", func(r *http.Request) { r.Header["X-Secret"] = []string{"a\r\nInjected: 1"} }, `invalid header field value for "X-Secret"`},
+		{"method", func(r *http.Request) { r.Method = "GET /x" }, `invalid method "GET /x"`},
+		{"control character in the URL", func(r *http.Request) { r.URL.RawQuery = "a=\x01" }, "control character"},
+	} {
+		req := &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "h", Path: "/"}, Host: "h", Header: http.Header{}}
+		tc.edit(req)
+		if _, err := appendRequest(nil, req); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+		if strings.Contains(tc.want, "Injected") {
+			t.Errorf("%s: the value is in the error", tc.name)
+		}
+	}
+}
+
+// scriptedUpstream accepts connections and runs serve on each; it counts
+// the connections.
+type scriptedUpstream struct {
+	ln    net.Listener
+	conns atomic.Int32
+}
+
+func newScriptedUpstream(t *testing.T, serve func(n int, c net.Conn, br *bufio.Reader)) *scriptedUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &scriptedUpstream{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := int(u.conns.Add(1))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				serve(n, c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return u
+}
+
+func (u *scriptedUpstream) target() *target {
+	return &target{url: &url.URL{Scheme: "http", Host: u.ln.Addr().String()}, addr: u.ln.Addr().String()}
+}
+
+func testH1Client(timeout time.Duration) *h1Client {
+	return newH1Client(&net.Dialer{Timeout: time.Second}, transportSettings{
+		timeouts:          config.Timeouts{UpstreamResponse: config.Duration(timeout)},
+		maxResponseHeader: 8 << 10,
+	})
+}
+
+func h1Get(t *testing.T, c *h1Client, tg *target, method, path string) (*http.Response, string, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+tg.addr+path, nil)
+	resp, err := c.roundTrip(req, tg)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), err
+}
+
+// Every kind of response leaves its connection ready for the next request,
+// except one that closes it.
+func TestH1ClientKeepsConnections(t *testing.T) {
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			switch req.URL.Path {
+			case "/length":
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+			case "/chunked":
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Sum: 5\r\n\r\n")
+			case "/204":
+				fmt.Fprint(c, "HTTP/1.1 204 No Content\r\n\r\n")
+			case "/head":
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+			case "/close":
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+				return
+			}
+		}
+	})
+	c := testH1Client(5 * time.Second)
+	defer c.closeIdle()
+	tg := up.target()
+	for _, step := range []struct{ method, path, body string }{
+		{"GET", "/length", "hello"}, {"GET", "/chunked", "abcde"}, {"GET", "/204", ""}, {"HEAD", "/head", ""},
+		{"DELETE", "/length", "hello"}, {"GET", "/length", "hello"},
+	} {
+		resp, body, err := h1Get(t, c, tg, step.method, step.path)
+		if err != nil || body != step.body {
+			t.Fatalf("%s %s: %q %v", step.method, step.path, body, err)
+		}
+		if step.path == "/chunked" && resp.Trailer.Get("X-Sum") != "5" {
+			t.Errorf("trailer %v", resp.Trailer)
+		}
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Errorf("%d connections for six requests, want 1", n)
+	}
+	if _, body, err := h1Get(t, c, tg, "GET", "/close"); err != nil || body != "ok" {
+		t.Fatalf("/close: %q %v", body, err)
+	}
+	if _, _, err := h1Get(t, c, tg, "GET", "/length"); err != nil {
+		t.Fatal(err)
+	}
+	if n := up.conns.Load(); n != 2 {
+		t.Errorf("%d connections after a response that closed its own, want 2", n)
+	}
+}
+
+// A target that closes a kept-alive connection: a GET that meets the
+// closed connection is sent again on a new one; a DELETE, which may not be
+// sent twice, is not sent on it at all.
+func TestH1ClientStaleConnections(t *testing.T) {
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		// A keep-alive answer, then the server changes its mind.
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	c := testH1Client(5 * time.Second)
+	defer c.closeIdle()
+	tg := up.target()
+	for i, method := range []string{"GET", "GET", "DELETE", "DELETE", "GET"} {
+		_, body, err := h1Get(t, c, tg, method, "/")
+		if err != nil || body != "ok" {
+			t.Fatalf("request %d (%s): %q %v", i, method, body, err)
+		}
+		time.Sleep(20 * time.Millisecond) // the close arrives
+	}
+}
+
+// A target whose connection fails on a fresh connection is not retried:
+// it closes without an answer, keeps silent past the response header
+// timeout, sends a header over the limit, or speaks something else.
+func TestH1ClientFailures(t *testing.T) {
+	steps := []struct {
+		script string
+		check  func(error) bool
+	}{
+		{"close", func(err error) bool { _, ok := err.(readFromServerError); return ok && errors.Is(err, io.EOF) }},
+		{"hang", func(err error) bool {
+			var ne net.Error
+			return errors.As(err, &ne) && ne.Timeout() && strings.Contains(err.Error(), "awaiting response headers")
+		}},
+		{"huge", func(err error) bool {
+			return strings.Contains(err.Error(), "server response headers exceeded 8192 bytes")
+		}},
+		{"garbage", func(err error) bool { return strings.Contains(err.Error(), "malformed HTTP") }},
+	}
+	up := newScriptedUpstream(t, func(n int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil || n > len(steps) {
+			return
+		}
+		switch steps[n-1].script {
+		case "hang":
+			_, _ = io.Copy(io.Discard, c)
+		case "huge":
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nX-Huge: %s\r\nContent-Length: 0\r\n\r\n", strings.Repeat("x", 20<<10))
+		case "garbage":
+			fmt.Fprint(c, "SMTP ready\r\n\r\n")
+		}
+	})
+	c := testH1Client(200 * time.Millisecond)
+	defer c.closeIdle()
+	tg := up.target()
+	for n, step := range steps {
+		_, _, err := h1Get(t, c, tg, "GET", "/")
+		if err == nil || !step.check(err) {
+			t.Errorf("%s: %v (%T)", step.script, err, err)
+		}
+		if got := up.conns.Load(); got != int32(n+1) {
+			t.Errorf("%s: %d connections, want %d", step.script, got, n+1)
+		}
+	}
+}
+
+// A canceled request (its client went away) ends at once, with the
+// context's error, and its connection is not kept.
+func TestH1ClientCancel(t *testing.T) {
+	release := make(chan struct{})
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		<-release
+	})
+	defer close(release)
+	c := testH1Client(0)
+	defer c.closeIdle()
+	tg := up.target()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg.addr+"/", nil)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := c.roundTrip(req, tg); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled request: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if n := len(c.idle[tg.addr]); n != 0 {
+		t.Errorf("%d idle connections after a canceled request", n)
+	}
+}
+
+// Informational responses reach the request's httptrace hook, and the
+// final one is returned.
+func TestH1ClientInformational(t *testing.T) {
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	c := testH1Client(time.Second)
+	defer c.closeIdle()
+	tg := up.target()
+	var got []string
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			got = append(got, fmt.Sprint(code, " ", h.Get("Link")))
+			return nil
+		},
+	})
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg.addr+"/", nil)
+	resp, err := c.roundTrip(req, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "ok" || len(got) != 1 || got[0] != "103 </a.css>; rel=preload" {
+		t.Errorf("%d %q, 1xx %q", resp.StatusCode, b, got)
+	}
+}
+
+// Bytes a target sends on an idle connection are logged as the Transport
+// logs them, and the connection is closed.
+func TestH1ClientUnsolicitedBytes(t *testing.T) {
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		time.Sleep(50 * time.Millisecond)
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno")
+		_, _ = io.Copy(io.Discard, c)
+	})
+	var logs testlog.Buffer
+	log.SetOutput(&logs)
+	defer log.SetOutput(io.Discard)
+	c := testH1Client(time.Second)
+	defer c.closeIdle()
+	tg := up.target()
+	if _, body, err := h1Get(t, c, tg, "GET", "/"); err != nil || body != "ok" {
+		t.Fatalf("%q %v", body, err)
+	}
+	waitFor(t, "the line about the unsolicited response", func() bool {
+		return strings.Contains(logs.String(), `Unsolicited response received on idle HTTP channel starting with "HTTP/1.1 200 OK`)
+	})
+	c.mu.Lock()
+	n := len(c.idle[tg.addr])
+	c.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d idle connections, want the one with unsolicited bytes closed", n)
+	}
+}
