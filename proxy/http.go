@@ -187,9 +187,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	upstreamName := ""
 	if rt != nil {
 		upstreamName = rt.upstream.name
-		rp := h.srv.reverseProxy(rt.upstream, site)
-		rp.ModifyResponse = rec.noteTarget
-		rp.ServeHTTP(rec, r)
+		if forwardable(r) {
+			h.srv.forward(rec, r, rt.upstream, site)
+		} else {
+			rp := h.srv.reverseProxy(rt.upstream, site)
+			rp.ModifyResponse = rec.noteTarget
+			rp.ServeHTTP(rec, r)
+		}
 	}
 	d := time.Since(start)
 	v := 0
