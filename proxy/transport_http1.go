@@ -44,7 +44,7 @@ import (
 // connections reused most recent first, at most 256 per target and for
 // 90 seconds, and a connection whose peer closed it or sent bytes nobody
 // asked for closed, not reused (looked at every second while idle, and
-// before a request that may not be sent twice).
+// before it is used again).
 type h1Client struct {
 	dialer *net.Dialer
 	// responseHeader bounds the wait for a response header (0: none).
@@ -140,7 +140,7 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pc, err := c.conn(ctx, t, req)
+		pc, err := c.conn(ctx, t)
 		if err != nil {
 			return nil, err
 		}
@@ -155,17 +155,20 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 }
 
 // conn returns an idle connection to t, or a new one.
-func (c *h1Client) conn(ctx context.Context, t *target, req *http.Request) (*h1Conn, error) {
-	checked := !replayable(req)
+func (c *h1Client) conn(ctx context.Context, t *target) (*h1Conn, error) {
 	for {
 		pc := c.takeIdle(t.addr)
 		if pc == nil {
 			break
 		}
-		// A request that may not be sent twice must not meet a
-		// connection the target has closed meanwhile: it could not be
-		// retried.
-		if checked && lookIdle(pc) != idleAlive {
+		// Looked at before use: bytes the target sent while the
+		// connection was idle would be read as this request's response
+		// (another request's, or none at all, handed to this client),
+		// and a request that may not be sent twice must not meet a
+		// connection the target has closed meanwhile, since it could
+		// not be retried. The Transport's read goroutine sees both while
+		// the connection is idle.
+		if lookIdle(pc) != idleAlive {
 			pc.close()
 			continue
 		}

@@ -356,3 +356,39 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 		t.Errorf("%d idle connections, want the one with unsolicited bytes closed", n)
 	}
 }
+
+// A response that comes on an idle connection, after the one asked for,
+// is not taken for the answer to the next request, however soon that
+// comes: the connection is closed and the request goes on a new one.
+func TestH1ClientLateResponse(t *testing.T) {
+	up := newScriptedUpstream(t, func(n int, c net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			if n == 1 {
+				time.Sleep(30 * time.Millisecond)
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nnot you")
+			}
+		}
+	})
+	var logs testlog.Buffer
+	log.SetOutput(&logs)
+	defer log.SetOutput(io.Discard)
+	c := testH1Client(time.Second)
+	defer c.closeIdle()
+	tg := up.target()
+	for _, method := range []string{"GET", "GET"} {
+		if _, body, err := h1Get(t, c, tg, method, "/"); err != nil || body != "ok" {
+			t.Fatalf("%s: %q %v", method, body, err)
+		}
+		time.Sleep(100 * time.Millisecond) // the late response arrives
+	}
+	if n := up.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
+	if !strings.Contains(logs.String(), "Unsolicited response received on idle HTTP channel") {
+		t.Errorf("the late response was not logged: %q", logs.String())
+	}
+}
