@@ -357,6 +357,82 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 	}
 }
 
+// Whatever a target answers, the client returns an error or a response
+// whose body ends with no more than the target sent, never panics, and
+// keeps the connection only with nothing unread on it.
+func FuzzH1Response(f *testing.F) {
+	for _, c := range forwardCases {
+		f.Add(c.response, c.request[:4] == "HEAD")
+	}
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno",
+		"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nabc",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 408 Request Timeout\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 2000) + "\r\n\r\n",
+	} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, response string, head bool) {
+		client, server := net.Pipe()
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			defer server.Close()
+			if _, err := http.ReadRequest(bufio.NewReader(server)); err != nil {
+				return
+			}
+			_, _ = io.WriteString(server, response)
+		}()
+		c := testH1Client(time.Second)
+		c.maxHeader = 1 << 10
+		defer func() {
+			c.closeIdle()
+			client.Close()
+			<-served
+		}()
+		pc := &h1Conn{conn: client, addr: "fuzz"}
+		pc.br = bufio.NewReaderSize(pc, h1ReadBuffer)
+		method := http.MethodGet
+		if head {
+			method = http.MethodHead
+		}
+		informational := 0
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			Got1xxResponse: func(int, textproto.MIMEHeader) error { informational++; return nil },
+		})
+		req, _ := http.NewRequestWithContext(ctx, method, "http://fuzz/", nil)
+		wire, err := appendRequest(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.exchange(ctx, pc, req, wire)
+		if informational > len(response)/10 {
+			t.Fatalf("%d informational responses from %d bytes", informational, len(response))
+		}
+		if err != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, int64(len(response))+1))
+		resp.Body.Close()
+		if n > int64(len(response)) {
+			t.Fatalf("a body of more than the %d bytes sent", len(response))
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, pc := range c.idle["fuzz"] {
+			if pc.br.Buffered() > 0 {
+				t.Fatalf("a connection kept with %d bytes unread", pc.br.Buffered())
+			}
+		}
+	})
+}
+
 // A response that comes on an idle connection, after the one asked for,
 // is not taken for the answer to the next request, however soon that
 // comes: the connection is closed and the request goes on a new one.
