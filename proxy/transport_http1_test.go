@@ -15,13 +15,13 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testnet"
 )
 
 // Requests without a body leave as the Transport writes them, byte for
@@ -88,41 +88,21 @@ func TestAppendRequestMatchesNetHTTP(t *testing.T) {
 // scriptedUpstream accepts connections and runs serve on each; it counts
 // the connections.
 type scriptedUpstream struct {
-	ln    net.Listener
+	addr  string
 	conns atomic.Int32
 }
 
 func newScriptedUpstream(t *testing.T, serve func(n int, c net.Conn, br *bufio.Reader)) *scriptedUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &scriptedUpstream{ln: ln}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n := int(u.conns.Add(1))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				serve(n, c, bufio.NewReader(c))
-			}()
-		}
-	}()
+	u := &scriptedUpstream{}
+	u.addr = testnet.Serve(t, func(c net.Conn) {
+		serve(int(u.conns.Add(1)), c, bufio.NewReader(c))
+	})
 	return u
 }
 
 func (u *scriptedUpstream) target() *target {
-	return &target{url: &url.URL{Scheme: "http", Host: u.ln.Addr().String()}, addr: u.ln.Addr().String()}
+	return &target{url: &url.URL{Scheme: "http", Host: u.addr}, addr: u.addr}
 }
 
 func testH1Client(timeout time.Duration) *h1Client {
