@@ -43,11 +43,13 @@ func h2TLSClient(t testing.TB, p *testPKI) *http.Client {
 // h2TLCPClient speaks HTTP/2 over TLCP to the gateway: the tlcp client
 // offers protos by ALPN, and net/http's HTTP/2 client (golang.org/x/net/
 // http2, bundled) runs on the established connection as on any
-// connection that is secure already.
-func h2TLCPClient(t testing.TB, p *testPKI, protos []string) (*http.Client, *[]string) {
+// connection that is secure already. negotiated returns the protocols
+// the connections made so far chose (the transport may still be dialing
+// for requests that another connection served).
+func h2TLCPClient(t testing.TB, p *testPKI, protos []string) (client *http.Client, negotiated func() []string) {
 	t.Helper()
 	var mu sync.Mutex
-	negotiated := &[]string{}
+	var chosen []string
 	tr := &http.Transport{Protocols: &http.Protocols{}, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := &tlcp.Dialer{Config: &tlcp.Config{RootCAs: p.roots, ServerName: "localhost", NextProtos: protos}}
 		c, err := d.DialContext(ctx, network, addr)
@@ -55,13 +57,17 @@ func h2TLCPClient(t testing.TB, p *testPKI, protos []string) (*http.Client, *[]s
 			return nil, err
 		}
 		mu.Lock()
-		*negotiated = append(*negotiated, c.(*tlcp.Conn).ConnectionState().NegotiatedProtocol)
+		chosen = append(chosen, c.(*tlcp.Conn).ConnectionState().NegotiatedProtocol)
 		mu.Unlock()
 		return c, nil
 	}}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tlcpRoundTripper{tr}, Timeout: 20 * time.Second}, negotiated
+	return &http.Client{Transport: tlcpRoundTripper{tr}, Timeout: 20 * time.Second}, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(chosen)
+	}
 }
 
 // tlcpRoundTripper sends https:// requests over connections its transport
@@ -115,8 +121,8 @@ func TestHTTP2FromClients(t *testing.T) {
 			}
 		})
 	}
-	if len(*negotiated) == 0 || len(*negotiated) > 8 || slices.ContainsFunc(*negotiated, func(p string) bool { return p != "h2" }) {
-		t.Errorf("TLCP connections made: %q, want each to choose h2", *negotiated)
+	if made := negotiated(); len(made) == 0 || len(made) > 8 || slices.ContainsFunc(made, func(p string) bool { return p != "h2" }) {
+		t.Errorf("TLCP connections made: %q, want each to choose h2", made)
 	}
 	mf := scrape(t, s)
 	if v, _ := metricValue(mf, "gmgate_request_duration_seconds", map[string]string{"site": "default", "http_version": "2"}); v != 16 {
