@@ -65,40 +65,6 @@ func (a *accessLog) request(ci *connInfo, l *requestLine) {
 	e.free()
 }
 
-// attrs are the fields of a request's line for a slog.Logger;
-// encodeRequestLine writes the same.
-func (l *requestLine) attrs(ci *connInfo) []slog.Attr {
-	return append(ci.logAttrs(),
-		slog.String("http", l.proto),
-		slog.String("method", l.method),
-		slog.String("host", l.host),
-		slog.String("path", l.path),
-		slog.Int("status", l.status),
-		slog.Int64("bytes", l.bytes),
-		slog.String("upstream", l.upstream),
-		slog.String("target", l.target),
-		slog.String("user_agent", l.userAgent),
-		slog.Float64("duration_ms", ms(l.duration)),
-	)
-}
-
-// encodeRequestLine encodes a request's line; free it after use.
-func encodeRequestLine(t time.Time, ci *connInfo, l *requestLine) *lineEncoder {
-	e := newLineEncoder("request", t)
-	e.conn(ci)
-	e.str(`,"http":`, l.proto)
-	e.str(`,"method":`, l.method)
-	e.str(`,"host":`, l.host)
-	e.str(`,"path":`, l.path)
-	e.int(`,"status":`, int64(l.status))
-	e.int(`,"bytes":`, l.bytes)
-	e.str(`,"upstream":`, l.upstream)
-	e.str(`,"target":`, l.target)
-	e.str(`,"user_agent":`, l.userAgent)
-	e.float(`,"duration_ms":`, ms(l.duration))
-	return e
-}
-
 func (a *accessLog) tcp(ci *connInfo, l *tcpLine) {
 	if a.logger != nil {
 		a.logger.LogAttrs(context.Background(), slog.LevelInfo, "tcp", l.attrs(ci)...)
@@ -109,54 +75,94 @@ func (a *accessLog) tcp(ci *connInfo, l *tcpLine) {
 	e.free()
 }
 
-// attrs are the fields of a TCP connection's line for a slog.Logger;
-// encodeTCPLine writes the same.
-func (l *tcpLine) attrs(ci *connInfo) []slog.Attr {
-	attrs := append(ci.logAttrs(),
-		slog.String("upstream", l.upstream),
-		slog.String("target", l.target),
-		slog.Int64("bytes_in", l.in),
-		slog.Int64("bytes", l.out),
-		slog.Float64("duration_ms", ms(l.duration)),
-	)
+// fieldWriter takes the fields of an access log line: lineEncoder writes
+// them as slog's JSON handler would, attrList makes slog attributes of
+// them. Each kind of line lists its fields once, in fields.
+type fieldWriter interface {
+	str(key, v string)
+	int(key string, v int64)
+	bool(key string, v bool)
+	float(key string, v float64)
+}
+
+// fields are the fields that describe the connection.
+func (ci *connInfo) fields(w fieldWriter) {
+	w.str("listener", ci.listener)
+	w.str("site", ci.site)
+	w.str("client", ci.clientString())
+	w.str("sni", ci.sni)
+	w.str("protocol", ci.protocol)
+	w.str("suite", ci.suite)
+	w.bool("resumed", ci.resumed)
+	w.float("handshake_ms", ms(ci.handshake))
+}
+
+// fields are a request's fields, after its connection's.
+func (l *requestLine) fields(ci *connInfo, w fieldWriter) {
+	ci.fields(w)
+	w.str("http", l.proto)
+	w.str("method", l.method)
+	w.str("host", l.host)
+	w.str("path", l.path)
+	w.int("status", int64(l.status))
+	w.int("bytes", l.bytes)
+	w.str("upstream", l.upstream)
+	w.str("target", l.target)
+	w.str("user_agent", l.userAgent)
+	w.float("duration_ms", ms(l.duration))
+}
+
+// fields are a TCP connection's fields, after its connection's.
+func (l *tcpLine) fields(ci *connInfo, w fieldWriter) {
+	ci.fields(w)
+	w.str("upstream", l.upstream)
+	w.str("target", l.target)
+	w.int("bytes_in", l.in)
+	w.int("bytes", l.out)
+	w.float("duration_ms", ms(l.duration))
 	if l.err != nil {
-		attrs = append(attrs, slog.String("error", l.err.Error()))
+		w.str("error", l.err.Error())
 	}
-	return attrs
+}
+
+// attrs are the fields of a request's line for a slog.Logger.
+func (l *requestLine) attrs(ci *connInfo) []slog.Attr {
+	var a attrList
+	l.fields(ci, &a)
+	return a
+}
+
+// attrs are the fields of a TCP connection's line for a slog.Logger.
+func (l *tcpLine) attrs(ci *connInfo) []slog.Attr {
+	var a attrList
+	l.fields(ci, &a)
+	return a
+}
+
+// encodeRequestLine encodes a request's line; free it after use.
+func encodeRequestLine(t time.Time, ci *connInfo, l *requestLine) *lineEncoder {
+	e := newLineEncoder("request", t)
+	l.fields(ci, e)
+	return e
 }
 
 // encodeTCPLine encodes a TCP connection's line; free it after use.
 func encodeTCPLine(t time.Time, ci *connInfo, l *tcpLine) *lineEncoder {
 	e := newLineEncoder("tcp", t)
-	e.conn(ci)
-	e.str(`,"upstream":`, l.upstream)
-	e.str(`,"target":`, l.target)
-	e.int(`,"bytes_in":`, l.in)
-	e.int(`,"bytes":`, l.out)
-	e.float(`,"duration_ms":`, ms(l.duration))
-	if l.err != nil {
-		e.str(`,"error":`, l.err.Error())
-	}
+	l.fields(ci, e)
 	return e
 }
 
-// logAttrs are the access log fields that describe the connection, for a
-// slog.Logger; lineEncoder.conn writes the same.
-func (ci *connInfo) logAttrs() []slog.Attr {
-	return []slog.Attr{
-		slog.String("listener", ci.listener),
-		slog.String("site", ci.site),
-		slog.String("client", addrString(ci.client)),
-		slog.String("sni", ci.sni),
-		slog.String("protocol", ci.protocol),
-		slog.String("suite", ci.suite),
-		slog.Bool("resumed", ci.resumed),
-		slog.Float64("handshake_ms", ms(ci.handshake)),
-	}
-}
+// attrList collects fields as slog attributes.
+type attrList []slog.Attr
+
+func (a *attrList) str(key, v string)           { *a = append(*a, slog.String(key, v)) }
+func (a *attrList) int(key string, v int64)     { *a = append(*a, slog.Int64(key, v)) }
+func (a *attrList) bool(key string, v bool)     { *a = append(*a, slog.Bool(key, v)) }
+func (a *attrList) float(key string, v float64) { *a = append(*a, slog.Float64(key, v)) }
 
 // lineEncoder appends one access log line as slog's JSON handler writes
-// it. Keys are given with their comma, quotes and colon.
+// it.
 type lineEncoder struct{ b []byte }
 
 var lineEncoders = sync.Pool{New: func() any { return &lineEncoder{b: make([]byte, 0, 1024)} }}
@@ -166,38 +172,38 @@ func newLineEncoder(msg string, t time.Time) *lineEncoder {
 	e.b = append(e.b[:0], `{"time":"`...)
 	e.b = t.AppendFormat(e.b, time.RFC3339Nano)
 	e.b = append(e.b, `","level":"INFO"`...)
-	e.str(`,"msg":`, msg)
+	e.str("msg", msg)
 	return e
 }
 
-func (e *lineEncoder) conn(ci *connInfo) {
-	e.str(`,"listener":`, ci.listener)
-	e.str(`,"site":`, ci.site)
-	e.str(`,"client":`, ci.clientString())
-	e.str(`,"sni":`, ci.sni)
-	e.str(`,"protocol":`, ci.protocol)
-	e.str(`,"suite":`, ci.suite)
-	e.b = append(e.b, `,"resumed":`...)
-	e.b = strconv.AppendBool(e.b, ci.resumed)
-	e.float(`,"handshake_ms":`, ms(ci.handshake))
+// key starts a field; keys are plain names that need no escaping.
+func (e *lineEncoder) key(k string) {
+	e.b = append(e.b, ',', '"')
+	e.b = append(e.b, k...)
+	e.b = append(e.b, '"', ':')
 }
 
 func (e *lineEncoder) str(key, v string) {
-	e.b = append(e.b, key...)
+	e.key(key)
 	e.b = append(e.b, '"')
 	e.b = appendJSONString(e.b, v)
 	e.b = append(e.b, '"')
 }
 
 func (e *lineEncoder) int(key string, v int64) {
-	e.b = append(e.b, key...)
+	e.key(key)
 	e.b = strconv.AppendInt(e.b, v, 10)
+}
+
+func (e *lineEncoder) bool(key string, v bool) {
+	e.key(key)
+	e.b = strconv.AppendBool(e.b, v)
 }
 
 // float writes f as encoding/json does, which is what slog's JSON handler
 // uses for floats.
 func (e *lineEncoder) float(key string, f float64) {
-	e.b = append(e.b, key...)
+	e.key(key)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		// slog writes the error where the value would be; durations are
 		// never either.
