@@ -477,7 +477,7 @@ func loadCertChain(field, path string, opts LoadOptions) ([]*smx509.Certificate,
 	}
 	chain, err := readCertificates(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s %s does not exist; give the path of the PEM certificate file (a relative path is relative to the configuration file's directory)", field, path)
+		return nil, missingFile(field, path, "the PEM certificate file")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %w", field, err)
@@ -556,12 +556,18 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 	k, err := accel.Open(ctx, ref)
 	var pe *fs.PathError
 	if r, rerr := accel.ParseRef(ref); rerr == nil && r.Scheme == "file" && errors.As(err, &pe) && pe.Path == r.Path && errors.Is(pe.Err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s %s does not exist; give the path of the PEM private key file or a key reference (a relative path is relative to the configuration file's directory)", field, keyref.Redact(r.Path))
+		return nil, missingFile(field, keyref.Redact(r.Path), "the PEM private key file or a key reference")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, explainKeyError(err))
 	}
 	return k, nil
+}
+
+// missingFile says that the file a field names does not exist, and what
+// to give instead.
+func missingFile(field, path, want string) error {
+	return fmt.Errorf("%s %s does not exist; give the path of %s (a relative path is relative to the configuration file's directory)", field, path, want)
 }
 
 // explainKeyError adds the fix to key errors that need one.

@@ -55,11 +55,7 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	s := newServer(cfg, Options{Logger: logger})
+	s := newServer(cfg, Options{Logger: opts.logger()})
 	res := &CheckResult{}
 	var probs []config.Problem
 	gen, err := s.build(cfg, nil, buildOptions{check: true, offline: opts.Offline})
@@ -84,6 +80,13 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 		return res, configError(probs)
 	}
 	return res, nil
+}
+
+func (o CheckOptions) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Logger
 }
 
 // CheckFile loads the configuration file at path and checks it as Check
@@ -113,23 +116,8 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 		return nil, err
 	}
 	probs := slices.Clone(ce.Problems)
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	var more []config.Problem
-	sources, paths := certSources(cfg)
-	// Two listeners of one name are a problem of the file; the store
-	// takes each source once.
-	seen := map[string]bool{}
-	sources = slices.DeleteFunc(sources, func(src certs.Source) bool {
-		dup := seen[src.Name]
-		seen[src.Name] = true
-		return dup
-	})
-	if store, serr := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: opts.Offline}}, sources...); serr != nil {
-		more = append(more, certProblems(cfg, paths, serr)...)
-	} else {
+	store, _, more := openStore(cfg, opts.logger(), opts.Offline)
+	if store != nil {
 		store.Close()
 	}
 	if !opts.Offline {

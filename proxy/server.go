@@ -252,6 +252,24 @@ type buildOptions struct {
 	offline bool
 }
 
+// openStore loads every certificate source of cfg into a store, with the
+// problems found at the fields they belong to; paths are certSources'.
+// Two listeners of one name (a problem of the file) are taken once.
+func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *certs.Store, paths map[string]string, probs []config.Problem) {
+	sources, paths := certSources(cfg)
+	seen := map[string]bool{}
+	sources = slices.DeleteFunc(sources, func(src certs.Source) bool {
+		dup := seen[src.Name]
+		seen[src.Name] = true
+		return dup
+	})
+	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}}, sources...)
+	if err != nil {
+		probs = certProblems(cfg, paths, err)
+	}
+	return store, paths, probs
+}
+
 // certSources lists the certificate sources of cfg: a site's TLCP and
 // TLS certificates, and the client identities of tlcp:// upstreams; paths
 // maps each site's source name to its field path.
@@ -288,12 +306,7 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 // certificate and key, and reports every problem it finds in one
 // *config.Error.
 func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
-	var probs []config.Problem
-	sources, sitePaths := certSources(cfg)
-	store, err := certs.NewStore(certs.StoreOptions{Logger: s.log, Load: certs.LoadOptions{Offline: bo.offline}}, sources...)
-	if err != nil {
-		probs = append(probs, certProblems(cfg, sitePaths, err)...)
-	}
+	store, sitePaths, probs := openStore(cfg, s.log, bo.offline)
 	gen := &generation{
 		cfg:        cfg,
 		store:      store,
