@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkReplicaResumption measures what one TLCP handshake (ECC,
@@ -30,6 +32,12 @@ import (
 // redis-cost/full (a resumption from Redis), local-cost/full, and
 // redis-extra/full (what the lookup adds).
 //
+// As in gmgate bench handshake, the measured replica runs alone on CPU 0
+// (GOMAXPROCS 1) and everything else (the load, replica a, Redis) on the
+// other CPUs, so that the load's own CPU is not counted in the replica's
+// and does not slow it down; GMGATE_BENCH_PIN=0 leaves the scheduler to
+// place everything (as a busy host would).
+//
 //	go test -run '^$' -bench ReplicaResumption -benchtime 9x ./cmd/gmgate/
 //
 // GMGATE_BENCH_BASELINE=/path/to/gmgate measures another build beside this
@@ -42,8 +50,9 @@ func BenchmarkReplicaResumption(b *testing.B) {
 	const (
 		resumedPerRound = 1500
 		fullPerRound    = 400
-		workers         = 4
+		workers         = 32
 	)
+	pinB := pinReplicaB(b)
 	rs := startRedis(b)
 	dir := b.TempDir()
 	p := newReplicaPKI(b, dir)
@@ -63,7 +72,7 @@ func BenchmarkReplicaResumption(b *testing.B) {
 		if profileDir != "" {
 			cfg = strings.Replace(cfg, `admin: {listen: "127.0.0.1:0"}`, `admin: {listen: "127.0.0.1:0", pprof: true}`, 1)
 		}
-		rb.start(b, dir, cfg)
+		rb.start(b, dir, cfg, pinB)
 	}
 
 	handshake := func(addr string, cache tlcp.ClientSessionCache, wantResumed bool) {
@@ -239,7 +248,7 @@ type replicaBuild struct {
 	localR, redisR, fullR []float64
 }
 
-func (rb *replicaBuild) start(t testing.TB, dir, cfg string) {
+func (rb *replicaBuild) start(t testing.TB, dir, cfg string, pinB []string) {
 	t.Helper()
 	for _, r := range []struct {
 		name string
@@ -249,7 +258,17 @@ func (rb *replicaBuild) start(t testing.TB, dir, cfg string) {
 		if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		*r.s = startServe(t, rb.command("serve", "-c", file), "ecc", "ecdhe", "web")
+		cmd := rb.command("serve", "-c", file)
+		if r.name == "b" && pinB != nil {
+			args := append(slices.Clone(pinB), cmd.Path)
+			cmd.Args = append(args, cmd.Args[1:]...)
+			cmd.Path = pinB[0]
+			if cmd.Env == nil {
+				cmd.Env = os.Environ()
+			}
+			cmd.Env = append(cmd.Env, "GOMAXPROCS=1")
+		}
+		*r.s = startServe(t, cmd, "ecc", "ecdhe", "web")
 	}
 	rb.addrA, rb.addrB = rb.a.addrs["ecc"], rb.b.addrs["ecc"]
 }
@@ -322,6 +341,47 @@ func (rb *replicaBuild) profile(t testing.TB, file string, seconds int, run func
 		t.Fatal(err)
 	}
 	t.Logf("%s: CPU profile of replica b under this load", file)
+}
+
+// pinReplicaB binds every thread of this process, and so the processes it
+// starts, to the CPUs other than 0, and returns the command prefix that
+// runs replica b on CPU 0 alone; nil (nothing pinned) with one CPU, without
+// taskset or with GMGATE_BENCH_PIN=0.
+func pinReplicaB(t testing.TB) []string {
+	t.Helper()
+	taskset, err := exec.LookPath("taskset")
+	if os.Getenv("GMGATE_BENCH_PIN") == "0" || err != nil || runtime.NumCPU() < 2 {
+		t.Log("replica b is not pinned to a CPU of its own")
+		return nil
+	}
+	var set, all unix.CPUSet
+	for c := 1; c < runtime.NumCPU(); c++ {
+		set.Set(c)
+	}
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	setAll := func(s *unix.CPUSet) error {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(task.Name())
+			if err != nil {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, s); err != nil && err != unix.ESRCH {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := setAll(&set); err != nil {
+		t.Fatalf("pinning the load to CPUs 1-%d: %v", runtime.NumCPU()-1, err)
+	}
+	t.Cleanup(func() { _ = setAll(&all) })
+	return []string{taskset, "-c", "0"}
 }
 
 func medianSpread(v []float64) (median, lo, hi float64) {
