@@ -17,6 +17,8 @@ package sessionstore
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -84,6 +86,10 @@ const (
 	logInterval = 30 * time.Second
 	// writeBatch bounds the writes sent in one pipeline.
 	writeBatch = 128
+	// lookupBatch bounds the lookups sent in one pipeline, and
+	// lookupSenders the pipelines of lookups in flight at once.
+	lookupBatch   = 64
+	lookupSenders = 2
 )
 
 // Options configure a Store.
@@ -124,6 +130,7 @@ type Store struct {
 	up      atomic.Bool
 	probing atomic.Bool
 	writes  chan write
+	lookups chan *lookup
 
 	logMu      sync.Mutex
 	downSince  time.Time // when the current outage began
@@ -176,11 +183,15 @@ func New(opts Options) *Store {
 		queue = DefaultQueue
 	}
 	s.writes = make(chan write, queue)
+	s.lookups = make(chan *lookup, queue)
 	s.up.Store(true)
 	s.obs.Up(true)
-	s.stopped.Add(2)
+	s.stopped.Add(2 + lookupSenders)
 	go s.writer()
 	go s.firstPing()
+	for range lookupSenders {
+		go s.lookupSender()
+	}
 	return s
 }
 
@@ -282,14 +293,15 @@ func (c *cache) Get(id []byte) (*tlcp.SessionState, bool) {
 		return nil, false
 	}
 	key := s.SessionKey(id)
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	start := time.Now()
-	sealed, err := s.client.Get(ctx, key).Bytes()
+	sealed, err := s.fetch(key)
 	d := time.Since(start)
-	cancel()
 	switch {
 	case err == redis.Nil:
 		s.obs.Lookup(LookupMiss, d)
+		return nil, false
+	case err == errLookupsQueued:
+		s.obs.Lookup(LookupError, 0)
 		return nil, false
 	case err != nil:
 		s.obs.Lookup(LookupError, d)
@@ -357,6 +369,104 @@ func (c *cache) Delete(id []byte) {
 		return
 	}
 	s.enqueue(write{key: s.SessionKey(id)})
+}
+
+// Lookups go to Redis in pipelines: a lookup that comes while
+// lookupSenders pipelines are in flight waits for the next one, with the
+// others that came meanwhile. Under load, one round trip (a write and a
+// read on each side, and a wake-up of Redis) then answers many lookups
+// instead of one each; alone, a lookup goes at once. Each waits at most
+// the store's timeout, queueing included.
+
+// lookup is one session lookup on its way to Redis.
+type lookup struct {
+	key string
+	// done receives the answer; it has room for it, so that an answer
+	// nobody waits for any more does not block.
+	done chan lookupResult
+}
+
+type lookupResult struct {
+	value []byte
+	err   error
+}
+
+var lookupPool = sync.Pool{New: func() any { return &lookup{done: make(chan lookupResult, 1)} }}
+
+// errLookupsQueued is a lookup not sent because too many were waiting.
+var errLookupsQueued = errors.New("too many session lookups waiting for Redis")
+
+// fetch returns the value of key in Redis, redis.Nil when there is none.
+func (s *Store) fetch(key string) ([]byte, error) {
+	l := lookupPool.Get().(*lookup)
+	l.key = key
+	select {
+	case s.lookups <- l:
+	default:
+		l.key = ""
+		lookupPool.Put(l)
+		return nil, errLookupsQueued
+	}
+	t := time.NewTimer(s.timeout)
+	select {
+	case r := <-l.done:
+		t.Stop()
+		l.key = ""
+		lookupPool.Put(l)
+		return r.value, r.err
+	case <-t.C:
+		// The answer may still come, to l's channel: l is not reused.
+		return nil, fmt.Errorf("no answer from Redis within the session lookup timeout (%s)", s.timeout)
+	}
+}
+
+// lookupSender sends the waiting lookups, in pipelines of up to
+// lookupBatch.
+func (s *Store) lookupSender() {
+	defer s.stopped.Done()
+	batch := make([]*lookup, 0, lookupBatch)
+	cmds := make([]*redis.StringCmd, 0, lookupBatch)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case l := <-s.lookups:
+			batch = append(batch[:0], l)
+		more:
+			for len(batch) < lookupBatch {
+				select {
+				case l := <-s.lookups:
+					batch = append(batch, l)
+				default:
+					break more
+				}
+			}
+			cmds = s.get(batch, cmds[:0])
+			clear(batch)
+			clear(cmds)
+		}
+	}
+}
+
+// get looks up the keys of batch in one round trip and answers each.
+func (s *Store) get(batch []*lookup, cmds []*redis.StringCmd) []*redis.StringCmd {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	if len(batch) == 1 {
+		v, err := s.client.Get(ctx, batch[0].key).Bytes()
+		batch[0].done <- lookupResult{v, err}
+		return cmds
+	}
+	pipe := s.client.Pipeline()
+	for _, l := range batch {
+		cmds = append(cmds, pipe.Get(ctx, l.key))
+	}
+	_, _ = pipe.Exec(ctx) // each command has its own error
+	for i, l := range batch {
+		v, err := cmds[i].Bytes()
+		l.done <- lookupResult{v, err}
+	}
+	return cmds
 }
 
 // enqueue hands w to the writer, or drops it when the queue is full: a

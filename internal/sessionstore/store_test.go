@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/cipher"
 	"crypto/hkdf"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -405,4 +406,114 @@ func handshake(t *testing.T, client, server *tlcp.Config) tlcp.ConnectionState {
 		t.Fatalf("server handshake: %v", err)
 	}
 	return c.ConnectionState()
+}
+
+// roundTrips counts the requests a Redis client sends (a command alone, or
+// a pipeline), and holds each of the first ones for a while, so that
+// lookups pile up behind them.
+type roundTrips struct {
+	mu       sync.Mutex
+	n        int
+	lookups  int
+	holdFor  time.Duration
+	holdUpTo int
+}
+
+func (h *roundTrips) started(cmds int) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	h.lookups += cmds
+	if h.n <= h.holdUpTo {
+		return h.holdFor
+	}
+	return 0
+}
+
+func (h *roundTrips) count() (int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n, h.lookups
+}
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "get" {
+			time.Sleep(h.started(1))
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "get" {
+			time.Sleep(h.started(len(cmds)))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestLookupsShareRoundTrips makes many lookups at once while Redis is
+// slow to answer: they reach Redis in a few pipelines, not one round trip
+// each, and each gets its own answer (hits and misses mixed).
+func TestLookupsShareRoundTrips(t *testing.T) {
+	mr := miniredis.RunT(t)
+	keys := mustKeys(t, key1)
+	a := newReplica(t, mr.Addr(), keys, time.Second)
+	lifetime := time.Hour
+	ca := a.store.Cache(tlcp.NewLRUSessionCache(256, lifetime), lifetime)
+	const n = 100
+	id := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 32) }
+	for i := range n {
+		if i%4 == 0 {
+			continue // a miss
+		}
+		st := testState(time.Now())
+		st.ServerName = fmt.Sprintf("host%d.example", i)
+		ca.Put(id(i), st)
+	}
+	waitFor(t, "the writes", func() bool { return len(mr.Keys()) == n-n/4 })
+
+	hook := &roundTrips{holdFor: 50 * time.Millisecond, holdUpTo: lookupSenders}
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	client.AddHook(hook)
+	obs := newCounts()
+	b := New(Options{Client: client, Keys: keys, Prefix: "gmgate:", Timeout: 2 * time.Second, Observer: obs})
+	defer b.Close()
+	cb := b.Cache(tlcp.NewLRUSessionCache(256, lifetime), lifetime)
+
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Go(func() {
+			st, ok := cb.Get(id(i))
+			switch {
+			case i%4 == 0 && ok:
+				errs <- fmt.Sprintf("session %d was never stored but was found", i)
+			case i%4 != 0 && !ok:
+				errs <- fmt.Sprintf("session %d not found", i)
+			case ok && st.ServerName != fmt.Sprintf("host%d.example", i):
+				errs <- fmt.Sprintf("session %d: got the session of %s", i, st.ServerName)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	trips, sent := hook.count()
+	if sent != n {
+		t.Fatalf("%d lookups reached Redis, want %d", sent, n)
+	}
+	if trips > n/5 {
+		t.Errorf("%d lookups took %d round trips, want them shared", n, trips)
+	}
+	if obs.lookup(LookupHit) != n-n/4 || obs.lookup(LookupMiss) != n/4 {
+		t.Errorf("lookups reported: %v", obs.lookups)
+	}
+	t.Logf("%d lookups in %d round trips", n, trips)
 }
