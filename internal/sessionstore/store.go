@@ -107,8 +107,8 @@ type Options struct {
 	// ProbeInterval is how often a down Redis is tried again
 	// (DefaultProbeInterval).
 	ProbeInterval time.Duration
-	// Queue bounds the writes waiting to be sent (DefaultQueue); more
-	// are dropped.
+	// Queue bounds the writes waiting to be sent (DefaultQueue), more
+	// being dropped, and the lookups waiting, more being misses.
 	Queue    int
 	Logger   *slog.Logger
 	Observer Observer
