@@ -300,7 +300,7 @@ func (c *cache) Get(id []byte) (*tlcp.SessionState, bool) {
 	case err == redis.Nil:
 		s.obs.Lookup(LookupMiss, d)
 		return nil, false
-	case err == errLookupsQueued:
+	case err == errLookupsQueued, err == errStoreClosed:
 		s.obs.Lookup(LookupError, 0)
 		return nil, false
 	case err != nil:
@@ -396,8 +396,15 @@ var lookupPool = sync.Pool{New: func() any { return &lookup{done: make(chan look
 // errLookupsQueued is a lookup not sent because too many were waiting.
 var errLookupsQueued = errors.New("too many session lookups waiting for Redis")
 
+// errStoreClosed is a lookup on a store closed by a reload or shutdown.
+var errStoreClosed = errors.New("session store closed")
+
 // fetch returns the value of key in Redis, redis.Nil when there is none.
 func (s *Store) fetch(key string) ([]byte, error) {
+	if s.closed.Load() {
+		// No sender is left to answer.
+		return nil, errStoreClosed
+	}
 	l := lookupPool.Get().(*lookup)
 	l.key = key
 	select {

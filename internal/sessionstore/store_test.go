@@ -517,3 +517,22 @@ func TestLookupsShareRoundTrips(t *testing.T) {
 	}
 	t.Logf("%d lookups in %d round trips", n, trips)
 }
+
+// TestLookupAfterClose: a store closed by a reload answers a lookup that
+// still comes at once, as a miss, rather than at its timeout.
+func TestLookupAfterClose(t *testing.T) {
+	mr := miniredis.RunT(t)
+	r := newReplica(t, mr.Addr(), mustKeys(t, key1), 2*time.Second)
+	c := r.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	r.store.Close()
+	start := time.Now()
+	if _, ok := c.Get(bytes.Repeat([]byte{3}, 32)); ok {
+		t.Fatal("a closed store found a session")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a lookup on a closed store took %v", d)
+	}
+	if r.obs.lookup(LookupError) != 1 {
+		t.Fatalf("lookups %v", r.obs.lookups)
+	}
+}
