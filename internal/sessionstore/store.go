@@ -438,16 +438,7 @@ func (s *Store) lookupSender() {
 		case <-s.stop:
 			return
 		case l := <-s.lookups:
-			batch = append(batch[:0], l)
-		more:
-			for len(batch) < lookupBatch {
-				select {
-				case l := <-s.lookups:
-					batch = append(batch, l)
-				default:
-					break more
-				}
-			}
+			batch = drain(s.lookups, append(batch[:0], l), lookupBatch)
 			cmds = s.get(batch, cmds[:0])
 			clear(batch)
 			clear(cmds)
@@ -526,11 +517,14 @@ func (s *Store) writer() {
 }
 
 // fill adds queued writes to batch, up to writeBatch, without waiting.
-func (s *Store) fill(batch []write) []write {
-	for len(batch) < writeBatch {
+func (s *Store) fill(batch []write) []write { return drain(s.writes, batch, writeBatch) }
+
+// drain adds to batch what ch holds, up to n in all, without waiting.
+func drain[T any](ch <-chan T, batch []T, n int) []T {
+	for len(batch) < n {
 		select {
-		case w := <-s.writes:
-			batch = append(batch, w)
+		case v := <-ch:
+			batch = append(batch, v)
 		default:
 			return batch
 		}
