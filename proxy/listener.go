@@ -418,6 +418,9 @@ type httpConn struct {
 	// reading does not hold its connection (and the upstream's) forever;
 	// a long response to a client that keeps reading is not limited.
 	writeTimeout time.Duration
+	// writeDeadline is the write deadline Write set last, in Unix
+	// nanoseconds (0: none, or another was set since).
+	writeDeadline atomic.Int64
 	// framing watches the request headers (read by one goroutine at a
 	// time: net/http's) of HTTP/1.
 	framing framingSniffer
@@ -459,11 +462,33 @@ func (c *httpConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Write bounds each write by writeTimeout. The deadline is moved only
+// once the one set is nearer than writeTimeout, and then set an eighth of
+// writeTimeout further, so that a connection's writes move it once in
+// that eighth rather than each time: a write that blocks gives up after
+// writeTimeout at the earliest and 9/8 of it at the latest.
 func (c *httpConn) Write(b []byte) (int, error) {
 	if c.writeTimeout > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		now := time.Now()
+		if now.Add(c.writeTimeout).UnixNano() > c.writeDeadline.Load() {
+			d := now.Add(c.writeTimeout + c.writeTimeout/8)
+			c.writeDeadline.Store(d.UnixNano())
+			_ = c.Conn.SetWriteDeadline(d)
+		}
 	}
 	return c.Conn.Write(b)
+}
+
+// SetWriteDeadline and SetDeadline pass the deadline on; the next Write
+// sets its own again.
+func (c *httpConn) SetWriteDeadline(t time.Time) error {
+	c.writeDeadline.Store(0)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *httpConn) SetDeadline(t time.Time) error {
+	c.writeDeadline.Store(0)
+	return c.Conn.SetDeadline(t)
 }
 
 // proxyPolicy decides per peer: trusted peers may (or must) send a PROXY

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -50,6 +51,10 @@ type h1Client struct {
 	// responseHeader bounds the wait for a response header (0: none).
 	responseHeader time.Duration
 	maxHeader      int64
+	// lookAfter is h1LookAfter (tests change it); looks counts the
+	// looks at idle connections before their reuse.
+	lookAfter time.Duration
+	looks     atomic.Int64
 
 	mu sync.Mutex
 	// idle are the idle connections by target address, the most recently
@@ -68,6 +73,9 @@ const (
 	// h1ReadBuffer is the size of a connection's read buffer, as the
 	// Transport's.
 	h1ReadBuffer = 4 << 10
+	// h1LookAfter is how long a connection may have been idle and still
+	// be reused without a look (see conn).
+	h1LookAfter = time.Millisecond
 )
 
 func newH1Client(d *net.Dialer, ts transportSettings) *h1Client {
@@ -75,6 +83,7 @@ func newH1Client(d *net.Dialer, ts transportSettings) *h1Client {
 		dialer:         d,
 		responseHeader: ts.timeouts.UpstreamResponse.D(),
 		maxHeader:      int64(ts.maxResponseHeader),
+		lookAfter:      h1LookAfter,
 		idle:           map[string][]*h1Conn{},
 	}
 }
@@ -140,7 +149,7 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pc, err := c.conn(ctx, t)
+		pc, err := c.conn(ctx, req, t)
 		if err != nil {
 			return nil, err
 		}
@@ -154,10 +163,10 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 	}
 }
 
-// conn returns an idle connection to t, or a new one.
-func (c *h1Client) conn(ctx context.Context, t *target) (*h1Conn, error) {
+// conn returns an idle connection to t, or a new one, for req.
+func (c *h1Client) conn(ctx context.Context, req *http.Request, t *target) (*h1Conn, error) {
 	for {
-		pc := c.takeIdle(t.addr)
+		pc, idle := c.takeIdle(t.addr)
 		if pc == nil {
 			break
 		}
@@ -167,10 +176,23 @@ func (c *h1Client) conn(ctx context.Context, t *target) (*h1Conn, error) {
 		// and a request that may not be sent twice must not meet a
 		// connection the target has closed meanwhile, since it could
 		// not be retried. The Transport's read goroutine sees both while
-		// the connection is idle.
-		if lookIdle(pc) != idleAlive {
-			pc.close()
-			continue
+		// the connection is idle, as soon as it is scheduled.
+		//
+		// A connection whose last response ended less than h1LookAfter
+		// ago is not looked at for a request that may be sent twice:
+		// that response's bytes were read whole and nothing followed
+		// them in that read (release), a target that closed the
+		// connection meanwhile costs a retry on another one
+		// (retryOnNewConn), and a target that sends something unasked
+		// within that moment is one the Transport would not have caught
+		// either, its read goroutine not having run yet. Under load most
+		// reuses come that soon, and the look is a system call.
+		if idle >= c.lookAfter || !replayable(req) {
+			c.looks.Add(1)
+			if lookIdle(pc) != idleAlive {
+				pc.close()
+				continue
+			}
 		}
 		return pc, nil
 	}
@@ -401,8 +423,8 @@ func is408(b []byte) bool {
 }
 
 // takeIdle returns the most recently used idle connection to addr that
-// has not been idle too long, or nil.
-func (c *h1Client) takeIdle(addr string) *h1Conn {
+// has not been idle too long and how long it was idle, or nil.
+func (c *h1Client) takeIdle(addr string) (*h1Conn, time.Duration) {
 	var stale []*h1Conn
 	defer func() {
 		for _, pc := range stale {
@@ -413,20 +435,21 @@ func (c *h1Client) takeIdle(addr string) *h1Conn {
 	defer c.mu.Unlock()
 	list := c.idle[addr]
 	if len(list) == 0 {
-		return nil
+		return nil, 0
 	}
 	pc := list[len(list)-1]
 	list[len(list)-1] = nil
 	list = list[:len(list)-1]
-	if time.Since(pc.idleAt) > h1IdleTimeout {
+	idle := time.Since(pc.idleAt)
+	if idle > h1IdleTimeout {
 		// The older ones are older still.
 		stale = append(append(stale, pc), list...)
 		clear(list)
 		c.idle[addr] = list[:0]
-		return nil
+		return nil, 0
 	}
 	c.idle[addr] = list
-	return pc
+	return pc, idle
 }
 
 // sweep closes the idle connections that timed out, that their target

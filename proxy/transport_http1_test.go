@@ -200,6 +200,57 @@ func TestH1ClientStaleConnections(t *testing.T) {
 	}
 }
 
+// A connection reused right after its last response is not looked at for
+// a request that may be sent twice, and a target that closed it meanwhile
+// costs a retry, not a failure; a request that may not be sent twice, or
+// a connection idle for longer, is looked at first.
+func TestH1ClientReuseSoonAfter(t *testing.T) {
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
+			if req.Method != "HEAD" {
+				fmt.Fprint(c, "ok")
+			}
+			if req.URL.Path == "/then-close" {
+				return
+			}
+		}
+	})
+	c := testH1Client(5 * time.Second)
+	defer c.closeIdle()
+	c.lookAfter = time.Hour
+	tg := up.target()
+	for i, step := range []struct {
+		method, path string
+		looks        int64
+	}{
+		{"GET", "/", 0}, {"GET", "/", 0}, {"HEAD", "/", 0}, {"POST", "/", 1}, {"DELETE", "/", 2},
+		{"GET", "/then-close", 2}, {"GET", "/", 2},
+	} {
+		_, body, err := h1Get(t, c, tg, step.method, step.path)
+		if want := map[bool]string{true: "", false: "ok"}[step.method == "HEAD"]; err != nil || body != want {
+			t.Fatalf("request %d (%s %s): %q %v", i, step.method, step.path, body, err)
+		}
+		if got := c.looks.Load(); got != step.looks {
+			t.Errorf("request %d (%s %s): %d looks, want %d", i, step.method, step.path, got, step.looks)
+		}
+	}
+	if n := up.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the GET after the close retried on a new one)", n)
+	}
+	c.lookAfter = 0
+	if _, _, err := h1Get(t, c, tg, "GET", "/"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.looks.Load(); got != 3 {
+		t.Errorf("%d looks after a GET on a connection idle past lookAfter, want 3", got)
+	}
+}
+
 // A target whose connection fails on a fresh connection is not retried:
 // it closes without an answer, keeps silent past the response header
 // timeout, sends a header over the limit, or speaks something else.
