@@ -479,12 +479,18 @@ func (c *httpConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// SetWriteDeadline and SetDeadline pass the deadline on; the next Write
-// sets its own again.
+// SetWriteDeadline passes a deadline on (the next Write sets its own
+// again), but not net/http's clearing of it after each response: every
+// write sets its own deadline, so the one in place is kept for the next.
 func (c *httpConn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		return nil
+	}
 	c.writeDeadline.Store(0)
 	return c.Conn.SetWriteDeadline(t)
 }
+
+// SetDeadline passes the deadline on; the next Write sets its own again.
 
 func (c *httpConn) SetDeadline(t time.Time) error {
 	c.writeDeadline.Store(0)

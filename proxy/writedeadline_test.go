@@ -18,7 +18,7 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	defer b.Close()
 	const timeout = 400 * time.Millisecond
 	c := &httpConn{Conn: a, writeTimeout: timeout}
-	go func() { _, _ = io.CopyN(io.Discard, b, 2) }()
+	go func() { _, _ = io.CopyN(io.Discard, b, 3) }()
 	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -27,6 +27,11 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	if d := time.Unix(0, first).Sub(start); d < timeout || d > timeout+timeout/8+time.Second {
 		t.Fatalf("write deadline %v after the first write, want %v to %v", d, timeout, timeout+timeout/8)
 	}
+	if _, err := c.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// net/http clears the deadline after each response: kept.
+	_ = c.SetWriteDeadline(time.Time{})
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
