@@ -45,7 +45,8 @@ import (
 // connections reused most recent first, at most 256 per target and for
 // 90 seconds, and a connection whose peer closed it or sent bytes nobody
 // asked for closed, not reused (looked at every second while idle, and
-// before it is used again).
+// before it is used again unless its last response ended just before:
+// see conn).
 type h1Client struct {
 	dialer *net.Dialer
 	// responseHeader bounds the wait for a response header (0: none).
