@@ -491,7 +491,6 @@ func (c *httpConn) SetWriteDeadline(t time.Time) error {
 }
 
 // SetDeadline passes the deadline on; the next Write sets its own again.
-
 func (c *httpConn) SetDeadline(t time.Time) error {
 	c.writeDeadline.Store(0)
 	return c.Conn.SetDeadline(t)
