@@ -62,7 +62,12 @@ type Conn struct {
 
 	closeNotifySent bool
 	closeNotifyErr  error
-	activeCall      atomic.Int32
+	// dataSent is set by the first Write of application data (under
+	// c.out), peerDone when the peer's close_notify or a clean end of its
+	// stream has been read: see Close.
+	dataSent   bool
+	peerDone   atomic.Bool
+	activeCall atomic.Int32
 	// peerFatal is the fatal alert the peer sent, if any: after it the
 	// connection is over, and nothing more is written (RFC 5246 §7.2.2).
 	peerFatal atomic.Pointer[AlertError]
@@ -280,6 +285,7 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		}
 		level, desc := data[0], Alert(data[1])
 		if desc == AlertCloseNotify {
+			c.peerDone.Store(true)
 			return c.in.setErrorLocked(io.EOF)
 		}
 		if level == alertLevelWarning {
@@ -338,6 +344,9 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 func (c *Conn) readError(err error) error {
 	if err == io.ErrUnexpectedEOF {
 		return c.in.setErrorLocked(c.sendAlert(AlertDecodeError, fmt.Errorf("record truncated: %w", err)))
+	}
+	if err == io.EOF {
+		c.peerDone.Store(true)
 	}
 	if e, ok := err.(net.Error); !ok || !e.Timeout() {
 		c.in.setErrorLocked(err)
@@ -625,6 +634,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	c.dataSent = true
 	return c.writeRecordLocked(recordTypeApplicationData, b)
 }
 
@@ -687,6 +697,15 @@ func (c *Conn) handlePostHandshakeMessage() error {
 
 // Close sends close_notify (after a completed handshake, unless the peer
 // ended the connection with a fatal alert) and closes the connection.
+//
+// As nginx does, it does not send close_notify to a peer that has ended
+// its side (sent close_notify, or closed its stream between records)
+// before any application data was written to it: there is no data of
+// ours whose end the peer could need to check, and the write would only
+// cost a system call on every handshake-only connection (a load
+// balancer's health check, a client that only tests). Once data has been
+// written, close_notify is sent as before, so that a peer that half-closed
+// and reads on learns that our data ended whole.
 func (c *Conn) Close() error {
 	// Interlock with Write: no new Write after this point.
 	for {
@@ -699,7 +718,7 @@ func (c *Conn) Close() error {
 		}
 	}
 	var alertErr error
-	if c.isHandshakeComplete.Load() && c.peerFatal.Load() == nil {
+	if c.isHandshakeComplete.Load() && c.peerFatal.Load() == nil && !c.quietClose() {
 		if err := c.closeNotify(); err != nil {
 			alertErr = fmt.Errorf("tlcp: failed to send closeNotify alert (but connection was closed anyway): %w", err)
 		}
@@ -724,6 +743,17 @@ func (c *Conn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// quietClose reports whether Close can leave out close_notify: the peer
+// has ended its side and no application data has been written.
+func (c *Conn) quietClose() bool {
+	if !c.peerDone.Load() {
+		return false
+	}
+	c.out.Lock()
+	defer c.out.Unlock()
+	return !c.dataSent && !c.closeNotifySent
 }
 
 func (c *Conn) closeNotify() error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -219,6 +220,73 @@ func TestLargeTransferAndHalfClose(t *testing.T) {
 			}
 			if err := <-errc; err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCloseNotifyAfterPeerEnded checks which records Close leaves on the
+// wire: no close_notify for a peer that ended its side (with close_notify
+// or a bare TCP close) before any data was written to it, close_notify
+// otherwise.
+func TestCloseNotifyAfterPeerEnded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		peerEnds  string // "close_notify", "eof" or "" (the server closes first)
+		writeData bool
+		want      []recordType
+	}{
+		{"peer close_notify, nothing written", "close_notify", false, nil},
+		{"peer EOF, nothing written", "eof", false, nil},
+		{"peer close_notify after data", "close_notify", true, []recordType{recordTypeApplicationData, recordTypeAlert}},
+		{"peer EOF after data", "eof", true, []recordType{recordTypeApplicationData, recordTypeAlert}},
+		{"server closes first", "", false, []recordType{recordTypeAlert}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ccfg, scfg := suiteConfigs(t, ECC_SM4_GCM_SM3, false)
+			client, server, cerr, serr := handshakePair(t, ccfg, scfg)
+			if cerr != nil || serr != nil {
+				t.Fatalf("handshake: client %v, server %v", cerr, serr)
+			}
+			if tc.writeData {
+				if _, err := server.Write([]byte("hi")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch tc.peerEnds {
+			case "close_notify":
+				if err := client.CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+			case "eof":
+				if err := client.NetConn().(*net.TCPConn).CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.peerEnds != "" {
+				if n, err := server.Read(make([]byte, 10)); n != 0 || err != io.EOF {
+					t.Fatalf("server Read = %d, %v; want 0, EOF", n, err)
+				}
+			}
+			if err := server.Close(); err != nil {
+				t.Fatal(err)
+			}
+			client.NetConn().SetReadDeadline(time.Now().Add(10 * time.Second))
+			raw, err := io.ReadAll(client.NetConn())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []recordType
+			for len(raw) >= recordHeaderLen {
+				n := int(raw[3])<<8 | int(raw[4])
+				if len(raw) < recordHeaderLen+n {
+					t.Fatalf("truncated record on the wire: %x", raw)
+				}
+				got = append(got, recordType(raw[0]))
+				raw = raw[recordHeaderLen+n:]
+			}
+			if len(raw) != 0 || !slices.Equal(got, tc.want) {
+				t.Fatalf("records after the handshake: %v (left %x), want %v", got, raw, tc.want)
 			}
 		})
 	}
