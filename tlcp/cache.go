@@ -25,7 +25,11 @@ const (
 // resumption. Marshal and ParseSessionState turn it into bytes and back so
 // that a cache shared between processes can store it; such a cache must
 // store what Marshal returns, which also carries what the session is bound
-// to (see Config.SessionContext), or none of its sessions resumes.
+// to (see Config.SessionContext), or none of its sessions resumes. It must
+// also keep what it stores from being read or changed by others (sealed,
+// say): a resumption trusts the master secret, and the verified chains of
+// the client's certificates, which it checks against the clock and
+// ClientCAs without verifying their signatures again.
 //
 // The slices of a state handed to or returned by a SessionCache must not
 // be modified.
@@ -47,8 +51,10 @@ type SessionState struct {
 	binding [sessionBindingSize]byte
 	// verified is set when PeerCertificates were verified.
 	verified bool
-	// chains are the verified chains of PeerCertificates, in memory only:
-	// without them a resumption verifies the certificates again.
+	// chains are the verified chains of PeerCertificates. Marshal keeps
+	// their structure (which certificate issued which); a resumption
+	// checks them against the clock and ClientCAs of the moment, and
+	// verifies the certificates again only without them.
 	chains []sessionChain
 }
 
@@ -66,13 +72,18 @@ const (
 // sessionChain is a verified chain of a session's client certificate,
 // kept without copies of certificates: each link is one of the session's
 // PeerCertificates (by index) or, when peer < 0, a certificate of the
-// ClientCAs pool the chain was verified against, shared with the pool.
+// ClientCAs pool the chain was verified against: shared with the pool, or
+// in a parsed session only its digest, found again in knownCAs.
 type sessionChain []chainLink
 
 type chainLink struct {
 	peer int
 	ca   *smx509.Certificate
+	sum  caDigest
 }
+
+// maxChainLinks bounds the links of a parsed chain.
+const maxChainLinks = 8
 
 // sessionChains records verified chains as links to peer, the client's
 // certificates in PeerCertificates order.
@@ -81,11 +92,15 @@ func sessionChains(verified [][]*smx509.Certificate, peer []*smx509.Certificate)
 	verified = verified[:min(len(verified), maxSessionChains)]
 	out := make([]sessionChain, 0, len(verified))
 	for _, chain := range verified {
+		if len(chain) == 0 || len(chain) > maxChainLinks || chain[0] != peer[0] {
+			// Not one Marshal keeps: a resumption verifies again.
+			return nil
+		}
 		sc := make(sessionChain, len(chain))
 		for i, c := range chain {
-			sc[i] = chainLink{peer: slices.Index(peer, c), ca: c}
-			if sc[i].peer >= 0 {
-				sc[i].ca = nil
+			sc[i] = chainLink{peer: slices.Index(peer, c)}
+			if sc[i].peer < 0 {
+				sc[i].ca, sc[i].sum = c, knownCAs.digest(c)
 			}
 		}
 		out = append(out, sc)
@@ -94,13 +109,17 @@ func sessionChains(verified [][]*smx509.Certificate, peer []*smx509.Certificate)
 }
 
 // chain rebuilds a chain with peer, the parsed PeerCertificates; nil when
-// a link points past them.
+// a link points past them or names a CA this process does not know.
 func (sc sessionChain) chain(peer []*smx509.Certificate) []*smx509.Certificate {
 	chain := make([]*smx509.Certificate, len(sc))
 	for i, l := range sc {
 		switch {
-		case l.peer < 0:
+		case l.peer < 0 && l.ca != nil:
 			chain[i] = l.ca
+		case l.peer < 0:
+			if chain[i] = knownCAs.lookup(l.sum); chain[i] == nil {
+				return nil
+			}
 		case l.peer < len(peer):
 			chain[i] = peer[l.peer]
 		default:
@@ -176,8 +195,9 @@ func sessionCertsFit(certs [][]byte) bool {
 	return n <= maxSessionCertBytes
 }
 
-// sessionStateVersion 2 added the binding and the verified flag.
-const sessionStateVersion = 2
+// sessionStateVersion 2 added the binding and the verified flag, 3 the
+// chains.
+const sessionStateVersion = 3
 
 // Marshal encodes the session (secrets included) for a shared cache.
 func (s *SessionState) Marshal() ([]byte, error) {
@@ -199,8 +219,25 @@ func (s *SessionState) Marshal() ([]byte, error) {
 			b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(c) })
 		}
 	})
+	// Each chain: its links, each the index of a peer certificate, or
+	// 0xff and the digest of a CA certificate.
+	b.AddUint8(uint8(len(s.chains)))
+	for _, sc := range s.chains {
+		b.AddUint8(uint8(len(sc)))
+		for _, l := range sc {
+			if l.peer >= 0 {
+				b.AddUint8(uint8(l.peer))
+				continue
+			}
+			b.AddUint8(caLink)
+			b.AddBytes(l.sum[:])
+		}
+	}
 	return b.Bytes()
 }
+
+// caLink marks a CA link of a marshaled chain.
+const caLink = 0xff
 
 var errMalformedSession = errors.New("tlcp: malformed session state")
 
@@ -217,7 +254,7 @@ func ParseSessionState(data []byte) (*SessionState, error) {
 		!s.ReadUint8LengthPrefixed(&master) || len(master) != masterSecretLength ||
 		!s.ReadUint64(&created) || !s.ReadUint16LengthPrefixed(&name) || len(name) > maxServerNameLen ||
 		!s.ReadBytes((*[]byte)(&binding), sessionBindingSize) || !s.ReadUint8(&flags) || flags > 1 ||
-		!s.ReadUint24LengthPrefixed(&certs) || !s.Empty() {
+		!s.ReadUint24LengthPrefixed(&certs) {
 		return nil, malformed
 	}
 	for !certs.Empty() {
@@ -229,6 +266,39 @@ func ParseSessionState(data []byte) (*SessionState, error) {
 	}
 	st.verified = flags&1 != 0
 	if st.verified != (len(st.PeerCertificates) > 0) || !sessionCertsFit(st.PeerCertificates) {
+		return nil, malformed
+	}
+	var nChains uint8
+	if !s.ReadUint8(&nChains) || nChains > maxSessionChains || (nChains > 0 && !st.verified) {
+		return nil, malformed
+	}
+	for range nChains {
+		var nLinks uint8
+		if !s.ReadUint8(&nLinks) || nLinks == 0 || nLinks > maxChainLinks {
+			return nil, malformed
+		}
+		sc := make(sessionChain, nLinks)
+		for i := range sc {
+			// A chain starts with the signing certificate, the first.
+			var peer uint8
+			if !s.ReadUint8(&peer) || (i == 0 && peer != 0) {
+				return nil, malformed
+			}
+			if peer != caLink {
+				if int(peer) >= len(st.PeerCertificates) {
+					return nil, malformed
+				}
+				sc[i].peer = int(peer)
+				continue
+			}
+			sc[i].peer = -1
+			if !s.CopyBytes(sc[i].sum[:]) {
+				return nil, malformed
+			}
+		}
+		st.chains = append(st.chains, sc)
+	}
+	if !s.Empty() {
 		return nil, malformed
 	}
 	st.MasterSecret = bytes.Clone(master)

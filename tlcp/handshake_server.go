@@ -309,16 +309,33 @@ func (hs *serverHandshakeState) resumedClientIdentity(s *SessionState, suite *ci
 	if !cfg.ClientAuth.verifies() {
 		return certs, nil, true
 	}
-	if s.chains == nil {
-		// A session from outside this process: verify again.
-		chains, err := cfg.verifyClientCertificates(certs, suite.ecdhe)
-		return certs, chains, err == nil
-	}
+	// The session's chains were verified when it was made, under the same
+	// binding (and so the same policy and ClientCAs subjects); what may
+	// have changed since is the clock and the CA certificates, which
+	// chainValidAt checks. A session from a shared cache names its chains'
+	// CAs by digest: one this process has not met yet (a replica that
+	// never verified a certificate from that CA) is verified again, as is
+	// a session without chains.
 	var chains [][]*smx509.Certificate
+	resolved := false
 	for _, sc := range s.chains {
-		if chain := sc.chain(certs); chain != nil && chainValidAt(chain, cfg.ClientCAs, now) {
+		chain := sc.chain(certs)
+		if chain == nil {
+			continue
+		}
+		resolved = true
+		if chainValidAt(chain, cfg.ClientCAs, now) {
 			chains = append(chains, chain)
 		}
+	}
+	if !resolved {
+		chains, err := cfg.verifyClientCertificates(certs, suite.ecdhe)
+		if err != nil {
+			return nil, nil, false
+		}
+		// Meet the CAs, so that the next session naming them resolves.
+		sessionChains(chains, certs)
+		return certs, chains, true
 	}
 	return certs, chains, len(chains) > 0
 }

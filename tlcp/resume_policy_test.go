@@ -1,9 +1,14 @@
 package tlcp
 
 import (
+	"bytes"
+	"errors"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmgate/gmgate/internal/testpki"
@@ -252,7 +257,8 @@ func (c *marshalingCache) Put(id []byte, s *SessionState) {
 func (c *marshalingCache) Delete(id []byte) { delete(c.m, string(id)) }
 
 // TestResumptionFromMarshaledSession: a session that went through Marshal
-// keeps its binding and is verified again when it resumes.
+// keeps its binding and its chains, which are checked again when it
+// resumes.
 func TestResumptionFromMarshaledSession(t *testing.T) {
 	p := getPKI(t)
 	stranger := issueDual(t, p.otherCA, "stranger", nil, nil)
@@ -406,5 +412,146 @@ func TestECDHECertificatesAreNotAnIdentity(t *testing.T) {
 				t.Fatalf("VerifyPeerCertificate called %d times", called)
 			}
 		})
+	}
+}
+
+// TestMarshaledChainsFindTheirCAs: a marshaled session names its chain's
+// CA by digest. A process that knows the CA checks the chain against the
+// clock and ClientCAs without verifying signatures again; one that does
+// not verifies the certificates again and then knows the CA; a CA swapped
+// for another of the same subject (the same binding) refuses the session.
+func TestMarshaledChainsFindTheirCAs(t *testing.T) {
+	caA := testpki.NewCA(t, "swapped CA")
+	caB := testpki.NewCA(t, "swapped CA")
+	client := issueDual(t, caA, "client of A", nil, nil)
+	p := getPKI(t)
+	cache := &marshalingCache{m: map[string][]byte{}}
+	server := func(cas *smx509.CertPool) *Config {
+		return &Config{Certificates: []Certificate{p.server}, ClientAuth: RequireAndVerifyClientCert, ClientCAs: cas, SessionCache: cache}
+	}
+	ccfg := clientConfig(t)
+	ccfg.Certificates = []Certificate{client}
+	ccfg.ClientSessionCache = NewLRUClientSessionCache(8, 0)
+	if _, _, cerr, serr := handshakePair(t, ccfg, server(caA.Roots)); cerr != nil || serr != nil {
+		t.Fatal(cerr, serr)
+	}
+	if len(cache.m) != 1 {
+		t.Fatalf("%d sessions cached", len(cache.m))
+	}
+	var sealed []byte
+	for _, b := range cache.m {
+		sealed = b
+	}
+	st, err := ParseSessionState(sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.chains) != 1 || len(st.chains[0]) != 2 || st.chains[0][0].peer != 0 || st.chains[0][1].peer >= 0 {
+		t.Fatalf("marshaled chains %+v, want the client's certificate and its CA", st.chains)
+	}
+	caCert := caA.Cert
+	if sum := st.chains[0][1].sum; sum != caDigest(sm3.Sum(caCert.Raw)) || knownCAs.lookup(sum) == nil || !bytes.Equal(knownCAs.lookup(sum).Raw, caCert.Raw) {
+		t.Fatal("the chain's CA is not named by its digest, or not known after the handshake")
+	}
+	certs, err := parseCertificates(st.PeerCertificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resume := func(cas *smx509.CertPool) (bool, error) {
+		t.Helper()
+		c, s, cerr, serr := handshakePair(t, ccfg, server(cas))
+		if cerr != nil || serr != nil {
+			return false, errors.Join(cerr, serr)
+		}
+		st := s.ConnectionState()
+		if c.ConnectionState().DidResume != st.DidResume {
+			t.Fatal("client and server disagree on resumption")
+		}
+		if len(st.VerifiedChains) == 0 || !bytes.Equal(st.VerifiedChains[0][len(st.VerifiedChains[0])-1].Raw, caCert.Raw) {
+			t.Fatalf("verified chains %v", st.VerifiedChains)
+		}
+		return st.DidResume, nil
+	}
+	// Known: the chain resolves, in another pool of the same CA.
+	if got := st.chains[0].chain(certs); got == nil {
+		t.Fatal("a known CA does not resolve")
+	}
+	if ok, err := resume(poolOf(caA)); err != nil || !ok {
+		t.Fatalf("resumed %v: %v", ok, err)
+	}
+
+	// Unknown (as in a process that never verified a certificate from
+	// it): verified again, resumed, and known afterwards.
+	sum := st.chains[0][1].sum
+	knownCAs.mu.Lock()
+	delete(knownCAs.bySum, sum)
+	for c, s := range knownCAs.byCert {
+		if s == sum {
+			delete(knownCAs.byCert, c)
+		}
+	}
+	knownCAs.mu.Unlock()
+	if st.chains[0].chain(certs) != nil {
+		t.Fatal("a forgotten CA resolves")
+	}
+	if ok, err := resume(poolOf(caA)); err != nil || !ok {
+		t.Fatalf("resumed %v: %v", ok, err)
+	}
+	if knownCAs.lookup(sum) == nil {
+		t.Fatal("verifying again did not make the CA known")
+	}
+
+	// A CA of the same subject but another key: the same binding, and the
+	// session is refused; the full handshake then fails on the client's
+	// certificate.
+	_, _, cerr, serr := handshakePair(t, ccfg, server(caB.Roots))
+	assertAlert(t, serr, cerr, AlertUnknownCA)
+}
+
+// TestParseSessionChains: what a marshaled chain may hold.
+func TestParseSessionChains(t *testing.T) {
+	base := SessionState{Version: VersionTLCP, CipherSuite: ECC_SM4_GCM_SM3, MasterSecret: make([]byte, 48),
+		PeerCertificates: [][]byte{{1}, {2}}, verified: true}
+	ca := chainLink{peer: -1, sum: caDigest{1, 2, 3}}
+	for _, tc := range []struct {
+		name   string
+		chains []sessionChain
+		ok     bool
+	}{
+		{"none", nil, true},
+		{"leaf and CA", []sessionChain{{{peer: 0}, ca}}, true},
+		{"leaf, intermediate from the client, CA", []sessionChain{{{peer: 0}, {peer: 1}, ca}}, true},
+		{"starts with a CA", []sessionChain{{ca, {peer: 0}}}, false},
+		{"starts with another certificate", []sessionChain{{{peer: 1}, ca}}, false},
+		{"a certificate past the client's", []sessionChain{{{peer: 0}, {peer: 2}}}, false},
+		{"an empty chain", []sessionChain{{}}, false},
+		{"too long", []sessionChain{append(sessionChain{{peer: 0}}, slices.Repeat([]chainLink{ca}, maxChainLinks)...)}, false},
+		{"too many", slices.Repeat([]sessionChain{{{peer: 0}, ca}}, maxSessionChains+1), false},
+	} {
+		s := base
+		s.chains = tc.chains
+		b, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseSessionState(b)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: parse error %v, want ok %v", tc.name, err, tc.ok)
+			continue
+		}
+		if err == nil && !reflect.DeepEqual(got.chains, s.chains) {
+			t.Errorf("%s: chains %+v, want %+v", tc.name, got.chains, s.chains)
+		}
+	}
+	s := base
+	s.PeerCertificates, s.verified = nil, false
+	s.chains = []sessionChain{{{peer: 0}, ca}}
+	b, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseSessionState(b); err == nil {
+		t.Error("chains without verified certificates parsed")
 	}
 }

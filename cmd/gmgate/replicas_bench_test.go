@@ -18,8 +18,11 @@ import (
 	"github.com/gmgate/gmgate/tlcp"
 )
 
-// BenchmarkReplicaResumption measures what one TLCP handshake (ECC,
-// SM4-GCM) costs a gmgate serve replica in CPU: resumed from its local
+// BenchmarkReplicaResumption measures what one TLCP handshake costs a
+// gmgate serve replica in CPU, for each key exchange (sub-benchmarks ECC:
+// ECC_SM4_GCM_SM3 on a listener without client certificates, and ECDHE:
+// ECDHE_SM4_GCM_SM3 on one that requires and verifies them, as ECDHE
+// suites need the client's encryption certificate): resumed from its local
 // cache, resumed from a session another replica made (a Redis hit: a
 // lookup, opening the sealed session, parsing it), and a full handshake.
 // Each iteration is one round of the three, in turn, so that the machine's
@@ -43,8 +46,20 @@ import (
 // prefix), interleaved in every round in alternating order; its figures
 // are reported with a "base-" prefix. GMGATE_BENCH_PROFILE=DIR writes, after
 // the rounds, a CPU profile of the measured replica of each build under
-// each load to DIR (BUILD-LOAD.pprof, from admin.pprof).
+// each load to DIR (SUITE-BUILD-LOAD.pprof, from admin.pprof).
 func BenchmarkReplicaResumption(b *testing.B) {
+	for _, s := range []struct {
+		name, listener string
+		suite          uint16
+	}{
+		{"ECC", "ecc", tlcp.ECC_SM4_GCM_SM3},
+		{"ECDHE", "ecdhe", tlcp.ECDHE_SM4_GCM_SM3},
+	} {
+		b.Run(s.name, func(b *testing.B) { benchReplicaResumption(b, s.name, s.listener, s.suite) })
+	}
+}
+
+func benchReplicaResumption(b *testing.B, suiteName, listener string, suite uint16) {
 	const (
 		resumedPerRound = 1500
 		fullPerRound    = 400
@@ -70,11 +85,11 @@ func BenchmarkReplicaResumption(b *testing.B) {
 		if profileDir != "" {
 			cfg = strings.Replace(cfg, `admin: {listen: "127.0.0.1:0"}`, `admin: {listen: "127.0.0.1:0", pprof: true}`, 1)
 		}
-		rb.start(b, dir, cfg, pinB)
+		rb.start(b, dir, cfg, pinB, listener)
 	}
 
 	handshake := func(addr string, cache tlcp.ClientSessionCache, wantResumed bool) {
-		st, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
+		st, err := tlcpHandshake(p, addr, suite, cache)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -179,7 +194,7 @@ func BenchmarkReplicaResumption(b *testing.B) {
 		}{{"local", rb.localR}, {"redis", rb.redisR}, {"full", rb.fullR}} {
 			med, lo, hi := medianSpread(r.v)
 			b.ReportMetric(med, unit+r.name+"-hs/cpu-s")
-			fmt.Printf("%s build: %-5s handshakes per replica CPU-second: median %.0f, min %.0f, max %.0f over %d rounds: %.0f\n", rb.name, r.name, med, lo, hi, len(r.v), r.v)
+			fmt.Printf("%s, %s build: %-5s handshakes per replica CPU-second: median %.0f, min %.0f, max %.0f over %d rounds: %.0f\n", suiteName, rb.name, r.name, med, lo, hi, len(r.v), r.v)
 		}
 		// Costs as shares of a full handshake's, per round (the three
 		// loads of a round ran under the same conditions): what a
@@ -197,7 +212,7 @@ func BenchmarkReplicaResumption(b *testing.B) {
 		}{{"redis-cost/full", redisCost}, {"local-cost/full", localCost}, {"redis-extra/full", redisExtra}} {
 			med, lo, hi := medianSpread(r.v)
 			b.ReportMetric(med, unit+r.name)
-			fmt.Printf("%s build: %-16s median %.3f, min %.3f, max %.3f over %d rounds: %.3f\n", rb.name, r.name, med, lo, hi, len(r.v), r.v)
+			fmt.Printf("%s, %s build: %-16s median %.3f, min %.3f, max %.3f over %d rounds: %.3f\n", suiteName, rb.name, r.name, med, lo, hi, len(r.v), r.v)
 		}
 	}
 
@@ -227,7 +242,7 @@ func BenchmarkReplicaResumption(b *testing.B) {
 			case "full":
 				run = func() { parallel(profileFull, func(int) { handshake(rb.addrB, nil, false) }) }
 			}
-			rb.profile(b, filepath.Join(profileDir, rb.name+"-"+load+".pprof"), profileSeconds, run)
+			rb.profile(b, filepath.Join(profileDir, suiteName+"-"+rb.name+"-"+load+".pprof"), profileSeconds, run)
 		}
 	}
 }
@@ -246,7 +261,7 @@ type replicaBuild struct {
 	localR, redisR, fullR []float64
 }
 
-func (rb *replicaBuild) start(t testing.TB, dir, cfg string, pinB []string) {
+func (rb *replicaBuild) start(t testing.TB, dir, cfg string, pinB []string, listener string) {
 	t.Helper()
 	for _, r := range []struct {
 		name string
@@ -268,7 +283,7 @@ func (rb *replicaBuild) start(t testing.TB, dir, cfg string, pinB []string) {
 		}
 		*r.s = startServe(t, cmd, "ecc", "ecdhe", "web")
 	}
-	rb.addrA, rb.addrB = rb.a.addrs["ecc"], rb.b.addrs["ecc"]
+	rb.addrA, rb.addrB = rb.a.addrs[listener], rb.b.addrs[listener]
 }
 
 // cpu returns the CPU time of replica b in seconds: the run time of its

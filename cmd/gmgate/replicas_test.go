@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -93,6 +94,9 @@ type replicaPKI struct {
 	// caBundle holds CACert and another CA: as client_ca, it verifies the
 	// same clients under other subjects.
 	caBundle string
+	// otherCA is the other CA alone: a CA of the same subject as
+	// CACert's, with another key.
+	otherCA  string
 	client   tlcp.Certificate
 	roots    *smx509.CertPool
 	tlsCert  string
@@ -136,6 +140,7 @@ func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.otherCA = filepath.Join(otherDir, certs.CACertFile)
 	p.caBundle = filepath.Join(dir, "ca-bundle.crt")
 	if err := os.WriteFile(p.caBundle, append(ours, theirs...), 0o644); err != nil {
 		t.Fatal(err)
@@ -350,6 +355,55 @@ func TestReplicasShareSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("a CA swapped for another of its subject refuses the session", func(t *testing.T) {
+		// Replica 2 has resumed ECDHE sessions with the client's
+		// certificate from Redis, so it knows their CA and checks the
+		// chain that a session carries, without verifying its signatures
+		// again. Its client_ca becomes another CA of the same subject
+		// (the session's binding does not change): the chain's CA is no
+		// longer trusted, the session is refused, and the full handshake
+		// fails on the client's certificate.
+		ours, theirs := caSubject(t, p.files.CACert), caSubject(t, p.otherCA)
+		if ours != theirs {
+			t.Fatalf("the two CAs have different subjects (%q, %q): the test proves nothing", ours, theirs)
+		}
+		r2 := replicas[1]
+		session := func() tlcp.ClientSessionCache {
+			t.Helper()
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			st, err := tlcpHandshake(p, replicas[0].addrs["ecdhe"], tlcp.ECDHE_SM4_GCM_SM3, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inRedis(t, rc, st.SessionID)
+			return cache
+		}
+		// Before: a session from replica 1 resumes on replica 2.
+		if st, err := tlcpHandshake(p, r2.addrs["ecdhe"], tlcp.ECDHE_SM4_GCM_SM3, session()); err != nil || !st.DidResume {
+			t.Fatalf("replica 2 did not resume before the swap: %v", err)
+		}
+		cache := session()
+		reload := func(cfg string, n int) {
+			t.Helper()
+			if err := os.WriteFile(r2.cfgFile, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := r2.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return strings.Count(r2.logs.String(), `"msg":"configuration reloaded"`) == n })
+		}
+		reload(replicaConfig(p, rs.addr(), up, "client_auth: none", p.otherCA), 1)
+		defer reload(cfg, 2)
+		hits := storeMetric(t, r2, "hit")
+		if st2, err := tlcpHandshake(p, r2.addrs["ecdhe"], tlcp.ECDHE_SM4_GCM_SM3, cache); err == nil {
+			t.Fatalf("a handshake with a certificate from the CA that was swapped out succeeded (resumed %v)", st2.DidResume)
+		}
+		if got := storeMetric(t, r2, "hit"); got != hits+1 {
+			t.Fatalf("replica 2 did not fetch the session (hits %v -> %v): the test proves nothing", hits, got)
+		}
+	})
+
 	t.Run("Redis down: full handshakes, none failed; back: hits again", func(t *testing.T) {
 		r1, r2 := replicas[0], replicas[1]
 		handshake := func(addr string, cache tlcp.ClientSessionCache) tlcp.ConnectionState {
@@ -434,4 +488,22 @@ func TestReplicasShareSessions(t *testing.T) {
 			t.Fatalf("%d unreachable lines for one outage:\n%s", n, r2.logs)
 		}
 	})
+}
+
+// caSubject returns the subject of the first certificate in a PEM file.
+func caSubject(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", file)
+	}
+	c, err := smx509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(c.RawSubject)
 }
