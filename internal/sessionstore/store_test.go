@@ -189,9 +189,10 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	}
 }
 
-// A value the previous sealed format (version 1) wrote, or one changed in
-// Redis, is a miss that leaves the store up: the client makes a full
-// handshake, and a good value under the same key resumes next.
+// A value the previous sealed format (version 1) wrote, one changed in
+// Redis, or a session state of the previous version (2) is a miss that
+// leaves the store up: the client makes a full handshake, and a good value
+// under the same key resumes next.
 func TestOldOrChangedValuesMiss(t *testing.T) {
 	mr := miniredis.RunT(t)
 	keys := mustKeys(t, key1)
@@ -215,10 +216,21 @@ func TestOldOrChangedValuesMiss(t *testing.T) {
 	gcm, _ := cipher.NewGCM(block)
 	v1 = gcm.Seal(v1, okm[16:], plain, append(bytes.Clone(v1), key...))
 
+	// A session state of version 2 (before the chains), sealed as now:
+	// opens, does not parse.
+	if plain[0] != 3 || plain[len(plain)-1] != 0 {
+		t.Fatalf("the test state is not a version 3 state without chains: %x", plain)
+	}
+	state2 := append([]byte{2}, plain[1:len(plain)-1]...)
+	sealed2, err := keys.Seal(state2, []byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	good := sealState(t, keys, key, testState(time.Now()))
 	changed := bytes.Clone(good)
 	changed[len(changed)-20] ^= 1
-	for i, v := range [][]byte{v1, changed} {
+	for i, v := range [][]byte{v1, changed, sealed2} {
 		mr.Set(key, string(v))
 		if _, ok := cb.Get(id); ok || b.obs.lookup(LookupInvalid) != i+1 || !b.store.Up() {
 			t.Fatalf("value %d: resumed %v, lookups %v, store up %v", i, ok, b.obs.lookups, b.store.Up())
