@@ -322,6 +322,8 @@ func FuzzSessionState(f *testing.F) {
 	for _, s := range []*SessionState{
 		{Version: VersionTLCP, CipherSuite: ECC_SM4_GCM_SM3, MasterSecret: make([]byte, 48), PeerCertificates: [][]byte{{1}, {2, 3}}, verified: true, ServerName: "a.test"},
 		{Version: VersionTLCP, CipherSuite: ECDHE_SM4_GCM_SM3, MasterSecret: make([]byte, 48), binding: [sessionBindingSize]byte{1, 2, 3}},
+		{Version: VersionTLCP, CipherSuite: ECDHE_SM4_GCM_SM3, MasterSecret: make([]byte, 48), PeerCertificates: [][]byte{{1}, {2}, {3}}, verified: true,
+			chains: []sessionChain{{{peer: 0}, {peer: 2}, {peer: -1, sum: caDigest{9}}}, {{peer: 0}, {peer: -1, sum: caDigest{8}}}}},
 	} {
 		b, err := s.Marshal()
 		if err != nil {
