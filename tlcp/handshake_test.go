@@ -276,15 +276,7 @@ func TestCloseNotifyAfterPeerEnded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []recordType
-			for len(raw) >= recordHeaderLen {
-				n := int(raw[3])<<8 | int(raw[4])
-				if len(raw) < recordHeaderLen+n {
-					t.Fatalf("truncated record on the wire: %x", raw)
-				}
-				got = append(got, recordType(raw[0]))
-				raw = raw[recordHeaderLen+n:]
-			}
+			got, _, raw := wireRecords(t, raw)
 			if len(raw) != 0 || !slices.Equal(got, tc.want) {
 				t.Fatalf("records after the handshake: %v (left %x), want %v", got, raw, tc.want)
 			}

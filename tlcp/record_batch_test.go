@@ -68,20 +68,28 @@ func writeInPieces(w io.Writer, p []byte) error {
 	return nil
 }
 
-// recordSizes reads TLCP records from r until it has seen n bytes of
-// them and returns their fragment lengths.
+// recordSizes returns the fragment lengths of the TLCP records in raw.
 func recordSizes(t *testing.T, raw []byte) []int {
 	t.Helper()
-	var sizes []int
+	_, sizes, _ := wireRecords(t, raw)
+	return sizes
+}
+
+// wireRecords splits raw, bytes as sent on the wire, into TLCP records and
+// returns their types and fragment lengths, and the bytes after the last
+// whole record header (fewer than a header).
+func wireRecords(t *testing.T, raw []byte) (types []recordType, sizes []int, rest []byte) {
+	t.Helper()
 	for len(raw) >= recordHeaderLen {
 		n := int(raw[3])<<8 | int(raw[4])
 		if len(raw) < recordHeaderLen+n {
-			t.Fatalf("truncated record")
+			t.Fatalf("truncated record on the wire: %x", raw)
 		}
+		types = append(types, recordType(raw[0]))
 		sizes = append(sizes, n)
 		raw = raw[recordHeaderLen+n:]
 	}
-	return sizes
+	return types, sizes, raw
 }
 
 // TestCBCBulkWrites sends writes of many sizes each way over ECC_SM4_CBC_SM3
