@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/connworkers"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,8 +120,10 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 
 func (s *Server) acceptLoop(rl *runningListener) {
 	defer s.acceptWG.Done()
-	workers := newConnWorkers()
-	defer workers.stop()
+	// Connections run on goroutines kept for the next one: a new
+	// goroutine's stack grows to a handshake's depth every time.
+	workers := connworkers.New()
+	defer workers.Stop()
 	var delay time.Duration
 	for {
 		c, err := rl.ln.Accept()
@@ -149,76 +152,12 @@ func (s *Server) acceptLoop(rl *runningListener) {
 		}
 		tc := s.track(c, rl)
 		s.connWG.Add(1)
-		workers.run(func() {
+		workers.Run(func() {
 			defer s.connWG.Done()
 			s.handleConn(rl, st, tc)
 		})
 	}
 }
-
-// connWorkers run a listener's connections, each on a goroutine of its
-// own, and keep a few goroutines waiting for the next connection after
-// theirs ended. A new goroutine's stack grows, copied each time, to the
-// depth of a handshake; a kept one has grown already (until the garbage
-// collector shrinks it again). At most maxIdleWorkers wait, each for
-// workerIdle at most, so a burst of connections leaves no crowd of
-// goroutines behind.
-type connWorkers struct {
-	conns chan func() // unbuffered: taken only by a waiting worker
-	idle  atomic.Int32
-	live  atomic.Int32 // workers, waiting or not
-	done  chan struct{}
-}
-
-const (
-	maxIdleWorkers = 64
-	workerIdle     = 10 * time.Second
-)
-
-func newConnWorkers() *connWorkers {
-	return &connWorkers{conns: make(chan func()), done: make(chan struct{})}
-}
-
-// run runs conn on a waiting worker, or on a new one.
-func (w *connWorkers) run(conn func()) {
-	select {
-	case w.conns <- conn:
-	default:
-		w.live.Add(1)
-		go w.work(conn)
-	}
-}
-
-func (w *connWorkers) work(conn func()) {
-	defer w.live.Add(-1)
-	var t *time.Timer
-	for {
-		conn()
-		if w.idle.Add(1) > maxIdleWorkers {
-			w.idle.Add(-1)
-			return
-		}
-		if t == nil {
-			t = time.NewTimer(workerIdle)
-		} else {
-			t.Reset(workerIdle)
-		}
-		select {
-		case conn = <-w.conns:
-			w.idle.Add(-1)
-		case <-t.C:
-			w.idle.Add(-1)
-			return
-		case <-w.done:
-			w.idle.Add(-1)
-			t.Stop()
-			return
-		}
-	}
-}
-
-// stop lets the waiting workers go; the accept loop ends.
-func (w *connWorkers) stop() { close(w.done) }
 
 // trackedConn counts a client connection as active until it is closed,
 // and lets Shutdown close it.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/connworkers"
 	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -265,6 +266,10 @@ func keyBackend(k any) string {
 
 func (s *childServer) acceptLoop() {
 	defer s.wg.Done()
+	// As in gmgate serve, connections run on goroutines kept for the next
+	// one, whose stacks have grown to a handshake's depth already.
+	workers := connworkers.New()
+	defer workers.Stop()
 	var delay time.Duration
 	for {
 		c, err := s.ln.Accept()
@@ -283,7 +288,7 @@ func (s *childServer) acceptLoop() {
 			return
 		}
 		s.wg.Add(1)
-		go s.serve(c)
+		workers.Run(func() { s.serve(c) })
 	}
 }
 
