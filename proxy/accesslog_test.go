@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 // slogLine is what slog's JSON handler writes for a line at t.
@@ -116,7 +117,7 @@ func TestBufferedLog(t *testing.T) {
 	if got := out.String(); got != "" {
 		t.Fatalf("written at once: %q", got)
 	}
-	waitFor(t, "the delayed write", func() bool { return out.String() == "one\ntwo\n" })
+	testwait.For(t, "the delayed write", func() bool { return out.String() == "one\ntwo\n" })
 
 	// A full buffer is written without waiting; many writers keep each
 	// one's lines in order.

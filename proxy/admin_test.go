@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 // TestAdminPprof runs a gateway from a configuration file as gmgate serve
@@ -58,7 +60,7 @@ func TestAdminPprof(t *testing.T) {
 	}
 
 	write(`{listen: "127.0.0.1:0", pprof: true}`)
-	waitFor(t, "admin.pprof to be turned on by the file change", func() bool {
+	testwait.For(t, "admin.pprof to be turned on by the file change", func() bool {
 		code, _ := get("/debug/pprof/")
 		return code == http.StatusOK
 	})
@@ -83,7 +85,7 @@ func TestAdminPprof(t *testing.T) {
 	}
 
 	write(`{listen: "127.0.0.1:0", pprof: false}`)
-	waitFor(t, "admin.pprof to be turned off again", func() bool {
+	testwait.For(t, "admin.pprof to be turned off again", func() bool {
 		code, _ := get("/debug/pprof/")
 		return code == http.StatusNotFound
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -96,7 +97,7 @@ func TestHTTPOverTLCP(t *testing.T) {
 	}
 
 	// One access log line with the fields operators grep for.
-	waitFor(t, "access log line", func() bool { return strings.Contains(access.String(), `"path":"/orders"`) })
+	testwait.For(t, "access log line", func() bool { return strings.Contains(access.String(), `"path":"/orders"`) })
 	var line map[string]any
 	if err := json.Unmarshal([]byte(strings.SplitN(access.String(), "\n", 2)[0]), &line); err != nil {
 		t.Fatal(err)
@@ -244,7 +245,7 @@ func TestUpstreamKilledIsEjected(t *testing.T) {
 			t.Fatalf("request served by %q after b died", u)
 		}
 	}
-	waitFor(t, "health checks to take b out", func() bool {
+	testwait.For(t, "health checks to take b out", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"})
 		return v == 1
 	})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -69,7 +70,7 @@ func checkRateLimited(t *testing.T, logs *testlog.Buffer, msg, summary string, m
 		}
 		return lines, suppressed
 	}
-	waitFor(t, "every event to be logged or counted", func() bool {
+	testwait.For(t, "every event to be logged or counted", func() bool {
 		lines, suppressed := count()
 		return lines+suppressed >= n
 	})
@@ -99,7 +100,7 @@ func TestSlowClientHelloHoldsNoSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the slow clients to be accepted", func() bool { return s.listeners["edge"].active.Load() == 3 })
+	testwait.For(t, "the slow clients to be accepted", func() bool { return s.listeners["edge"].active.Load() == 3 })
 	mustServeTLCP(t, p, s)
 	if n := len(s.gen.handshakes["edge"].slots); n != 0 {
 		t.Errorf("%d slots held by clients that have not sent a ClientHello", n)
@@ -161,7 +162,7 @@ func TestHandshakeSlotsPerListener(t *testing.T) {
 	if _, err := c.Write(clientHello(t, p)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the client to hold the second listener's slot", func() bool { return len(s.gen.handshakes["second"].slots) == 1 })
+	testwait.For(t, "the client to hold the second listener's slot", func() bool { return len(s.gen.handshakes["second"].slots) == 1 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -179,7 +180,7 @@ func TestHandshakeFailuresLoggedAtInfo(t *testing.T) {
 	if err == nil {
 		t.Fatal("a client without the CA completed the handshake")
 	}
-	waitFor(t, "the handshake failure to be logged", func() bool { return len(jsonLines(t, logs.String(), "handshake failed")) == 1 })
+	testwait.For(t, "the handshake failure to be logged", func() bool { return len(jsonLines(t, logs.String(), "handshake failed")) == 1 })
 	line := jsonLines(t, logs.String(), "handshake failed")[0]
 	if line["level"] != "INFO" || line["listener"] != "edge" || line["protocol"] != "tlcp" || !strings.HasPrefix(line["client"].(string), "127.0.0.1:") ||
 		line["alert_received"] == nil || line["cause"] == "" || !strings.HasPrefix(line["result"].(string), "alert_received_") {
@@ -235,7 +236,7 @@ func TestClientBodyErrorsDoNotEjectTargets(t *testing.T) {
 			t.Fatalf("a client that went away was sent %q", b)
 		}
 	}
-	waitFor(t, "the aborted requests in the access log", func() bool {
+	testwait.For(t, "the aborted requests in the access log", func() bool {
 		n := 0
 		for _, l := range jsonLines(t, access.String(), "request") {
 			if l["status"] == float64(statusClientClosed) {
@@ -364,7 +365,7 @@ func TestHealthCheckEndsEjection(t *testing.T) {
 		get(t, client, gatewayURL(s, "/work"))
 	}
 	// Ejected for an hour, but its health check passes.
-	waitFor(t, "a passed health check to end the ejection", func() bool { return flakyTarget.available(time.Now()) })
+	testwait.For(t, "a passed health check to end the ejection", func() bool { return flakyTarget.available(time.Now()) })
 }
 
 // The per-request failure lines are a few a second, and a summary counts
@@ -544,7 +545,7 @@ func TestNetHTTPLinesInJSONLog(t *testing.T) {
 	cfg.Upstreams["app"].Health.Disabled = true
 	s, logs := startLogged(t, cfg, nil)
 	get(t, tlcpClient(t, p, nil), gatewayURL(s, "/"))
-	waitFor(t, "the transport's line in the JSON log", func() bool {
+	testwait.For(t, "the transport's line in the JSON log", func() bool {
 		for _, l := range jsonLines(t, logs.String(), "net/http") {
 			if strings.Contains(fmt.Sprint(l["error"]), "Unsolicited response") && l["level"] == "WARN" {
 				return true

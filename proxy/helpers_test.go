@@ -321,19 +321,6 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return true
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
-// bound; it asserts an outcome, not a speed.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // edgeConfig is a configuration file with the given admin section, one
 // TLCP listener "edge" on a free port and one upstream "app" at target.
 func edgeConfig(p *testPKI, admin, target string) string {

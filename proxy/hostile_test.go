@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
 )
@@ -149,7 +150,7 @@ upstreams:
 			<-done
 		}
 	})
-	waitFor(t, "the gateway binary to listen", func() bool {
+	testwait.For(t, "the gateway binary to listen", func() bool {
 		c, err := net.Dial("tcp", admin)
 		if err == nil {
 			c.Close()
@@ -554,7 +555,7 @@ func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*ht
 		c.CloseIdleConnections()
 	}
 	if gw.srv == nil {
-		waitFor(t, "the gateway's goroutines to return to their number before the attack", func() bool {
+		testwait.For(t, "the gateway's goroutines to return to their number before the attack", func() bool {
 			v, _ := metricValue(scrapeAddr(t, gw.admin), "go_goroutines", nil)
 			return int(v) <= b.goroutines+slack
 		})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -128,7 +129,7 @@ func TestHTTP2FromClients(t *testing.T) {
 	if v, _ := metricValue(mf, "gmgate_request_duration_seconds", map[string]string{"site": "default", "http_version": "2"}); v != 16 {
 		t.Errorf("HTTP/2 requests in the metrics: %v, want 16", v)
 	}
-	waitFor(t, "access lines", func() bool { return strings.Count(access.String(), `"http":"HTTP/2.0"`) == 16 })
+	testwait.For(t, "access lines", func() bool { return strings.Count(access.String(), `"http":"HTTP/2.0"`) == 16 })
 	if !strings.Contains(access.String(), `"protocol":"tlcp"`) {
 		t.Errorf("access log:\n%s", access.String())
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testpki"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -148,7 +149,7 @@ upstreams:
 // client_auth and client_ca.
 func waitForClientAuth(t *testing.T, s *Server, auth, ca string) {
 	t.Helper()
-	waitFor(t, "the reload to "+auth, func() bool {
+	testwait.For(t, "the reload to "+auth, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		tc := s.gen.cfg.Listeners[0].TLCP

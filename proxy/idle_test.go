@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -93,7 +94,7 @@ func TestIdleConnectionsPark(t *testing.T) {
 			s := startServer(t, testConfig(p, up.URL), nil)
 			c := dialRaw(t, p, s, protocol)
 			c.get(getRequest, 1)
-			waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+			testwait.For(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
 			// Without parking, the HTTP server's goroutine would wait in
 			// httpConn.Read.
 			if n := goroutinesIn("proxy.(*httpConn).Read"); n != 0 {
@@ -104,9 +105,9 @@ func TestIdleConnectionsPark(t *testing.T) {
 			}
 
 			c.get(getRequest, 1)
-			waitFor(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+			testwait.For(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
 			c.get(getRequest+getRequest, 2)
-			waitFor(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+			testwait.For(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
 
 			// The first piece wakes the connection; the HTTP server then
 			// reads the rest.
@@ -133,7 +134,7 @@ func TestParkedConnectionsKeepIdleTimeout(t *testing.T) {
 	c := dialRaw(t, p, s, "tlcp")
 	c.get(getRequest, 1)
 	done := time.Now()
-	waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+	testwait.For(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
 	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.br.ReadByte(); err != io.EOF {
 		t.Fatalf("idle connection: read %v, want EOF when the server closes it", err)
@@ -141,11 +142,11 @@ func TestParkedConnectionsKeepIdleTimeout(t *testing.T) {
 	if d := time.Since(done); d < idle-100*time.Millisecond || d > idle+2*time.Second {
 		t.Fatalf("closed %v after the response, idle timeout %v", d, idle)
 	}
-	waitFor(t, "the parked connection to be forgotten", func() bool { return parkedCount(s) == 0 })
+	testwait.For(t, "the parked connection to be forgotten", func() bool { return parkedCount(s) == 0 })
 
 	c2 := dialRaw(t, p, s, "tlcp")
 	c2.get(getRequest, 1)
-	waitFor(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+	testwait.For(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	go func() { shut <- s.Shutdown(context.Background()) }()
 
 	// Draining: /readyz says so, and no new connection is accepted.
-	waitFor(t, "readyz to report draining", func() bool {
+	testwait.For(t, "readyz to report draining", func() bool {
 		resp, err := http.Get(admin + "/readyz")
 		if err != nil {
 			return false
@@ -65,7 +66,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
-	waitFor(t, "the listener to stop accepting", func() bool {
+	testwait.For(t, "the listener to stop accepting", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			return true
@@ -166,7 +167,7 @@ func TestMetricsShowHandshakesAndLatency(t *testing.T) {
 	}
 
 	var mf = scrape(t, s)
-	waitFor(t, "the failed handshakes to be counted", func() bool {
+	testwait.For(t, "the failed handshakes to be counted", func() bool {
 		mf = scrape(t, s)
 		v, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "unknown", "result": "not_tlcp_or_tls"})
 		v2, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "unknown", "result": "plain_http"})
@@ -239,7 +240,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	if _, err := idle.Write(clientHello(t, p)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle client to hold the handshake slot", func() bool {
+	testwait.For(t, "the idle client to hold the handshake slot", func() bool {
 		return len(s.gen.handshakes["edge"].slots) == 1
 	})
 	c, err := net.Dial("tcp", addr)
@@ -259,7 +260,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	}
 	// Once the slot is free, handshakes go through again.
 	idle.Close()
-	waitFor(t, "the slot to be released", func() bool { return len(s.gen.handshakes["edge"].slots) == 0 })
+	testwait.For(t, "the slot to be released", func() bool { return len(s.gen.handshakes["edge"].slots) == 0 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -312,7 +313,7 @@ func TestMaxConnections(t *testing.T) {
 	addr := s.Addr("edge").String()
 	first := dialAndSpeak(t, addr)
 	defer first.Close()
-	waitFor(t, "the first connection to count", func() bool { return s.listeners["edge"].active.Load() == 1 })
+	testwait.For(t, "the first connection to count", func() bool { return s.listeners["edge"].active.Load() == 1 })
 	second := dialAndSpeak(t, addr)
 	defer second.Close()
 	if _, err := second.Read(make([]byte, 1)); err == nil {
@@ -504,7 +505,7 @@ func TestHostileClientsLeaveNothing(t *testing.T) {
 			c.Close()
 		}
 	}
-	waitFor(t, "every connection to be closed", func() bool {
+	testwait.For(t, "every connection to be closed", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
 		return v == 0 && len(s.gen.handshakes["edge"].slots) == 0
 	})
@@ -544,14 +545,14 @@ func TestRunReloadsOnFileChange(t *testing.T) {
 		t.Fatalf("before: %q", u)
 	}
 	write(b.URL)
-	waitFor(t, "the file change to be applied", func() bool { return get() == "b" })
+	testwait.For(t, "the file change to be applied", func() bool { return get() == "b" })
 
 	// A broken file is refused and the running configuration stays.
 	if err := os.WriteFile(file, []byte("listeners: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reload <- struct{}{} // SIGHUP
-	waitFor(t, "the failed reload to be counted", func() bool {
+	testwait.For(t, "the failed reload to be counted", func() bool {
 		ch := make(chan prometheus.Metric, 4)
 		s.metrics.reloads.WithLabelValues("failure").Collect(ch)
 		var m dto.Metric
@@ -643,7 +644,7 @@ func TestClientThatStopsReading(t *testing.T) {
 	if err := <-finished; err == nil {
 		t.Fatal("upstream write did not fail")
 	}
-	waitFor(t, "the connection to be closed", func() bool {
+	testwait.For(t, "the connection to be closed", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
 		return v == 0
 	})

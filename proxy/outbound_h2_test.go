@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -141,7 +142,7 @@ func TestOutboundHTTP2HealthChecks(t *testing.T) {
 
 	t.Run("path", func(t *testing.T) {
 		clientGateway(t, "http", target, section, "http2: true\nhealth: {path: /healthz, interval: 50ms}")
-		waitFor(t, "health checks over HTTP/2", func() bool { return checks.Load() >= 3 })
+		testwait.For(t, "health checks over HTTP/2", func() bool { return checks.Load() >= 3 })
 		if v := handshakes.Load(); v != 1 {
 			t.Errorf("%v handshakes for the checks, want 1", v)
 		}
@@ -149,7 +150,7 @@ func TestOutboundHTTP2HealthChecks(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) {
 		before := offered.Load()
 		_, logs := clientGateway(t, "http", target, section, "http2: true\nhealth: {interval: 50ms}")
-		waitFor(t, "handshake checks offering h2", func() bool { return offered.Load()-before >= 2 })
+		testwait.For(t, "handshake checks offering h2", func() bool { return offered.Load()-before >= 2 })
 		if logLine(logs, "upstream target speaks HTTP/2", nil) == nil {
 			t.Errorf("the check did not note the version:\n%s", logs)
 		}

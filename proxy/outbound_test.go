@@ -27,6 +27,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	tjtls "github.com/tjfoc/gmsm/gmtls"
 	tjx509 "github.com/tjfoc/gmsm/x509"
@@ -528,7 +529,7 @@ func TestOutboundHealthChecks(t *testing.T) {
 
 	t.Run("path", func(t *testing.T) {
 		gw, _ := clientGateway(t, "http", target, identitySection(p, id, "ECC_SM4_GCM_SM3"), "health: {path: /healthz, interval: 50ms}")
-		waitFor(t, "health checks over TLCP", func() bool { return checks.Load() >= 3 })
+		testwait.For(t, "health checks over TLCP", func() bool { return checks.Load() >= 3 })
 		if got := subject.Load(); got != "CN=legacy-app" {
 			t.Errorf("the check came with client subject %q", got)
 		}
@@ -539,13 +540,13 @@ func TestOutboundHealthChecks(t *testing.T) {
 	t.Run("handshake", func(t *testing.T) {
 		svc2 := tlcpService(t, p, app.URL)
 		gw, logs := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+svc2.Addr("edge").String()), identitySection(p, id, "ECC_SM4_GCM_SM3"), "health: {interval: 50ms, fails: 1}")
-		waitFor(t, "handshake checks", func() bool {
+		testwait.For(t, "handshake checks", func() bool {
 			return counterSum(t, gw, "gmgate_upstream_handshakes_total", map[string]string{"upstream": "partner", "resumed": "true"}) >= 2
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = svc2.Shutdown(ctx)
-		waitFor(t, "the target to go down", func() bool {
+		testwait.For(t, "the target to go down", func() bool {
 			v, _ := metricValue(scrape(t, gw), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "partner"})
 			return v == 0
 		})

@@ -14,6 +14,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -48,7 +49,7 @@ func TestHTTPListener(t *testing.T) {
 	}
 	// The access line names the target and the user agent.
 	upHost := strings.TrimPrefix(up.URL, "http://")
-	waitFor(t, "the access line", func() bool { return strings.Contains(access.String(), `"listener":"local"`) })
+	testwait.For(t, "the access line", func() bool { return strings.Contains(access.String(), `"listener":"local"`) })
 	var line map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(access.String()), "\n") {
 		if strings.Contains(l, `"listener":"local"`) {
@@ -165,7 +166,7 @@ func TestReopenAccessLog(t *testing.T) {
 	s.ReopenLogs()
 	mustServeTLCP(t, p, s)
 	// Lines reach the file within accessFlushDelay.
-	waitFor(t, "the line in the new file", func() bool {
+	testwait.For(t, "the line in the new file", func() bool {
 		data, _ := os.ReadFile(cfg.Log.Access)
 		return len(data) > 0
 	})

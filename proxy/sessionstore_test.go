@@ -15,6 +15,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -83,7 +84,7 @@ func TestSharedSessionsAcrossReplicas(t *testing.T) {
 	if tlcpResumes(t, p, s1, cache) {
 		t.Fatal("the first handshake resumed")
 	}
-	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	testwait.For(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
 	if !tlcpResumes(t, p, s2, cache) {
 		t.Fatal("a TLCP session from replica 1 did not resume on replica 2")
 	}
@@ -116,7 +117,7 @@ func TestSharedSessionsAcrossReplicas(t *testing.T) {
 	cache, tcache = tlcp.NewLRUClientSessionCache(4, 0), tls.NewLRUClientSessionCache(4)
 	tlcpResumes(t, p, s1, cache)
 	tlsResumes(t, p, s1, tcache)
-	waitFor(t, "the second session in Redis", func() bool { return len(mr.Keys()) == 2 })
+	testwait.For(t, "the second session in Redis", func() bool { return len(mr.Keys()) == 2 })
 	rotated := sharedConfig(p, up, mr.Addr(), writeKeys(t, dir, "rotated", testSealKey2, testSealKey1))
 	if err := s2.Reload(rotated); err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestSharedSessionsOptIn(t *testing.T) {
 
 	cache := tlcp.NewLRUClientSessionCache(4, 0)
 	tlcpResumes(t, p, s1, cache)
-	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	testwait.For(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
 	if tlcpResumes(t, p, s2, cache) {
 		t.Fatal("a listener without shared_sessions resumed a session from Redis")
 	}
@@ -195,7 +196,7 @@ func TestRedisHoldsNoPlaintextMasterSecret(t *testing.T) {
 			c.Close()
 		}
 	}
-	waitFor(t, "every session in Redis", func() bool { return len(mr.Keys()) == len(ids) })
+	testwait.For(t, "every session in Redis", func() bool { return len(mr.Keys()) == len(ids) })
 
 	local := s.sessionCaches["edge"].cache
 	keys, err := sessionstore.LoadKeys(keysFile, "")

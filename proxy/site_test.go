@@ -19,6 +19,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testsession"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -261,7 +262,7 @@ func TestSitesBySNI(t *testing.T) {
 	if v, _ := metricValue(mf, "gmgate_request_duration_seconds", map[string]string{"listener": "edge", "site": "pay", "http_version": "1.1"}); v != 2 {
 		t.Errorf("requests of site pay: %v, want 2 (TLCP and TLS)", v)
 	}
-	waitFor(t, "access lines", func() bool { return strings.Contains(access.String(), `"status":421`) })
+	testwait.For(t, "access lines", func() bool { return strings.Contains(access.String(), `"status":421`) })
 	if !strings.Contains(access.String(), `"site":"pay"`) || !strings.Contains(access.String(), `"http":"HTTP/1.1"`) {
 		t.Errorf("access log lacks the site or the HTTP version:\n%s", access.String())
 	}
@@ -283,7 +284,7 @@ func TestSitesUnrecognizedName(t *testing.T) {
 			t.Errorf("TLS, SNI %q: %v, want the unrecognized_name alert", sni, err)
 		}
 	}
-	waitFor(t, "the refusals in the metrics", func() bool {
+	testwait.For(t, "the refusals in the metrics", func() bool {
 		mf := scrape(t, s)
 		a, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "tlcp", "result": "alert_sent_unrecognized_name"})
 		b, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "tls", "result": "alert_sent_unrecognized_name"})

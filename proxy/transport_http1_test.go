@@ -22,6 +22,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 // Requests without a body leave as the Transport writes them, byte for
@@ -377,7 +378,7 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 	if _, body, err := h1Get(t, c, tg, "GET", "/"); err != nil || body != "ok" {
 		t.Fatalf("%q %v", body, err)
 	}
-	waitFor(t, "the line about the unsolicited response", func() bool {
+	testwait.For(t, "the line about the unsolicited response", func() bool {
 		return strings.Contains(logs.String(), `Unsolicited response received on idle HTTP channel starting with "HTTP/1.1 200 OK`)
 	})
 	c.mu.Lock()

@@ -3,8 +3,8 @@ package connworkers
 import (
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/gmgate/gmgate/internal/testwait"
 	"go.uber.org/goleak"
 )
 
@@ -19,7 +19,7 @@ func TestPool(t *testing.T) {
 	ran := make(chan struct{})
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
-	waitFor(t, "a goroutine waiting", func() bool { return p.Idle() == 1 })
+	testwait.For(t, "a goroutine waiting", func() bool { return p.Idle() == 1 })
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
 	if n := p.Live(); n != 1 {
@@ -43,29 +43,16 @@ func TestPool(t *testing.T) {
 		t.Fatalf("%d goroutines for %d connections at once", n, burst)
 	}
 	release.Done()
-	waitFor(t, "the burst to end", func() bool { return p.Live() == MaxIdle })
+	testwait.For(t, "the burst to end", func() bool { return p.Live() == MaxIdle })
 	if n := p.Idle(); n != MaxIdle {
 		t.Fatalf("%d goroutines waiting, want %d", n, MaxIdle)
 	}
 
 	p.Stop()
-	waitFor(t, "the goroutines to end", func() bool { return p.Live() == 0 })
+	testwait.For(t, "the goroutines to end", func() bool { return p.Live() == 0 })
 
 	// After Stop a connection still runs, and its goroutine ends.
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
-	waitFor(t, "the last goroutine to end", func() bool { return p.Live() == 0 })
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// while.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, "the last goroutine to end", func() bool { return p.Live() == 0 })
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testpki"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -98,18 +99,6 @@ func testState(created time.Time) *tlcp.SessionState {
 	return &tlcp.SessionState{Version: tlcp.VersionTLCP, CipherSuite: tlcp.ECC_SM4_GCM_SM3, MasterSecret: master, CreatedAt: created, ServerName: "localhost"}
 }
 
-// waitFor polls cond for up to five seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	mr := miniredis.RunT(t)
 	keys := mustKeys(t, key1)
@@ -125,7 +114,7 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 	if want := "gmgate:tlcp:" + strings.Repeat("07", 32); key != want {
 		t.Fatalf("session key %q, want %q", key, want)
 	}
-	waitFor(t, "the write reported", func() bool { return a.obs.write("set ok") == 1 })
+	testwait.For(t, "the write reported", func() bool { return a.obs.write("set ok") == 1 })
 	if !mr.Exists(key) {
 		t.Fatal("the session is not in Redis")
 	}
@@ -183,7 +172,7 @@ func TestSharedSessionsAreSealedAndExpire(t *testing.T) {
 
 	// Delete removes the session everywhere.
 	cb.Delete(id)
-	waitFor(t, "the session deleted from Redis", func() bool { return !mr.Exists(key) })
+	testwait.For(t, "the session deleted from Redis", func() bool { return !mr.Exists(key) })
 	if _, ok := cb.Get(id); ok {
 		t.Fatal("a deleted session resumed")
 	}
@@ -294,13 +283,13 @@ func TestRedisDownCostsAFullHandshake(t *testing.T) {
 	if err := mr.StartAddr(addr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b to find Redis back", b.store.Up)
-	waitFor(t, "the reachable-again line", func() bool { return strings.Contains(b.logs.String(), "session store reachable again") })
+	testwait.For(t, "b to find Redis back", b.store.Up)
+	testwait.For(t, "the reachable-again line", func() bool { return strings.Contains(b.logs.String(), "session store reachable again") })
 	ca.Put(id, testState(time.Now()))
-	waitFor(t, "a to find Redis back", a.store.Up)
+	testwait.For(t, "a to find Redis back", a.store.Up)
 	// a's first write after the outage may be the one that finds it
 	// down; the probe brings it back, and the next one lands.
-	waitFor(t, "a session in Redis", func() bool {
+	testwait.For(t, "a session in Redis", func() bool {
 		ca.Put(id, testState(time.Now()))
 		time.Sleep(10 * time.Millisecond)
 		return mr.Exists(a.store.SessionKey(id))
@@ -358,7 +347,7 @@ func TestWritesNeverWait(t *testing.T) {
 		t.Fatalf("%d writes dropped of 64 with a queue of 4: %v", n, obs.writes)
 	}
 	// The stuck batch times out and marks Redis down.
-	waitFor(t, "the store to find Redis down", func() bool { return !s.Up() })
+	testwait.For(t, "the store to find Redis down", func() bool { return !s.Up() })
 }
 
 // TestResumeOnAnotherReplica makes a full TLCP handshake with one server
@@ -384,7 +373,7 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 	if handshake(t, client, s1).DidResume {
 		t.Fatal("the first handshake resumed")
 	}
-	waitFor(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
+	testwait.For(t, "the session in Redis", func() bool { return len(mr.Keys()) == 1 })
 	st := handshake(t, client, s2)
 	if !st.DidResume {
 		t.Fatal("no resumption on the second replica")
@@ -487,7 +476,7 @@ func TestLookupsShareRoundTrips(t *testing.T) {
 		st.ServerName = fmt.Sprintf("host%d.example", i)
 		ca.Put(id(i), st)
 	}
-	waitFor(t, "the writes", func() bool { return len(mr.Keys()) == n-n/4 })
+	testwait.For(t, "the writes", func() bool { return len(mr.Keys()) == n-n/4 })
 
 	hook := &roundTrips{holdFor: 50 * time.Millisecond, holdUpTo: lookupSenders}
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
