@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"golang.org/x/crypto/cryptobyte"
+	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
 
 // checkPKI is what the broken configurations are made of.
@@ -156,6 +158,36 @@ func problemLines(out, file string) []string {
 	return lines
 }
 
+// damagedKey writes a copy of the encrypted key file src whose
+// ciphertext lacks its last byte (no longer whole SM4 blocks), and
+// returns its path.
+func damagedKey(t *testing.T, src string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	var info, alg cryptobyte.String
+	var ct []byte
+	s := cryptobyte.String(block.Bytes)
+	if block.Type != "ENCRYPTED PRIVATE KEY" || !s.ReadASN1(&info, cbasn1.SEQUENCE) ||
+		!info.ReadASN1Element(&alg, cbasn1.SEQUENCE) || !info.ReadASN1Bytes(&ct, cbasn1.OCTET_STRING) {
+		t.Fatalf("%s is not an encrypted PKCS#8 key", src)
+	}
+	var b cryptobyte.Builder
+	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddBytes(alg)
+		b.AddASN1OctetString(ct[:len(ct)-1])
+	})
+	block.Bytes = b.BytesOrPanic()
+	dst := filepath.Join(t.TempDir(), "damaged.key")
+	if err := os.WriteFile(dst, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // runGmgate runs a gmgate command to its end (bounded), with extra
 // environment.
 func runGmgate(t *testing.T, env []string, args ...string) (string, int) {
@@ -205,6 +237,7 @@ func TestCheckAndServeAgree(t *testing.T) {
 	}
 	const pwVar = "GMGATE_TEST_KEY_PASSWORD"
 	missing := filepath.Join(p.dir, "missing.crt")
+	damaged := damagedKey(t, p.encrypted.SignKey)
 	port := free()
 	cases := []struct {
 		name string
@@ -226,6 +259,11 @@ func TestCheckAndServeAgree(t *testing.T) {
 		})), []string{pwVar + "=wrong password"}, []string{
 			"listeners[0].tlcp.sign_key: sign_key:", "check the password that password-env or password-file gives",
 			"listeners[0].tlcp.enc_key: enc_key:",
+		}},
+		{"damaged encrypted key", configYAML(admin, edge(func(l *listenerYAML) {
+			l.signCert, l.signKey = p.encrypted.SignCert, "file:"+damaged+"?password-env="+pwVar
+		})), []string{pwVar + "=right password"}, []string{
+			"listeners[0].tlcp.sign_key: sign_key:", damaged, "damaged key file: the encrypted key does not fit SM4-CBC",
 		}},
 		{"unset key password", configYAML(admin, edge(func(l *listenerYAML) {
 			l.signCert, l.signKey = p.encrypted.SignCert, "file:"+p.encrypted.SignKey+"?password-env="+pwVar

@@ -178,6 +178,17 @@ const (
 // the algorithms are known, the result is not a private key.
 var ErrWrongPassword = errors.New("wrong password (or a damaged key file)")
 
+// DamagedError says that the encrypted key does not fit its cipher: its
+// length is not a whole number of the cipher's blocks, or its IV is not
+// one block long.
+type DamagedError struct {
+	Cipher string
+}
+
+func (e *DamagedError) Error() string {
+	return "damaged key file: the encrypted key does not fit " + e.Cipher + " (not whole cipher blocks, or an IV of the wrong size); export the key again from where it came from"
+}
+
 // ErrMalformed says that the structure is not an EncryptedPrivateKeyInfo.
 var ErrMalformed = errors.New("malformed EncryptedPrivateKeyInfo")
 
@@ -412,9 +423,12 @@ func Decrypt(der, password []byte) ([]byte, error) {
 	var plain []byte
 	if !in.isPBES2 {
 		pbes1 := &pkcs.PBES1{Algorithm: in.schemeAlg}
-		plain, _, err = pbes1.Decrypt(password, in.encrypted)
+		plain, err = in.decryptWith(func() ([]byte, error) {
+			p, _, err := pbes1.Decrypt(password, in.encrypted)
+			return p, err
+		})
 		if err != nil {
-			return nil, ErrWrongPassword
+			return nil, err
 		}
 	} else {
 		c, _ := pkcs.GetCipher(in.cipherAlg)
@@ -422,15 +436,42 @@ func Decrypt(der, password []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		plain, err = c.Decrypt(key, &in.cipherAlg.Parameters, in.encrypted)
+		plain, err = in.decryptWith(func() ([]byte, error) {
+			return c.Decrypt(key, &in.cipherAlg.Parameters, in.encrypted)
+		})
 		if err != nil {
-			return nil, ErrWrongPassword
+			return nil, err
 		}
 	}
 	if _, err := smx509.ParsePKCS8PrivateKey(plain); err != nil {
 		return nil, ErrWrongPassword
 	}
 	return plain, nil
+}
+
+// decryptWith runs one of gmsm's decryptions of in's ciphertext: a
+// failure is ErrWrongPassword. gmsm's block-mode ciphers panic on a
+// ciphertext that is not a whole number of blocks, or an IV of another
+// size than the block, which only a damaged file holds: that is an error
+// that says so, never a panic.
+func (in Info) decryptWith(decrypt func() ([]byte, error)) (plain []byte, err error) {
+	defer func() {
+		if recover() != nil {
+			plain, err = nil, &DamagedError{Cipher: in.cipherName()}
+		}
+	}()
+	if plain, err = decrypt(); err != nil {
+		return nil, ErrWrongPassword
+	}
+	return plain, nil
+}
+
+// cipherName names the cipher that encrypted the key.
+func (in Info) cipherName() string {
+	if !in.isPBES2 {
+		return Name(in.Scheme)
+	}
+	return Name(in.Cipher)
 }
 
 func (in Info) deriveKey(password []byte, size int) ([]byte, error) {

@@ -83,6 +83,68 @@ func TestEncryptDecryptBothFormats(t *testing.T) {
 	}
 }
 
+// A ciphertext that is not whole cipher blocks, or an IV of another size
+// than the block, is a damaged file: an error that says so, not a panic
+// (gmsm's CBC panics on both) and not "wrong password".
+func TestDamagedCiphertextIsAnError(t *testing.T) {
+	der, err := Encrypt(plainSM2Key(t), []byte("pw"), FormatGmSSL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(iv, ct []byte) ([]byte, []byte)
+	}{
+		{"ciphertext one byte short", func(iv, ct []byte) ([]byte, []byte) { return iv, ct[:len(ct)-1] }},
+		{"IV one byte short", func(iv, ct []byte) ([]byte, []byte) { return iv[:len(iv)-1], ct }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decrypt(rewritePBES2(t, der, tc.change), []byte("pw"))
+			var damaged *DamagedError
+			if !errors.As(err, &damaged) || damaged.Cipher != "SM4-CBC" {
+				t.Fatalf("got %v, want a DamagedError naming SM4-CBC", err)
+			}
+		})
+	}
+	// Untouched, it still decrypts.
+	if _, err := Decrypt(rewritePBES2(t, der, func(iv, ct []byte) ([]byte, []byte) { return iv, ct }), []byte("pw")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rewritePBES2 encodes der, a PBES2 EncryptedPrivateKeyInfo whose cipher
+// takes an IV, again with the IV and ciphertext change returns.
+func rewritePBES2(t *testing.T, der []byte, change func(iv, ct []byte) ([]byte, []byte)) []byte {
+	t.Helper()
+	var info, alg, params, kdf, cipherAlg cryptobyte.String
+	var scheme, cipherOID asn1.ObjectIdentifier
+	var iv, ct []byte
+	s := cryptobyte.String(der)
+	if !s.ReadASN1(&info, cbasn1.SEQUENCE) || !info.ReadASN1(&alg, cbasn1.SEQUENCE) ||
+		!alg.ReadASN1ObjectIdentifier(&scheme) || !alg.ReadASN1(&params, cbasn1.SEQUENCE) ||
+		!params.ReadASN1Element(&kdf, cbasn1.SEQUENCE) || !params.ReadASN1(&cipherAlg, cbasn1.SEQUENCE) ||
+		!cipherAlg.ReadASN1ObjectIdentifier(&cipherOID) || !cipherAlg.ReadASN1Bytes(&iv, cbasn1.OCTET_STRING) ||
+		!info.ReadASN1Bytes(&ct, cbasn1.OCTET_STRING) {
+		t.Fatal("not a PBES2 key with an IV")
+	}
+	iv, ct = change(iv, ct)
+	var b cryptobyte.Builder
+	b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+		b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+			b.AddASN1ObjectIdentifier(scheme)
+			b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+				b.AddBytes(kdf)
+				b.AddASN1(cbasn1.SEQUENCE, func(b *cryptobyte.Builder) {
+					b.AddASN1ObjectIdentifier(cipherOID)
+					b.AddASN1OctetString(iv)
+				})
+			})
+		})
+		b.AddASN1OctetString(ct)
+	})
+	return b.BytesOrPanic()
+}
+
 // pbes2 builds an EncryptedPrivateKeyInfo by hand from the layout of RFC
 // 8018, for algorithms this package does not write.
 func pbes2(t *testing.T, kdf, prf, cipherOID asn1.ObjectIdentifier, iterations int64) []byte {
