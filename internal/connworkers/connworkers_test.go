@@ -1,6 +1,8 @@
 package connworkers
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -19,12 +21,15 @@ func TestPool(t *testing.T) {
 	ran := make(chan struct{})
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
-	testwait.For(t, "a goroutine waiting", func() bool { return p.Idle() == 1 })
+	// Idle counts a goroutine from just before its wait begins; Run hands
+	// a connection only to one already waiting.
+	testwait.For(t, "a goroutine waiting", func() bool { return p.Idle() == 1 && waiting() == 1 })
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
 	if n := p.Live(); n != 1 {
 		t.Fatalf("%d goroutines for two connections in turn, want 1", n)
 	}
+	testwait.For(t, "the goroutine waiting again", func() bool { return p.Idle() == 1 && waiting() == 1 })
 
 	// A burst of connections at once: one goroutine each while they
 	// last, and MaxIdle of them left waiting.
@@ -55,4 +60,27 @@ func TestPool(t *testing.T) {
 	p.Run(func() { ran <- struct{}{} })
 	<-ran
 	testwait.For(t, "the last goroutine to end", func() bool { return p.Live() == 0 })
+}
+
+// waiting counts the goroutines blocked in Pool.work's wait for a
+// connection, from a dump of every goroutine's stack.
+func waiting() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, frames, _ := strings.Cut(g, "\n")
+		top, _, _ := strings.Cut(frames, "\n")
+		if strings.Contains(header, "[select") && strings.Contains(top, "connworkers.(*Pool).work(") {
+			count++
+		}
+	}
+	return count
 }
