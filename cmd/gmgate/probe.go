@@ -29,7 +29,12 @@ one HTTP request and print the response body (on stdout), as curl -v does.
 by address); other -H headers are sent as given. --resolve host:port:addr
 connects to addr while the URL's host is still the name verified and sent.
 With --resume a second connection checks resumption and sends the request
-again; both bodies are printed. --http2 offers HTTP/2 by ALPN (h2, http/1.1)
+again; both bodies are printed. --resume-at ADDR makes that check at another
+address, such as another replica of a tier that shares sessions through
+session_store (repeatable: one connection to each, each offering the first
+connection's session; a bare host takes the URL's port). These checks start
+200 ms after the first exchange, time for its session to reach the store. A
+check that ends in a full handshake is reported, not an error. --http2 offers HTTP/2 by ALPN (h2, http/1.1)
 and speaks it when the server chooses h2, as a tlcp:// upstream with
 http2: true does; GmSSL 3.1 servers refuse ALPN.
 
@@ -40,6 +45,8 @@ until it closes the connection is printed.`,
 		Example: `  gmgate probe --ca ca.crt https://127.0.0.1:8443/
   gmgate probe --ca ca.crt -H "Host: api.example.cn" --resume https://10.0.0.1/healthz
   gmgate probe --ca ca.crt --resolve api.example.cn:443:10.0.0.1 https://api.example.cn/
+  gmgate probe --ca ca.crt --resolve api.example.cn:443:10.0.0.1 \
+      --resume-at 10.0.0.2 --resume-at 10.0.0.3 https://api.example.cn/
   gmgate probe -k --suite ECC_SM4_CBC_SM3 https://gm.example.cn/
   gmgate probe --ca ca.crt --http2 https://grpc.partner.cn/
   gmgate probe --ca ca.crt --cert client.sign.crt --key client.sign.key https://127.0.0.1:8443/
@@ -92,7 +99,9 @@ until it closes the connection is printed.`,
 			if res != nil {
 				out := cmd.OutOrStdout()
 				_, _ = out.Write(res.Body)
-				_, _ = out.Write(res.ResumeBody)
+				for _, r := range res.Resumptions {
+					_, _ = out.Write(r.Body)
+				}
 			}
 			return err
 		},
@@ -110,6 +119,7 @@ until it closes the connection is printed.`,
 	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake)")
 	f.BoolVar(&o.HTTP2, "http2", false, "offer HTTP/2 by ALPN (h2, http/1.1) and speak it if the server chooses h2 (GmSSL 3.1 servers refuse ALPN)")
 	f.BoolVar(&o.Resume, "resume", false, "connect a second time, report whether the session was resumed, and send the request again")
+	f.StringArrayVar(&o.ResumeAt, "resume-at", nil, "check resumption at ADDR (host:port, or a host with the URL's port) instead: another replica sharing sessions; repeatable, one connection each")
 	f.StringVarP(&o.Method, "request", "X", "", "HTTP method (default GET)")
 	f.StringVarP(&o.Body, "data", "d", "", "request body")
 	f.StringArrayVarP(&headers, "header", "H", nil, `request header, "Name: value" (repeatable); "Host: name" sets the Host`)

@@ -299,6 +299,30 @@ func TestReplicasShareSessions(t *testing.T) {
 		})
 	}
 
+	t.Run("gmgate probe --resume-at checks every replica", func(t *testing.T) {
+		args := []string{"probe", "--ca", p.files.CACert, "--suite", "ECC_SM4_GCM_SM3"}
+		hits := map[*replicaProc]float64{}
+		for _, r := range replicas[1:] {
+			args = append(args, "--resume-at", r.addrs["ecc"])
+			hits[r] = storeMetric(t, r, "hit")
+		}
+		out, err := gmgateCommand(append(args, "https://"+replicas[0].addrs["ecc"]+"/")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), "* connected to "+replicas[0].addrs["ecc"]) {
+			t.Errorf("the first connection did not go to replica 1:\n%s", out)
+		}
+		for _, r := range replicas[1:] {
+			if want := "* connection to " + r.addrs["ecc"] + " resumed the session: yes"; !strings.Contains(string(out), want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+			if got := storeMetric(t, r, "hit"); got != hits[r]+1 {
+				t.Errorf("replica %s: store hits %v -> %v, want one more", r.cfgFile, hits[r], got)
+			}
+		}
+	})
+
 	t.Run("tls/tickets resume on every replica", func(t *testing.T) {
 		cache := tls.NewLRUClientSessionCache(4)
 		for i, r := range replicas {

@@ -48,7 +48,7 @@ func TestDemoRunAndProbe(t *testing.T) {
 		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "through gmgate with tlcp (ECC_SM4_GCM_SM3)") {
 			t.Errorf("round %d: %d %s", round, res.Status, res.Body)
 		}
-		if !res.ResumeTested || !res.Resumed {
+		if !res.Resumed() {
 			t.Errorf("round %d: second connection did not resume", round)
 		}
 		if len(res.State.PeerCertificates) < 2 || len(res.State.VerifiedChains) == 0 {

@@ -72,6 +72,13 @@ type Options struct {
 	// Resume makes a second connection, reports whether it resumed the
 	// first one's session, and sends the request again on it.
 	Resume bool
+	// ResumeAt makes the resumption check at these addresses (host:port;
+	// a bare host takes the URL's port) instead of the first connection's:
+	// one connection to each, in turn, each offering the session the first
+	// connection made, so that replicas sharing a session store can be
+	// checked one by one; they start 200 ms after the first exchange, time
+	// for its session to reach the store. It implies Resume.
+	ResumeAt []string
 	// Raw sends Send (or, when Send is nil, what Stdin holds) instead of
 	// an HTTP request, closes the sending side, and reads what the server
 	// answers until it closes the connection.
@@ -97,15 +104,33 @@ type Result struct {
 	Header    http.Header
 	// Body is the response body, or in raw mode what the server sent.
 	Body []byte
-	// With Options.Resume: whether the second connection resumed, its
-	// handshake time and suite, and its response.
-	Resumed      bool
-	ResumeTime   time.Duration
-	ResumeSuite  string
-	ResumeTested bool
-	ResumeStatus int
-	ResumeHeader http.Header
-	ResumeBody   []byte
+	// Resumptions are the resumption checks of Options.Resume and
+	// Options.ResumeAt, in order. A check that ends in a full handshake is
+	// reported here; one that fails ends the probe with its error.
+	Resumptions []Resumption
+}
+
+// Resumption is one resumption check: a connection that offered the
+// session of the probe's first connection.
+type Resumption struct {
+	Addr      string
+	Resumed   bool
+	Handshake time.Duration
+	Suite     string
+	Status    int // 0 in raw mode
+	Header    http.Header
+	Body      []byte
+}
+
+// Resumed reports whether every resumption check resumed the session; false
+// without any.
+func (r *Result) Resumed() bool {
+	for _, c := range r.Resumptions {
+		if !c.Resumed {
+			return false
+		}
+	}
+	return len(r.Resumptions) > 0
 }
 
 // exchange is one connection's outcome.
@@ -146,13 +171,22 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	checks, err := resumeAddrs(addr, u.Port(), o)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := o.tlcpConfig(u.Hostname())
 	if err != nil {
 		return nil, err
 	}
-	p := &prober{o: o, cfg: cfg, addr: addr, url: u, info: info}
+	// Every connection offers the session the first one made, and only it:
+	// a check that ends in a full handshake does not hand its new session
+	// to the next.
+	session := &firstSession{}
+	cfg.ClientSessionCache = session
+	p := &prober{o: o, cfg: cfg, url: u, info: info}
 	res := &Result{Addr: addr}
-	first, err := p.run(ctx, false)
+	first, err := p.run(ctx, addr, "")
 	if first != nil {
 		res.State, res.Connect, res.Handshake, res.FirstByte, res.Total = first.state, first.connect, first.handshake, first.firstByte, first.total
 		res.Status, res.Proto, res.Header, res.Body = first.status, first.proto, first.header, first.body
@@ -163,18 +197,94 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 		}
 		return res, err
 	}
-	if o.Resume {
-		second, err := p.run(ctx, true)
-		if second != nil {
-			res.ResumeTested, res.Resumed, res.ResumeTime = true, second.state.DidResume, second.handshake
-			res.ResumeSuite = tlcp.CipherSuiteName(second.state.CipherSuite)
-			res.ResumeStatus, res.ResumeHeader, res.ResumeBody = second.status, second.header, second.body
+	session.freeze()
+	if len(o.ResumeAt) > 0 {
+		// A replica writes the session to its shared store after the
+		// handshake, off the handshake's path: give it time to land.
+		select {
+		case <-time.After(storePause):
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	for _, check := range checks {
+		label := "second connection"
+		if len(o.ResumeAt) > 0 {
+			label = "connection to " + check
+		}
+		ex, err := p.run(ctx, check, label)
+		if ex != nil {
+			res.Resumptions = append(res.Resumptions, Resumption{
+				Addr: check, Resumed: ex.state.DidResume, Handshake: ex.handshake,
+				Suite:  tlcp.CipherSuiteName(ex.state.CipherSuite),
+				Status: ex.status, Header: ex.header, Body: ex.body,
+			})
 		}
 		if err != nil {
-			return res, fmt.Errorf("second connection: %w", err)
+			return res, fmt.Errorf("%s: %w", label, err)
 		}
 	}
 	return res, nil
+}
+
+// storePause is how long the checks at other addresses wait after the
+// first connection's exchange.
+const storePause = 200 * time.Millisecond
+
+// resumeAddrs returns the addresses of the resumption checks: addr once
+// with Options.Resume alone, each of Options.ResumeAt otherwise.
+func resumeAddrs(addr, urlPort string, o Options) ([]string, error) {
+	if len(o.ResumeAt) == 0 {
+		if o.Resume {
+			return []string{addr}, nil
+		}
+		return nil, nil
+	}
+	if urlPort == "" {
+		urlPort = "443"
+	}
+	var out []string
+	for _, a := range o.ResumeAt {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			// No port: a name, or an address (IPv6 with or without brackets).
+			host, port = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), urlPort
+		}
+		if host == "" || port == "" || strings.Contains(host, ":") && net.ParseIP(host) == nil {
+			return nil, fmt.Errorf("--resume-at %q: give host:port, or a host to use the URL's port", a)
+		}
+		out = append(out, net.JoinHostPort(host, port))
+	}
+	return out, nil
+}
+
+// firstSession is the probe's client session cache: it keeps the session
+// of the first connection, and after freeze ignores the sessions that
+// later connections make or drop.
+type firstSession struct {
+	mu     sync.Mutex
+	cs     *tlcp.ClientSessionState
+	frozen bool
+}
+
+func (f *firstSession) Get(string) (*tlcp.ClientSessionState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cs, f.cs != nil
+}
+
+func (f *firstSession) Put(_ string, cs *tlcp.ClientSessionState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.frozen {
+		f.cs = cs
+	}
+}
+
+func (f *firstSession) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = true
 }
 
 // target parses the URL: https://host[:port]/path, or in raw mode also
@@ -237,7 +347,6 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	cfg := &tlcp.Config{
 		ServerName:         host,
 		InsecureSkipVerify: o.Insecure,
-		ClientSessionCache: tlcp.NewLRUClientSessionCache(4, time.Hour),
 	}
 	if o.ServerName != "" {
 		cfg.ServerName = o.ServerName
@@ -282,31 +391,30 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 type prober struct {
 	o    Options
 	cfg  *tlcp.Config
-	addr string
 	url  *url.URL
 	info io.Writer
 	sent []byte // raw mode: what to send, read once
 }
 
-// run makes one connection and its exchange; second marks the resumption
-// check.
-func (p *prober) run(ctx context.Context, second bool) (*exchange, error) {
+// run makes one connection to addr and its exchange; check names a
+// resumption check in the report ("" for the first connection).
+func (p *prober) run(ctx context.Context, addr, check string) (*exchange, error) {
 	if p.o.Raw {
-		return p.raw(ctx, second)
+		return p.raw(ctx, addr, check)
 	}
-	return p.http(ctx, second)
+	return p.http(ctx, addr, check)
 }
 
 // dial connects and completes the handshake, reporting both.
-func (p *prober) dial(ctx context.Context, ex *exchange, second bool) (*tlcp.Conn, error) {
+func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*tlcp.Conn, error) {
 	t0 := time.Now()
-	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", p.addr)
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	ex.connect = time.Since(t0)
-	if !second {
-		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", p.addr, raw.RemoteAddr(), round(ex.connect))
+	if check == "" {
+		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(ex.connect))
 	}
 	t1 := time.Now()
 	c := tlcp.Client(raw, p.cfg)
@@ -316,24 +424,24 @@ func (p *prober) dial(ctx context.Context, ex *exchange, second bool) (*tlcp.Con
 	}
 	ex.handshake = time.Since(t1)
 	ex.state = c.ConnectionState()
-	if second {
+	if check != "" {
 		verdict := "no (full handshake)"
 		if ex.state.DidResume {
 			verdict = "yes"
 		}
-		fmt.Fprintf(p.info, "* second connection resumed the session: %s (handshake %s)\n", verdict, round(ex.handshake))
+		fmt.Fprintf(p.info, "* %s resumed the session: %s (handshake %s)\n", check, verdict, round(ex.handshake))
 	} else {
 		writeState(p.info, ex.state, ex.handshake, !p.o.Insecure)
 	}
 	return c, nil
 }
 
-func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
+func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error) {
 	ex := &exchange{}
 	start := time.Now()
 	// The connection is made first, so that the server's ALPN choice
 	// decides the HTTP version the transport speaks on it.
-	c, err := p.dial(ctx, ex, second)
+	c, err := p.dial(ctx, ex, addr, check)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +532,7 @@ func (p *prober) http(ctx context.Context, second bool) (*exchange, error) {
 
 // raw sends the raw data, closes the sending side and reads the answer
 // until the server closes.
-func (p *prober) raw(ctx context.Context, second bool) (*exchange, error) {
+func (p *prober) raw(ctx context.Context, addr, check string) (*exchange, error) {
 	if p.sent == nil {
 		data := p.o.Send
 		if data == nil && p.o.Stdin != nil {
@@ -437,7 +545,7 @@ func (p *prober) raw(ctx context.Context, second bool) (*exchange, error) {
 	}
 	ex := &exchange{}
 	start := time.Now()
-	c, err := p.dial(ctx, ex, second)
+	c, err := p.dial(ctx, ex, addr, check)
 	if err != nil {
 		return nil, err
 	}

@@ -82,8 +82,8 @@ func TestProbe(t *testing.T) {
 	if res.Status != 200 || !strings.HasPrefix(string(res.Body), "method=POST header=yes host=127.0.0.1:") {
 		t.Errorf("got %d %q", res.Status, res.Body)
 	}
-	if !res.ResumeTested || !res.Resumed {
-		t.Error("second connection did not resume")
+	if !res.Resumed() || len(res.Resumptions) != 1 || res.Resumptions[0].Addr != res.Addr {
+		t.Errorf("second connection did not resume: %+v", res.Resumptions)
 	}
 	for _, want := range []string{"TLCP handshake done", "ECC_SM4_GCM_SM3", "certificate 0 (sign)", "certificate 1 (enc)", "verified up to", "< HTTP/1.1 200 OK", "resumed the session: yes"} {
 		if !strings.Contains(info.String(), want) {
@@ -233,8 +233,11 @@ func TestProbeResumeShowsBothResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Resumed || res.ResumeStatus != 200 || !strings.HasPrefix(string(res.ResumeBody), "method=GET header=again") {
-		t.Errorf("second response %d %q (resumed %v)", res.ResumeStatus, res.ResumeBody, res.Resumed)
+	if len(res.Resumptions) != 1 {
+		t.Fatalf("%d resumption checks", len(res.Resumptions))
+	}
+	if r := res.Resumptions[0]; !r.Resumed || r.Status != 200 || !strings.HasPrefix(string(r.Body), "method=GET header=again") {
+		t.Errorf("second response %d %q (resumed %v)", r.Status, r.Body, r.Resumed)
 	}
 	if n := strings.Count(info.String(), "< HTTP/1.1 200 OK"); n != 2 {
 		t.Errorf("%d responses shown:\n%s", n, info.String())
@@ -284,8 +287,8 @@ func TestProbeRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.Body) != `got "from stdin"` || string(res.ResumeBody) != `got "from stdin"` || !res.Resumed {
-		t.Errorf("stdin: %q, second %q, resumed %v", res.Body, res.ResumeBody, res.Resumed)
+	if string(res.Body) != `got "from stdin"` || len(res.Resumptions) != 1 || string(res.Resumptions[0].Body) != `got "from stdin"` || !res.Resumed() {
+		t.Errorf("stdin: %q, second %+v", res.Body, res.Resumptions)
 	}
 	if _, err := Run(context.Background(), Options{URL: ln.Addr().String(), CAFile: caFile}, nil); err == nil || !strings.Contains(err.Error(), "--send") {
 		t.Errorf("host:port without raw mode: %v", err)
@@ -317,19 +320,8 @@ func TestProbeCloseWithoutAlert(t *testing.T) {
 // HTTP/2, answering with the version it was asked in.
 func alpnServer(t *testing.T, protos ...string) (url, caFile string) {
 	t.Helper()
-	dir := t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.Write(dir, nil); err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tlcp.Config{Certificates: []tlcp.Certificate{*pair.Certificate()}, NextProtos: protos}
+	caFile, cert := localPair(t)
+	cfg := &tlcp.Config{Certificates: []tlcp.Certificate{cert}, NextProtos: protos}
 	if len(protos) == 1 && protos[0] == "refuse" {
 		cfg.NextProtos = nil
 		cfg.GetConfigForClient = func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
@@ -351,7 +343,26 @@ func alpnServer(t *testing.T, protos ...string) (url, caFile string) {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return "https://" + ln.Addr().String() + "/p", filepath.Join(dir, certs.CACertFile)
+	return "https://" + ln.Addr().String() + "/p", caFile
+}
+
+// localPair writes a new CA to a temporary directory and returns its file
+// and a certificate pair it issued for 127.0.0.1.
+func localPair(t *testing.T) (caFile string, cert tlcp.Certificate) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, certs.CACertFile), *pair.Certificate()
 }
 
 // --http2 offers ALPN and speaks the version the server chooses; without
@@ -368,8 +379,8 @@ func TestProbeHTTP2(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Proto != tc.proto || string(res.Body) != tc.proto+" /p" || string(res.ResumeBody) != tc.proto+" /p" || !res.Resumed {
-			t.Errorf("http2 %v: %s %q %q, resumed %v", tc.http2, res.Proto, res.Body, res.ResumeBody, res.Resumed)
+		if res.Proto != tc.proto || string(res.Body) != tc.proto+" /p" || len(res.Resumptions) != 1 || string(res.Resumptions[0].Body) != tc.proto+" /p" || !res.Resumed() {
+			t.Errorf("http2 %v: %s %q %+v", tc.http2, res.Proto, res.Body, res.Resumptions)
 		}
 		if tc.alpn != "" && !strings.Contains(info.String(), tc.alpn) || tc.alpn == "" && strings.Contains(info.String(), "ALPN") {
 			t.Errorf("http2 %v: output:\n%s", tc.http2, info.String())
@@ -392,5 +403,85 @@ func TestProbeHTTP2(t *testing.T) {
 	}
 	if res, err := Run(ctx, Options{URL: url, CAFile: ca}, nil); err != nil || res.Proto != "HTTP/1.1" {
 		t.Errorf("the refusing server without --http2: %v", err)
+	}
+}
+
+// TestProbeResumeAt checks resumption at other addresses: a server that
+// shares the first one's session cache resumes, one with its own cache
+// makes a full handshake, and every check offers the first connection's
+// session even after a check made a new one.
+func TestProbeResumeAt(t *testing.T) {
+	caFile, cert := localPair(t)
+	start := func(cache tlcp.SessionCache, name string) string {
+		ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{cert}, SessionCache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().String()
+	}
+	shared := tlcp.NewLRUSessionCache(16, 0)
+	first := start(shared, "first;")
+	replica := start(shared, "replica;")
+	other := start(tlcp.NewLRUSessionCache(16, 0), "other;")
+
+	var info bytes.Buffer
+	res, err := Run(context.Background(), Options{URL: "https://" + first + "/", CAFile: caFile, ResumeAt: []string{other, replica}}, &info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Resumptions) != 2 {
+		t.Fatalf("%d resumption checks: %+v", len(res.Resumptions), res.Resumptions)
+	}
+	o, r := res.Resumptions[0], res.Resumptions[1]
+	if o.Addr != other || o.Resumed || string(o.Body) != "other;" {
+		t.Errorf("the server with its own cache: %+v", o)
+	}
+	if r.Addr != replica || !r.Resumed || string(r.Body) != "replica;" || r.Suite != "ECC_SM4_GCM_SM3" {
+		t.Errorf("the server sharing the first one's cache: %+v", r)
+	}
+	if res.Resumed() {
+		t.Error("Resumed() with a check that made a full handshake")
+	}
+	for _, want := range []string{
+		"* connection to " + other + " resumed the session: no (full handshake)",
+		"* connection to " + replica + " resumed the session: yes",
+	} {
+		if !strings.Contains(info.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, info.String())
+		}
+	}
+
+}
+
+func TestResumeAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		at      []string
+		urlPort string
+		resume  bool
+		want    string
+	}{
+		{nil, "8443", false, ""},
+		{nil, "8443", true, "10.0.0.1:8443"},
+		{[]string{"10.0.0.2:9443", "10.0.0.3"}, "8443", false, "10.0.0.2:9443 10.0.0.3:8443"},
+		{[]string{"replica-2"}, "", true, "replica-2:443"},
+		{[]string{"::1", "[::2]", "[::3]:8443"}, "443", false, "[::1]:443 [::2]:443 [::3]:8443"},
+		{[]string{"10.0.0.2:"}, "443", false, "error"},
+		{[]string{"a:b:c"}, "443", false, "error"},
+		{[]string{""}, "443", false, "error"},
+	} {
+		addrs, err := resumeAddrs("10.0.0.1:8443", tc.urlPort, Options{Resume: tc.resume, ResumeAt: tc.at})
+		got := strings.Join(addrs, " ")
+		if err != nil {
+			got = "error"
+			if !strings.Contains(err.Error(), "--resume-at") {
+				t.Errorf("%q: the error does not name the flag: %v", tc.at, err)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%q (URL port %q): got %q, want %q", tc.at, tc.urlPort, got, tc.want)
+		}
 	}
 }
