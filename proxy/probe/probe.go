@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -250,12 +251,33 @@ func resumeAddrs(addr, urlPort string, o Options) ([]string, error) {
 			// No port: a name, or an address (IPv6 with or without brackets).
 			host, port = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), urlPort
 		}
-		if host == "" || port == "" || strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || !validHost(host) {
 			return nil, fmt.Errorf("--resume-at %q: give host:port, or a host to use the URL's port", a)
 		}
 		out = append(out, net.JoinHostPort(host, port))
 	}
 	return out, nil
+}
+
+// validHost reports whether h is an IP address or a DNS name.
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // firstSession is the probe's client session cache: it keeps the session

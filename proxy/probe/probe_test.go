@@ -470,6 +470,11 @@ func TestResumeAddrs(t *testing.T) {
 		{[]string{"::1", "[::2]", "[::3]:8443"}, "443", false, "[::1]:443 [::2]:443 [::3]:8443"},
 		{[]string{"10.0.0.2:"}, "443", false, "error"},
 		{[]string{"a:b:c"}, "443", false, "error"},
+		{[]string{"0["}, "443", false, "error"},
+		{[]string{"replica 2"}, "443", false, "error"},
+		{[]string{"10.0.0.2:https"}, "443", false, "error"},
+		{[]string{"10.0.0.2:70000"}, "443", false, "error"},
+		{[]string{"gw.example.cn."}, "443", false, "gw.example.cn.:443"},
 		{[]string{""}, "443", false, "error"},
 	} {
 		addrs, err := resumeAddrs("10.0.0.1:8443", tc.urlPort, Options{Resume: tc.resume, ResumeAt: tc.at})
@@ -484,4 +489,28 @@ func TestResumeAddrs(t *testing.T) {
 			t.Errorf("%q (URL port %q): got %q, want %q", tc.at, tc.urlPort, got, tc.want)
 		}
 	}
+}
+
+// FuzzResumeAddrs: any --resume-at value is an error or an address that
+// splits into a host and a port again.
+func FuzzResumeAddrs(f *testing.F) {
+	for _, seed := range []string{"10.0.0.2:9443", "10.0.0.3", "replica-2", "::1", "[::2]", "[::3]:8443", "10.0.0.2:", "a:b:c", "", "[", "]:1", "[[::1]]"} {
+		f.Add(seed, "8443")
+	}
+	f.Fuzz(func(t *testing.T, at, urlPort string) {
+		addrs, err := resumeAddrs("10.0.0.1:8443", urlPort, Options{ResumeAt: []string{at}})
+		if err != nil {
+			return
+		}
+		if len(addrs) != 1 {
+			t.Fatalf("%q: %d addresses", at, len(addrs))
+		}
+		host, port, err := net.SplitHostPort(addrs[0])
+		if err != nil || host == "" || port == "" {
+			t.Fatalf("%q gave %q, which does not split into host and port: %v", at, addrs[0], err)
+		}
+		if !validHost(host) {
+			t.Fatalf("%q gave %q, whose host is neither a name nor an address", at, addrs[0])
+		}
+	})
 }
