@@ -34,9 +34,11 @@ address, such as another replica of a tier that shares sessions through
 session_store (repeatable: one connection to each, each offering the first
 connection's session; a bare host takes the URL's port). These checks start
 200 ms after the first exchange, time for its session to reach the store. A
-check that ends in a full handshake is reported, not an error. --http2 offers HTTP/2 by ALPN (h2, http/1.1)
-and speaks it when the server chooses h2, as a tlcp:// upstream with
-http2: true does; GmSSL 3.1 servers refuse ALPN.
+check that ends in a full handshake is reported, not an error.
+
+--http2 offers HTTP/2 by ALPN (h2, http/1.1) and speaks it when the server
+chooses h2, as a tlcp:// upstream with http2: true does; GmSSL 3.1 servers
+refuse ALPN.
 
 For a service that does not speak HTTP, give host:port and --send DATA
 (\r \n \t \\ and \xHH are understood) or --raw to send standard input:
