@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/testredis"
 )
 
 func newRedisStorage(t *testing.T, mr *miniredis.Miniredis) *RedisStorage {
@@ -114,38 +116,11 @@ func TestRedisStorage(t *testing.T) {
 func TestRedisStorageLock(t *testing.T) {
 	mr := miniredis.RunT(t)
 	a, b := newRedisStorage(t, mr), newRedisStorage(t, mr)
+	lockHandover(t, a, b, "issue_cert_a.example")
 	ctx := context.Background()
-	if err := a.Lock(ctx, "issue_cert_a.example"); err != nil {
-		t.Fatal(err)
-	}
-	// b waits while a holds the lock...
-	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-	defer cancel()
-	if err := b.Lock(short, "issue_cert_a.example"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a second holder got the lock: %v", err)
-	}
-	// ...and gets it once a lets go.
-	got := make(chan error, 1)
-	go func() { got <- b.Lock(ctx, "issue_cert_a.example") }()
-	if err := a.Unlock(ctx, "issue_cert_a.example"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lock was not handed over")
-	}
-	if err := b.Unlock(ctx, "issue_cert_a.example"); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Unlock(ctx, "issue_cert_a.example"); err == nil {
-		t.Fatal("unlocked a lock not held")
-	}
 
 	// A holder that died stops extending its lock: it expires.
+	got := make(chan error, 1)
 	mr.Set("gmgate:acme:lock:issue_cert_b.example", "dead holder's token")
 	mr.SetTTL("gmgate:acme:lock:issue_cert_b.example", RedisLockTTL)
 	go func() { got <- a.Lock(ctx, "issue_cert_b.example") }()
@@ -165,6 +140,103 @@ func TestRedisStorageLock(t *testing.T) {
 	if err := a.Unlock(ctx, "issue_cert_b.example"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lockHandover checks that b waits while a holds the lock name, gets it
+// once a lets go, and cannot unlock it twice.
+func lockHandover(t *testing.T, a, b *RedisStorage, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := a.Lock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	// b waits while a holds the lock...
+	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if err := b.Lock(short, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second holder got the lock: %v", err)
+	}
+	// ...and gets it once a lets go.
+	got := make(chan error, 1)
+	go func() { got <- b.Lock(ctx, name) }()
+	if err := a.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was not handed over")
+	}
+	if err := b.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Unlock(ctx, name); err == nil {
+		t.Fatal("unlocked a lock not held")
+	}
+}
+
+// TestRedisStorageOverCluster runs the storage on a Redis Cluster of
+// three nodes: files spread over every node are all listed, found and
+// deleted, and the lock works as on one server.
+func TestRedisStorageOverCluster(t *testing.T) {
+	cluster := testredis.StartCluster(t, 3)
+	keys, err := sessionstore.ParseKeys("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := func() *RedisStorage {
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+		t.Cleanup(func() { client.Close() })
+		return NewRedisStorage(client, "gmgate:acme:", keys)
+	}
+	a, b := storage(), storage()
+	ctx := context.Background()
+
+	const hosts = 20
+	var want []string
+	for i := range hosts {
+		dir := fmt.Sprintf("certificates/ca/h%d.example", i)
+		for _, f := range []string{".crt", ".key"} {
+			k := fmt.Sprintf("%s/h%d.example%s", dir, i, f)
+			if err := a.Store(ctx, k, []byte(k)); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, k)
+		}
+	}
+	slices.Sort(want)
+	for i, n := range cluster.Keys(t) {
+		if n == 0 {
+			t.Fatalf("node %s holds none of the %d files: the test proves nothing", cluster.Nodes[i].Addr(), len(want))
+		}
+	}
+	got, err := b.List(ctx, "certificates", true)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("recursive List on the cluster = %v, %v; want the %d files %v", got, err, len(want), want)
+	}
+	dirs, err := b.List(ctx, "certificates/ca", false)
+	if err != nil || len(dirs) != hosts {
+		t.Fatalf("List of certificates/ca = %v, %v; want %d directories", dirs, err, hosts)
+	}
+	for _, k := range want {
+		if v, err := b.Load(ctx, k); err != nil || string(v) != k {
+			t.Fatalf("Load(%s) = %q, %v", k, v, err)
+		}
+	}
+	if err := b.Delete(ctx, "certificates/ca"); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := a.List(ctx, "certificates", true); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after deleting the directory, List = %v, %v", left, err)
+	}
+	if total := slices.Max(cluster.Keys(t)); total != 0 {
+		t.Fatalf("keys left on the nodes after the delete: %v", cluster.Keys(t))
+	}
+
+	lockHandover(t, a, b, "issue_cert_a.example")
 }
 
 // TestACMEAcrossReplicas runs two ACME managers that share a Redis

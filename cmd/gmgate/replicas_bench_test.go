@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -66,7 +67,7 @@ func benchReplicaResumption(b *testing.B, suiteName, listener string, suite uint
 		workers         = 32
 	)
 	pinB := pinReplicaB(b)
-	rs := startRedis(b)
+	rs := testredis.Start(b)
 	dir := b.TempDir()
 	p := newReplicaPKI(b, dir)
 	up := namedUpstream(b, "app")
@@ -78,7 +79,7 @@ func benchReplicaResumption(b *testing.B, suiteName, listener string, suite uint
 		}})
 	}
 	for _, rb := range builds {
-		cfg := replicaConfig(p, rs.addr(), up, "client_auth: none", p.files.CACert)
+		cfg := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
 		if rb.prefix != "" {
 			cfg = strings.Replace(cfg, "timeout: 2s}", "timeout: 2s, key_prefix: "+strconv.Quote(rb.prefix)+"}", 1)
 		}

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,71 +21,10 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
 )
-
-// redisServer is a redis-server process of a test, on a loopback port of
-// its own.
-type redisServer struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// startRedis starts redis-server, or skips the test when it is not
-// installed.
-func startRedis(t testing.TB) *redisServer {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it): the replica tests need a real Redis")
-	}
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	n, _ := strconv.Atoi(port)
-	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), port: n}
-	r.start()
-	t.Cleanup(r.kill)
-	return r
-}
-
-func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
-
-func (r *redisServer) start() {
-	r.t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--loglevel", "warning")
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	r.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		_ = cmd.Wait()
-		close(done)
-	}(r.cmd, r.done)
-	c := redis.NewClient(&redis.Options{Addr: r.addr()})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			r.t.Fatal("redis-server did not answer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// kill ends redis-server at once, as a crash would.
-func (r *redisServer) kill() {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
-	r.cmd = nil
-}
 
 // replicaPKI is what the replicas and the clients share.
 type replicaPKI struct {
@@ -163,13 +101,18 @@ func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 
 // replicaConfig is one replica's configuration: a TLCP listener for the
 // ECC suite (client_auth as given), one for ECDHE (client certificates
-// verified against clientCA), and a TLS one, all sharing sessions.
-func replicaConfig(p *replicaPKI, redisAddr, upstream, eccAuth, clientCA string) string {
+// verified against clientCA), and a TLS one, all sharing sessions through
+// Redis at redisAddrs (one server, or the nodes of a cluster).
+func replicaConfig(p *replicaPKI, redisAddrs []string, upstream, eccAuth, clientCA string) string {
+	quoted := make([]string, len(redisAddrs))
+	for i, a := range redisAddrs {
+		quoted[i] = strconv.Quote(a)
+	}
 	return fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
 log: {access: "off"}
 session_store:
   keys_file: %[1]s
-  redis: {addrs: ["%[2]s"], timeout: 2s}
+  redis: {addrs: [%[2]s], timeout: 2s}
 listeners:
   - name: ecc
     listen: "127.0.0.1:0"
@@ -188,7 +131,7 @@ listeners:
     routes: [{upstream: app}]
 upstreams:
   app: {targets: ["%[11]s"]}
-`, p.keys, redisAddr, p.files.SignCert, p.files.SignKey, p.files.EncCert, p.files.EncKey, eccAuth, clientCA, p.tlsCert, p.tlsKey, upstream)
+`, p.keys, strings.Join(quoted, ", "), p.files.SignCert, p.files.SignKey, p.files.EncCert, p.files.EncKey, eccAuth, clientCA, p.tlsCert, p.tlsKey, upstream)
 }
 
 type replicaProc struct {
@@ -248,23 +191,22 @@ func adminMetric(t testing.TB, admin, series string) float64 {
 }
 
 // inRedis waits until the session id is in Redis.
-func inRedis(t testing.TB, rc *redis.Client, id []byte) {
+func inRedis(t testing.TB, rc redis.Cmdable, id []byte) {
 	t.Helper()
 	key := "gmgate:tlcp:" + hex.EncodeToString(id)
 	waitFor(t, func() bool { return rc.Exists(context.Background(), key).Val() == 1 })
-
 }
 
 // TestReplicasShareSessions runs Redis and three gmgate serve processes
 // that share their sessions through it.
 func TestReplicasShareSessions(t *testing.T) {
-	rs := startRedis(t)
-	rc := redis.NewClient(&redis.Options{Addr: rs.addr(), MaxRetries: -1})
+	rs := testredis.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr(), MaxRetries: -1})
 	defer rc.Close()
 	dir := t.TempDir()
 	p := newReplicaPKI(t, dir)
 	up := namedUpstream(t, "app")
-	cfg := replicaConfig(p, rs.addr(), up, "client_auth: none", p.files.CACert)
+	cfg := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
 	replicas := []*replicaProc{
 		startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg), startReplica(t, dir, "r3", cfg),
 	}
@@ -343,7 +285,7 @@ func TestReplicasShareSessions(t *testing.T) {
 		// against another CA list: sessions made under the old policy
 		// are fetched from Redis and refused, and the handshake is a
 		// full one.
-		strict := replicaConfig(p, rs.addr(), up, "client_auth: require_and_verify, client_ca: "+p.files.CACert, p.caBundle)
+		strict := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: require_and_verify, client_ca: "+p.files.CACert, p.caBundle)
 		r3 := replicas[2]
 		if err := os.WriteFile(r3.cfgFile, []byte(strict), 0o600); err != nil {
 			t.Fatal(err)
@@ -417,7 +359,7 @@ func TestReplicasShareSessions(t *testing.T) {
 			}
 			waitFor(t, func() bool { return strings.Count(r2.logs.String(), `"msg":"configuration reloaded"`) == n })
 		}
-		reload(replicaConfig(p, rs.addr(), up, "client_auth: none", p.otherCA), 1)
+		reload(replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.otherCA), 1)
 		defer reload(cfg, 2)
 		hits := storeMetric(t, r2, "hit")
 		if st2, err := tlcpHandshake(p, r2.addrs["ecdhe"], tlcp.ECDHE_SM4_GCM_SM3, cache); err == nil {
@@ -479,7 +421,7 @@ func TestReplicasShareSessions(t *testing.T) {
 		}()
 		time.Sleep(200 * time.Millisecond)
 
-		rs.kill()
+		rs.Kill()
 		full := 0
 		for range 20 {
 			if !round() {
@@ -495,7 +437,7 @@ func TestReplicasShareSessions(t *testing.T) {
 			t.Fatalf("gmgate_session_store_up = %v with Redis dead", v)
 		}
 
-		rs.start()
+		rs.Start()
 		r2.waitLog(t, "session store reachable again")
 		r1.waitLog(t, "session store reachable again")
 		hits := storeMetric(t, r2, "hit")
@@ -510,6 +452,128 @@ func TestReplicasShareSessions(t *testing.T) {
 		}
 		if n := strings.Count(r2.logs.String(), "session store unreachable"); n != 1 {
 			t.Fatalf("%d unreachable lines for one outage:\n%s", n, r2.logs)
+		}
+	})
+}
+
+// TestReplicasShareSessionsOverRedisCluster runs two gmgate serve
+// processes whose session_store lists the three nodes of a Redis Cluster:
+// sessions land on every node and resume on the other replica; a node
+// that dies fails no handshake, and once it is back sessions are shared
+// again.
+func TestReplicasShareSessionsOverRedisCluster(t *testing.T) {
+	cluster := testredis.StartCluster(t, 3)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), MaxRetries: -1})
+	defer cc.Close()
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	up := namedUpstream(t, "app")
+	cfg := replicaConfig(p, cluster.Addrs(), up, "client_auth: none", p.files.CACert)
+	r1, r2 := startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg)
+
+	// share makes n sessions on replica 1, each in Redis before it
+	// returns, checks that they are spread over every node, and tries to
+	// resume them on replica 2, returning how many resumed. A handshake
+	// that fails fails the test.
+	const n = 24
+	share := func(t *testing.T, listener string, suite uint16) (resumed int) {
+		t.Helper()
+		before := cluster.Keys(t)
+		caches := make([]tlcp.ClientSessionCache, n)
+		for i := range caches {
+			caches[i] = tlcp.NewLRUClientSessionCache(4, 0)
+			st, err := tlcpHandshake(p, r1.addrs[listener], suite, caches[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.DidResume {
+				t.Fatal("a first handshake resumed")
+			}
+			inRedis(t, cc, st.SessionID)
+		}
+		after := cluster.Keys(t)
+		var added int64
+		for i := range after {
+			if after[i] == before[i] {
+				t.Fatalf("node %s got none of %d sessions (keys per node before %v, after %v): the test proves nothing", cluster.Nodes[i].Addr(), n, before, after)
+			}
+			added += after[i] - before[i]
+		}
+		if added != n {
+			t.Fatalf("the nodes hold %d new keys for %d sessions (before %v, after %v)", added, n, before, after)
+		}
+		for i, cache := range caches {
+			st, err := tlcpHandshake(p, r2.addrs[listener], suite, cache)
+			if err != nil {
+				t.Fatalf("resuming session %d on replica 2: %v", i, err)
+			}
+			if st.DidResume {
+				resumed++
+			}
+		}
+		return resumed
+	}
+
+	for _, tc := range []struct {
+		listener string
+		suite    uint16
+	}{{"ecc", tlcp.ECC_SM4_GCM_SM3}, {"ecdhe", tlcp.ECDHE_SM4_GCM_SM3}} {
+		t.Run(tc.listener+"/sessions on every node resume on the other replica", func(t *testing.T) {
+			hits := storeMetric(t, r2, "hit")
+			if got := share(t, tc.listener, tc.suite); got != n {
+				t.Fatalf("%d of %d sessions from replica 1 resumed on replica 2", got, n)
+			}
+			if got := storeMetric(t, r2, "hit"); got != hits+n {
+				t.Fatalf("store hits %v -> %v, want %d more", hits, got, n)
+			}
+		})
+	}
+
+	t.Run("a dead node fails no handshake; back, sessions are shared again", func(t *testing.T) {
+		// Sessions made before the node dies, some of them on it.
+		caches := make([]tlcp.ClientSessionCache, n)
+		for i := range caches {
+			caches[i] = tlcp.NewLRUClientSessionCache(4, 0)
+			st, err := tlcpHandshake(p, r1.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, caches[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			inRedis(t, cc, st.SessionID)
+		}
+		if cluster.Keys(t)[1] == 0 {
+			t.Fatal("the node to kill holds no session: the test proves nothing")
+		}
+		cluster.Nodes[1].Kill()
+		resumed := 0
+		for i, cache := range caches {
+			st, err := tlcpHandshake(p, r2.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+			if err != nil {
+				t.Fatalf("handshake %d failed with a cluster node dead: %v", i, err)
+			}
+			if st.DidResume {
+				resumed++
+			}
+		}
+		if resumed == n {
+			t.Fatalf("all %d sessions resumed with a node that held some of them dead: the test proves nothing", n)
+		}
+		r2.waitLog(t, "session store unreachable")
+
+		cluster.Nodes[1].Start()
+		cluster.WaitOK(t)
+		waitFor(t, func() bool {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			if _, err := tlcpHandshake(p, r1.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache); err != nil {
+				t.Fatal(err)
+			}
+			st, err := tlcpHandshake(p, r2.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.DidResume
+		})
+		if got := share(t, "ecc", tlcp.ECC_SM4_GCM_SM3); got != n {
+			t.Fatalf("with the node back, %d of %d sessions resumed on replica 2", got, n)
 		}
 	})
 }

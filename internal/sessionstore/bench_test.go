@@ -2,13 +2,11 @@ package sessionstore
 
 import (
 	"context"
-	"net"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,7 +43,7 @@ func BenchmarkLookup(b *testing.B) {
 	})
 
 	b.Run("hit", func(b *testing.B) {
-		addr := startRedisServer(b)
+		addr := testredis.Start(b).Addr()
 		client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
 		s := New(Options{Client: client, Keys: keys, Prefix: "gmgate:", Timeout: time.Second})
 		defer s.Close()
@@ -90,39 +88,4 @@ func startCPU() processCPU {
 // report reports the CPU time since start per iteration as cpu-ns/op.
 func (start processCPU) report(b *testing.B) {
 	b.ReportMetric(float64(startCPU()-start)/float64(b.N), "cpu-ns/op")
-}
-
-// startRedisServer starts redis-server on a free loopback port, or skips
-// the benchmark when it is not installed.
-func startRedisServer(b *testing.B) string {
-	b.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		b.Skip("redis-server is not installed (apt-get install redis-server)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", b.TempDir(), "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			b.Fatal("redis-server did not answer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return addr
 }
