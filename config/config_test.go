@@ -197,6 +197,33 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			"listeners[0].shared_sessions: session resumption is off",
 			"listeners[1].shared_sessions: an http listener has no sessions",
 		}},
+		{"sentinel settings without master_name", `
+session_store:
+  keys_env: K
+  redis:
+    addrs: ["s1:26379"]
+    sentinel_username: u
+    sentinel_password_env: A
+    sentinel_password_file: b
+listeners:
+  - {listen: ":1", shared_sessions: true, tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}, routes: [{upstream: u}]}
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"session_store.redis.sentinel_username: Sentinel credentials without master_name",
+			"session_store.redis.sentinel_password_env: Sentinel credentials without master_name",
+			"session_store.redis.sentinel_password_file: Sentinel credentials without master_name",
+		}},
+		{"sentinel without sentinels", `
+session_store:
+  keys_env: K
+  redis: {master_name: mymaster, addrs: [], sentinel_password_env: A, sentinel_password_file: b}
+listeners:
+  - {listen: ":1", shared_sessions: true, tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}, routes: [{upstream: u}]}
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"session_store.redis.addrs: no address given; list the Sentinels",
+			"session_store.redis.sentinel_password_file: sentinel_password_env and sentinel_password_file are both set",
+		}},
 		{"shared without a store", `
 listeners:
   - listen: ":1"

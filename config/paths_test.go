@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -183,6 +184,9 @@ session_store:
   redis:
     addrs: ["redis:6379"]
     password_file: secrets/redis.password
+    master_name: mymaster
+    sentinel_password_file: secrets/sentinel.password
+    db: 2
     tls: {ca: redis-ca.pem}
 listeners:
   - listen: ":443"
@@ -198,7 +202,7 @@ upstreams: {u: {targets: ["http://h:1"]}}
 		t.Fatal(err)
 	}
 	ss := cfg.SessionStore
-	if ss.KeysFile != filepath.Join(dir, "secrets/session.keys") || ss.Redis.PasswordFile != filepath.Join(dir, "secrets/redis.password") || ss.Redis.TLS.CA != filepath.Join(dir, "redis-ca.pem") {
+	if ss.KeysFile != filepath.Join(dir, "secrets/session.keys") || ss.Redis.PasswordFile != filepath.Join(dir, "secrets/redis.password") || ss.Redis.SentinelPasswordFile != filepath.Join(dir, "secrets/sentinel.password") || ss.Redis.TLS.CA != filepath.Join(dir, "redis-ca.pem") {
 		t.Errorf("paths not resolved against the file: %+v %+v", ss, ss.Redis.TLS)
 	}
 	if ss.Redis.KeyPrefix != DefaultRedisKeyPrefix || ss.Redis.Timeout.D() != DefaultRedisTimeout {
@@ -216,7 +220,7 @@ upstreams: {u: {targets: ["http://h:1"]}}
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if again.SessionStore.KeysFile != ss.KeysFile || again.SessionStore.Redis.Timeout != ss.Redis.Timeout || !again.Listeners[0].SharedSessions {
+	if again.SessionStore.KeysFile != ss.KeysFile || !reflect.DeepEqual(again.SessionStore.Redis, ss.Redis) || !again.Listeners[0].SharedSessions {
 		t.Errorf("show did not round-trip the session store:\n%s", out)
 	}
 }

@@ -22,21 +22,32 @@ type SessionStore struct {
 	KeysEnv string `yaml:"keys_env,omitempty"`
 }
 
-// Redis is the Redis server (or cluster) the replicas share.
+// Redis is the Redis server (or cluster, or Sentinel-watched master) the
+// replicas share.
 type Redis struct {
 	// Addrs are host:port addresses: one for a single server, several
-	// for the nodes of a Redis Cluster.
-	Addrs    []string `yaml:"addrs"`
-	Username string   `yaml:"username,omitempty"`
+	// for the nodes of a Redis Cluster; with MasterName, the Sentinels.
+	Addrs []string `yaml:"addrs"`
+	// MasterName is the name under which the Sentinels at Addrs monitor
+	// the master: gmgate asks them where it is and follows it through
+	// failovers.
+	MasterName string `yaml:"master_name,omitempty"`
+	Username   string `yaml:"username,omitempty"`
 	// Password is refused: the password comes from PasswordEnv or
 	// PasswordFile, so that it stays out of the file.
 	Password     string `yaml:"password,omitempty"`
 	PasswordEnv  string `yaml:"password_env,omitempty"`
 	PasswordFile string `yaml:"password_file,omitempty"`
+	// SentinelUsername and SentinelPasswordEnv or SentinelPasswordFile
+	// are the Sentinels' own credentials, when they require them
+	// (Username and the password are the master's).
+	SentinelUsername     string `yaml:"sentinel_username,omitempty"`
+	SentinelPasswordEnv  string `yaml:"sentinel_password_env,omitempty"`
+	SentinelPasswordFile string `yaml:"sentinel_password_file,omitempty"`
 	// TLS connects to Redis over TLS (ca, cert, key, server_name, as for
 	// https upstreams).
 	TLS *UpstreamTLS `yaml:"tls,omitempty"`
-	// DB is the database number (single server only).
+	// DB is the database number (not in a Redis Cluster).
 	DB int `yaml:"db,omitempty"`
 	// KeyPrefix starts every key gmgate writes.
 	KeyPrefix string `yaml:"key_prefix"`
@@ -71,6 +82,7 @@ func (c *Config) sessionStorePaths(file, key func(*string)) {
 	file(&ss.KeysFile)
 	if r := ss.Redis; r != nil {
 		file(&r.PasswordFile)
+		file(&r.SentinelPasswordFile)
 		if r.TLS != nil {
 			file(&r.TLS.CA)
 			file(&r.TLS.Cert)
@@ -119,7 +131,11 @@ func (v *validator) sessionStore(c *Config) {
 	}
 	rp := p + ".redis"
 	if len(r.Addrs) == 0 {
-		v.add(rp+".addrs", "no address given", `list the Redis server as ["redis:6379"], or the nodes of a Redis Cluster`)
+		what := `list the Redis server as ["redis:6379"], or the nodes of a Redis Cluster`
+		if r.MasterName != "" {
+			what = `list the Sentinels, as ["sentinel-1:26379", "sentinel-2:26379", "sentinel-3:26379"]`
+		}
+		v.add(rp+".addrs", "no address given", what)
 	}
 	for i, a := range r.Addrs {
 		v.hostPort(fmt.Sprintf("%s.addrs[%d]", rp, i), a, "")
@@ -131,9 +147,21 @@ func (v *validator) sessionStore(c *Config) {
 	if r.PasswordEnv != "" && r.PasswordFile != "" {
 		v.add(rp+".password_file", "password_env and password_file are both set", "keep one of them")
 	}
+	if r.MasterName != "" && r.SentinelPasswordEnv != "" && r.SentinelPasswordFile != "" {
+		v.add(rp+".sentinel_password_file", "sentinel_password_env and sentinel_password_file are both set", "keep one of them")
+	}
+	if r.MasterName == "" {
+		for _, f := range []struct{ name, val string }{
+			{"sentinel_username", r.SentinelUsername}, {"sentinel_password_env", r.SentinelPasswordEnv}, {"sentinel_password_file", r.SentinelPasswordFile},
+		} {
+			if f.val != "" {
+				v.add(rp+"."+f.name, "Sentinel credentials without master_name", "set master_name to the name the Sentinels monitor the master under, or remove "+f.name)
+			}
+		}
+	}
 	if r.DB < 0 {
 		v.add(rp+".db", fmt.Sprintf("%d is not a database number", r.DB), "use 0 to 15 (or the server's databases setting)")
-	} else if r.DB != 0 && len(r.Addrs) > 1 {
+	} else if r.DB != 0 && len(r.Addrs) > 1 && r.MasterName == "" {
 		v.add(rp+".db", "a Redis Cluster has database 0 only", "remove db, or give a single address")
 	}
 	if r.Timeout < 0 || r.Timeout.D() > MaxRedisTimeout {

@@ -196,6 +196,8 @@ func newServer(cfg *config.Config, opts Options) *Server {
 	if s.log == nil {
 		s.level.Set(parseLevel(cfg.Log.Level))
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &s.level}))
+		// The process's own log: the Redis client's lines go there too.
+		redisLines.log.Store(s.log)
 	}
 	s.stdLog = newStdLogWriter(s.log)
 	s.stdErrorLog = log.New(s.stdLog, "", 0)

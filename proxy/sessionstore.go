@@ -70,7 +70,11 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := client.Ping(ctx).Err(); err != nil {
-			return nil, nil, []config.Problem{cfg.Problem("session_store.redis.addrs", "Redis does not answer ("+err.Error()+"); replicas serve without it, each with its own sessions", "start Redis, or check addrs, username, password and tls")}
+			fix := "start Redis, or check addrs, username, password and tls"
+			if ss.Redis.MasterName != "" {
+				fix = "start Redis, or check addrs (the Sentinels), master_name, the usernames and passwords, and tls"
+			}
+			return nil, nil, []config.Problem{cfg.Problem("session_store.redis.addrs", "Redis does not answer ("+err.Error()+"); replicas serve without it, each with its own sessions", fix)}
 		}
 		return nil, nil, nil
 	}
@@ -86,7 +90,8 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 }
 
 // redisOptions turns the redis section into go-redis options: one address
-// is a server, several the nodes of a Redis Cluster. Requests are not
+// is a server, several the nodes of a Redis Cluster, and with master_name
+// they are the Sentinels that say where the master is. Requests are not
 // retried (a lookup has one short timeout) and honour their context's
 // deadline.
 func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
@@ -100,19 +105,16 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		// Connections ready for the first lookups after a start.
 		MinIdleConns: 2,
 	}
-	switch {
-	case r.PasswordEnv != "":
-		v, ok := os.LookupEnv(r.PasswordEnv)
-		if !ok {
-			return nil, fmt.Errorf("password_env: environment variable %s is not set", r.PasswordEnv)
+	var err error
+	if opts.Password, err = secret("password", r.PasswordEnv, r.PasswordFile); err != nil {
+		return nil, err
+	}
+	if r.MasterName != "" {
+		opts.MasterName = r.MasterName
+		opts.SentinelUsername = r.SentinelUsername
+		if opts.SentinelPassword, err = secret("sentinel_password", r.SentinelPasswordEnv, r.SentinelPasswordFile); err != nil {
+			return nil, err
 		}
-		opts.Password = v
-	case r.PasswordFile != "":
-		b, err := os.ReadFile(r.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("password_file: %w", err)
-		}
-		opts.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	if r.TLS != nil {
 		tc, err := upstreamTLSConfig(r.TLS)
@@ -122,6 +124,26 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		opts.TLSConfig = tc
 	}
 	return opts, nil
+}
+
+// secret reads the password of field (password, sentinel_password) from
+// the environment variable env or the file, whichever is set; none is "".
+func secret(field, env, file string) (string, error) {
+	switch {
+	case env != "":
+		v, ok := os.LookupEnv(env)
+		if !ok {
+			return "", fmt.Errorf("%s_env: environment variable %s is not set", field, env)
+		}
+		return v, nil
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s_file: %w", field, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", nil
 }
 
 // close closes the store unless other (the next or previous generation's)

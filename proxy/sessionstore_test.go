@@ -264,6 +264,14 @@ func TestCheckSessionStore(t *testing.T) {
 		t.Errorf("an offline check read the secrets: %v (%v)", err, res)
 	}
 
+	// The Sentinels' password is read as the master's is.
+	sentinel := sharedConfig(p, up, mr.Addr(), writeKeys(t, dir, "good.keys", testSealKey1))
+	sentinel.SessionStore.Redis.MasterName = "mymaster"
+	sentinel.SessionStore.Redis.SentinelPasswordEnv = "GMGATE_TEST_NO_SUCH_SENTINEL_VARIABLE"
+	if _, err := Check(sentinel, CheckOptions{}); err == nil || !strings.Contains(err.Error(), "sentinel_password_env: environment variable GMGATE_TEST_NO_SUCH_SENTINEL_VARIABLE is not set") {
+		t.Errorf("a missing Sentinel password variable: %v", err)
+	}
+
 	short := writeKeys(t, dir, "short.keys", testSealKey1[:40])
 	if _, err := Check(sharedConfig(p, up, mr.Addr(), short), CheckOptions{}); err == nil || strings.Contains(err.Error(), testSealKey1[:16]) || !strings.Contains(err.Error(), "openssl rand -hex 32") {
 		t.Errorf("a short key: %v", err)

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -392,33 +393,15 @@ func TestReplicasShareSessions(t *testing.T) {
 
 		// Clients keep coming, on their own, while Redis dies and comes
 		// back: not one of their handshakes may fail.
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var failures []error
-		rounds := 0
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cache := tlcp.NewLRUClientSessionCache(4, 0)
-				for _, addr := range []string{r1.addrs["ecc"], r2.addrs["ecc"]} {
-					if _, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache); err != nil {
-						mu.Lock()
-						failures = append(failures, err)
-						mu.Unlock()
-					}
-				}
-				mu.Lock()
-				rounds++
-				mu.Unlock()
+		stop := keepHandshaking(func() error {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			var errs []error
+			for _, addr := range []string{r1.addrs["ecc"], r2.addrs["ecc"]} {
+				_, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
+				errs = append(errs, err)
 			}
-		}()
+			return errors.Join(errs...)
+		})
 		time.Sleep(200 * time.Millisecond)
 
 		rs.Kill()
@@ -445,10 +428,9 @@ func TestReplicasShareSessions(t *testing.T) {
 		if got := storeMetric(t, r2, "hit"); got <= hits {
 			t.Fatalf("store hits did not grow once Redis was back (%v -> %v)", hits, got)
 		}
-		close(stop)
-		wg.Wait()
+		failures, rounds := stop()
 		if len(failures) > 0 || rounds < 10 {
-			t.Fatalf("%d handshakes failed in %d rounds while Redis died and came back: %v", len(failures), rounds, failures)
+			t.Fatalf("%d of %d rounds had a handshake fail while Redis died and came back: %v", len(failures), rounds, failures)
 		}
 		if n := strings.Count(r2.logs.String(), "session store unreachable"); n != 1 {
 			t.Fatalf("%d unreachable lines for one outage:\n%s", n, r2.logs)
@@ -576,6 +558,147 @@ func TestReplicasShareSessionsOverRedisCluster(t *testing.T) {
 			t.Fatalf("with the node back, %d of %d sessions resumed on replica 2", got, n)
 		}
 	})
+}
+
+// TestReplicasShareSessionsThroughSentinel runs two gmgate serve
+// processes whose session_store names a master that a Redis Sentinel
+// watches, the master and the Sentinel each with a password of its own:
+// sessions are shared through the master, and after a failover through
+// the new one, with no handshake failed meanwhile.
+func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
+	sn := testredis.StartSentinel(t, testredis.SentinelOptions{Name: "gmgate-sessions", MasterPassword: "master-secret", SentinelPassword: "sentinel-secret"})
+	t.Setenv("GMGATE_TEST_REDIS_PASSWORD", "master-secret")
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	sentinelPassword := filepath.Join(dir, "sentinel.password")
+	if err := os.WriteFile(sentinelPassword, []byte("sentinel-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := namedUpstream(t, "app")
+	cfg := replicaConfig(p, []string{sn.Sentinel.Addr()}, up, "client_auth: none", p.files.CACert)
+	cfg = strings.Replace(cfg, "timeout: 2s}", "timeout: 2s, master_name: gmgate-sessions, password_env: GMGATE_TEST_REDIS_PASSWORD, sentinel_password_file: "+sentinelPassword+"}", 1)
+	r1, r2 := startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg)
+
+	// round makes a session on replica 1 and offers it to replica 2; it
+	// returns the session and whether it resumed there.
+	round := func() (id []byte, resumed bool, err error) {
+		cache := tlcp.NewLRUClientSessionCache(4, 0)
+		st, err := tlcpHandshake(p, r1.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+		if err != nil {
+			return nil, false, err
+		}
+		st2, err := tlcpHandshake(p, r2.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+		return st.SessionID, st2.DidResume, err
+	}
+	// shared waits until a round resumes with a session that is on the
+	// master the Sentinel names. (Sessions written to the old master in
+	// the moment before the replicas learn of a failover are lost with
+	// it: each costs one full handshake.)
+	shared := func(t *testing.T) {
+		t.Helper()
+		master := sn.MasterClient(t)
+		defer master.Close()
+		waitFor(t, func() bool {
+			id, resumed, err := round()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !resumed {
+				return false
+			}
+			// The session is written after the handshake, off its path.
+			key := "gmgate:tlcp:" + hex.EncodeToString(id)
+			for range 100 {
+				if master.Exists(context.Background(), key).Val() == 1 {
+					return true
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			return false
+		})
+	}
+
+	t.Run("sessions resume on the other replica", func(t *testing.T) {
+		hits := storeMetric(t, r2, "hit")
+		shared(t)
+		if got := storeMetric(t, r2, "hit"); got <= hits {
+			t.Fatalf("store hits %v -> %v", hits, got)
+		}
+	})
+
+	t.Run("config check asks Redis through the Sentinel", func(t *testing.T) {
+		if out, code := runGmgate(t, nil, "config", "check", "-c", r1.cfgFile); code != 0 || strings.Contains(out, "does not answer") {
+			t.Fatalf("config check of the Sentinel setup (exit %d):\n%s", code, out)
+		}
+		wrong := filepath.Join(dir, "wrong.yaml")
+		cfg := strings.Replace(cfg, "master_name: gmgate-sessions", "master_name: no-such-master", 1)
+		if err := os.WriteFile(wrong, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := runGmgate(t, nil, "config", "check", "-c", wrong)
+		if strings.Contains(out, "redis: ") && strings.Contains(out, "sentinel.go") {
+			t.Errorf("the Redis client's own lines reached the check's output:\n%s", out)
+		}
+		if !strings.Contains(out, "session_store.redis.addrs: Redis does not answer") {
+			t.Fatalf("config check of a master the Sentinel does not know:\n%s", out)
+		}
+	})
+
+	t.Run("after a failover, through the new master; no handshake fails", func(t *testing.T) {
+		old := sn.Master(t)
+		stop := keepHandshaking(func() error {
+			_, _, err := round()
+			return err
+		})
+		sn.Failover(t)
+		if sn.Master(t) == old {
+			t.Fatal("the master did not change: the test proves nothing")
+		}
+		shared(t)
+		failures, rounds := stop()
+		if len(failures) > 0 || rounds < 10 {
+			t.Fatalf("%d of %d rounds had a handshake fail during the failover: %v", len(failures), rounds, failures)
+		}
+		// The failover is in the log, as a record of the process log.
+		for _, r := range []*replicaProc{r1, r2} {
+			r.waitLog(t, `sentinel: new master=\"gmgate-sessions\" addr=\"`+sn.Master(t)+`\"","component":"redis"`)
+			for _, line := range strings.Split(strings.TrimSpace(r.logs.String()), "\n") {
+				if !strings.HasPrefix(line, "{") {
+					t.Errorf("%s: a line that is not a JSON record: %s", r.cfgFile, line)
+				}
+			}
+		}
+	})
+}
+
+// keepHandshaking runs round again and again in the background until
+// the stop it returns is called; stop returns the errors of the rounds
+// that failed and how many rounds ran.
+func keepHandshaking(round func() error) (stop func() (failures []error, rounds int)) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var failures []error
+	rounds := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := round(); err != nil {
+				failures = append(failures, err)
+			}
+			rounds++
+		}
+	}()
+	return func() ([]error, int) {
+		close(done)
+		wg.Wait()
+		return failures, rounds
+	}
 }
 
 // caSubject returns the subject of the first certificate in a PEM file.

@@ -7,7 +7,9 @@ package testredis
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,31 +20,34 @@ import (
 
 // Server is one redis-server process on a loopback port of its own.
 type Server struct {
-	t       testing.TB
-	bin     string
-	dir     string
-	port    int
-	cluster bool
-	cmd     *exec.Cmd
-	done    chan struct{}
+	t     testing.TB
+	bin   string
+	dir   string
+	port  int
+	mode  string   // "", "cluster" or "sentinel"
+	extra []string // more arguments
+	// password is what the server requires (requirepass), if anything.
+	password string
+	cmd      *exec.Cmd
+	done     chan struct{}
 }
 
 // Start starts redis-server, or skips the test when it is not installed.
 // The server is killed when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := newServer(t, false)
+	s := newServer(t, "")
 	s.Start()
 	return s
 }
 
-func newServer(t testing.TB, cluster bool) *Server {
+func newServer(t testing.TB, mode string, extra ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it): this test needs a real Redis")
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), cluster: cluster}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), mode: mode, extra: extra}
 	t.Cleanup(s.Kill)
 	return s
 }
@@ -64,12 +69,24 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // until it answers.
 func (s *Server) Start() {
 	s.t.Helper()
-	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning"}
-	if s.cluster {
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning"}
+	switch s.mode {
+	case "sentinel":
+		// A Sentinel needs a configuration file that it can rewrite.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, nil, 0o600); err != nil {
+				s.t.Fatal(err)
+			}
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
+	case "cluster":
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000")
+		fallthrough
+	default:
+		args = append(args, "--save", "", "--appendonly", "no")
 	}
-	s.cmd = exec.Command(s.bin, args...)
+	s.cmd = exec.Command(s.bin, append(args, s.extra...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -96,7 +113,7 @@ func (s *Server) Kill() {
 // Client is a client of this server alone (not of its cluster); the caller
 // closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	return redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.password, MaxRetries: -1})
 }
 
 // Cluster is a Redis Cluster of masters without replicas, its hash slots
@@ -112,7 +129,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	for range n {
-		s := newServer(t, true)
+		s := newServer(t, "cluster")
 		s.Start()
 		c.Nodes = append(c.Nodes, s)
 	}
@@ -181,4 +198,101 @@ func (c *Cluster) Keys(t testing.TB) []int64 {
 		n = append(n, k)
 	}
 	return n
+}
+
+// Sentinel is a master with one replica, watched by one Redis Sentinel
+// (quorum 1) under a master name.
+type Sentinel struct {
+	Name     string
+	Sentinel *Server
+	Servers  []*Server // the master as started, then its replica
+}
+
+// SentinelOptions are the passwords of a Sentinel setup: what the master
+// and its replica require, and what the Sentinel itself requires.
+type SentinelOptions struct {
+	Name, MasterPassword, SentinelPassword string
+}
+
+// StartSentinel starts a master, its replica and a Sentinel that monitors
+// them as o.Name, and waits until the Sentinel knows the replica, or skips
+// the test when redis-server is not installed.
+func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
+	t.Helper()
+	var auth []string
+	if o.MasterPassword != "" {
+		auth = []string{"--requirepass", o.MasterPassword, "--masterauth", o.MasterPassword}
+	}
+	master := newServer(t, "", auth...)
+	master.password = o.MasterPassword
+	master.Start()
+	replica := newServer(t, "", append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.port)}, auth...)...)
+	replica.password = o.MasterPassword
+	replica.Start()
+	var sauth []string
+	if o.SentinelPassword != "" {
+		sauth = []string{"--requirepass", o.SentinelPassword}
+	}
+	sn := &Sentinel{Name: o.Name, Sentinel: newServer(t, "sentinel", sauth...), Servers: []*Server{master, replica}}
+	sn.Sentinel.password = o.SentinelPassword
+	sn.Sentinel.Start()
+	ctx := context.Background()
+	sc := sn.client()
+	defer sc.Close()
+	err := sc.Monitor(ctx, o.Name, "127.0.0.1", strconv.Itoa(master.port), "1").Err()
+	for _, set := range [][2]string{{"down-after-milliseconds", "1000"}, {"failover-timeout", "5000"}, {"auth-pass", o.MasterPassword}} {
+		if err == nil && set[1] != "" {
+			err = sc.Set(ctx, o.Name, set[0], set[1]).Err()
+		}
+	}
+	if err != nil {
+		t.Fatalf("setting up the Sentinel: %v", err)
+	}
+	testwait.For(t, "the Sentinel to see the replica", func() bool {
+		r, err := sc.Replicas(ctx, o.Name).Result()
+		return err == nil && len(r) == 1 && r[0]["flags"] == "slave" && r[0]["master-link-status"] == "ok"
+	})
+	return sn
+}
+
+func (sn *Sentinel) client() *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: sn.Sentinel.Addr(), Password: sn.Sentinel.password, MaxRetries: -1})
+}
+
+// Master is the address of the master, as the Sentinel says.
+func (sn *Sentinel) Master(t testing.TB) string {
+	t.Helper()
+	sc := sn.client()
+	defer sc.Close()
+	a, err := sc.GetMasterAddrByName(context.Background(), sn.Name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort(a[0], a[1])
+}
+
+// MasterClient is a client of the master the Sentinel names now; the
+// caller closes it.
+func (sn *Sentinel) MasterClient(t testing.TB) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: sn.Master(t), Password: sn.Servers[0].password, MaxRetries: -1})
+}
+
+// Failover makes the Sentinel promote the replica, and waits until the
+// Sentinel names it and it takes writes as the master. (The old master
+// follows it later; the Sentinel takes its time with that.)
+func (sn *Sentinel) Failover(t testing.TB) {
+	t.Helper()
+	old := sn.Master(t)
+	sc := sn.client()
+	defer sc.Close()
+	ctx := context.Background()
+	if err := sc.Failover(ctx, sn.Name).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the Sentinel to name a new master", func() bool { return sn.Master(t) != old })
+	c := sn.MasterClient(t)
+	defer c.Close()
+	testwait.For(t, "the new master to take writes", func() bool {
+		return c.Set(ctx, "testredis:failover", "done", 0).Err() == nil
+	})
 }
