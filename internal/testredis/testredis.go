@@ -1,7 +1,8 @@
 // Package testredis runs real redis-server processes for tests: a single
-// server that a test can kill and start again, and a Redis Cluster of
-// several masters. Tests that use it are skipped, with a message saying
-// how to install it, when redis-server is not installed.
+// server that a test can kill and start again, a Redis Cluster of several
+// masters, and a master with a replica under a Redis Sentinel. Tests that
+// use it are skipped, with a message saying how to install it, when
+// redis-server is not installed.
 package testredis
 
 import (
