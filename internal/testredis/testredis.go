@@ -278,22 +278,21 @@ func (sn *Sentinel) MasterClient(t testing.TB) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: sn.Master(t), Password: sn.Servers[0].password, MaxRetries: -1})
 }
 
-// Failover makes the Sentinel promote the replica, and waits until the
-// Sentinel names it and it takes writes as the master. (The old master
-// follows it later; the Sentinel takes its time with that.)
-func (sn *Sentinel) Failover(t testing.TB) {
+// KillMaster kills the master the Sentinel names, as a crash would, and
+// waits until the Sentinel has promoted the replica and it takes writes
+// as the master.
+func (sn *Sentinel) KillMaster(t testing.TB) {
 	t.Helper()
 	old := sn.Master(t)
-	sc := sn.client()
-	defer sc.Close()
-	ctx := context.Background()
-	if err := sc.Failover(ctx, sn.Name).Err(); err != nil {
-		t.Fatal(err)
+	for _, s := range sn.Servers {
+		if s.Addr() == old {
+			s.Kill()
+		}
 	}
 	testwait.For(t, "the Sentinel to name a new master", func() bool { return sn.Master(t) != old })
 	c := sn.MasterClient(t)
 	defer c.Close()
 	testwait.For(t, "the new master to take writes", func() bool {
-		return c.Set(ctx, "testredis:failover", "done", 0).Err() == nil
+		return c.Set(context.Background(), "testredis:failover", "done", 0).Err() == nil
 	})
 }
