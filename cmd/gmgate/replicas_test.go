@@ -675,6 +675,66 @@ func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
 	})
 }
 
+// TestReplicasShareSessionsOverRedisTLS runs two gmgate serve processes
+// that share sessions through a Redis that speaks TLS only and requires a
+// client certificate; config check tells a wrong CA, a missing client
+// certificate and a wrong server name apart from a good setup.
+func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
+	rs := testredis.StartTLS(t)
+	f := rs.TLS
+	rc := rs.Client()
+	defer rc.Close()
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	up := namedUpstream(t, "app")
+	base := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
+	withTLS := func(tlsYAML string) string {
+		return strings.Replace(base, "timeout: 2s}", "timeout: 2s, tls: {"+tlsYAML+"}}", 1)
+	}
+	good := fmt.Sprintf("ca: %s, cert: %s, key: %s", f.CA, f.ClientCert, f.ClientKey)
+	r1, r2 := startReplica(t, dir, "r1", withTLS(good)), startReplica(t, dir, "r2", withTLS(good))
+
+	t.Run("sessions resume on the other replica", func(t *testing.T) {
+		cache := tlcp.NewLRUClientSessionCache(4, 0)
+		st, err := tlcpHandshake(p, r1.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inRedis(t, rc, st.SessionID)
+		hits := storeMetric(t, r2, "hit")
+		st2, err := tlcpHandshake(p, r2.addrs["ecc"], tlcp.ECC_SM4_GCM_SM3, cache)
+		if err != nil || !st2.DidResume {
+			t.Fatalf("no resumption on replica 2 (%v)", err)
+		}
+		if got := storeMetric(t, r2, "hit"); got != hits+1 {
+			t.Fatalf("store hits %v -> %v, want one more", hits, got)
+		}
+	})
+
+	t.Run("config check", func(t *testing.T) {
+		for _, c := range []struct {
+			name, tls string
+			answers   bool
+		}{
+			{"good", good, true},
+			{"server name", good + ", server_name: localhost", true},
+			{"another CA", fmt.Sprintf("ca: %s, cert: %s, key: %s", p.tlsCert, f.ClientCert, f.ClientKey), false},
+			{"no client certificate", "ca: " + f.CA, false},
+			{"wrong server name", good + ", server_name: other.example", false},
+		} {
+			file := filepath.Join(dir, "check-"+strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			if err := os.WriteFile(file, []byte(withTLS(c.tls)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, code := runGmgate(t, nil, "config", "check", "-c", file)
+			warned := strings.Contains(out, "session_store.redis.addrs: Redis does not answer")
+			if code != 0 || warned == c.answers {
+				t.Errorf("%s: exit %d, Redis answers %v, want %v:\n%s", c.name, code, !warned, c.answers, out)
+			}
+		}
+	})
+}
+
 // keepHandshaking runs round again and again in the background until
 // the stop it returns is called; stop returns the errors of the rounds
 // that failed and how many rounds ran.

@@ -7,6 +7,14 @@ package testredis
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/redis/go-redis/v9"
@@ -29,8 +38,11 @@ type Server struct {
 	extra []string // more arguments
 	// password is what the server requires (requirepass), if anything.
 	password string
-	cmd      *exec.Cmd
-	done     chan struct{}
+	// TLS, when set, makes the server speak TLS only, and require a
+	// client certificate from its CA.
+	TLS  *TLSFiles
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // Start starts redis-server, or skips the test when it is not installed.
@@ -71,6 +83,10 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 func (s *Server) Start() {
 	s.t.Helper()
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning"}
+	if f := s.TLS; f != nil {
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", f.ServerCert, "--tls-key-file", f.ServerKey,
+			"--tls-ca-cert-file", f.CA, "--tls-auth-clients", "yes", "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning"}
+	}
 	switch s.mode {
 	case "sentinel":
 		// A Sentinel needs a configuration file that it can rewrite.
@@ -114,7 +130,22 @@ func (s *Server) Kill() {
 // Client is a client of this server alone (not of its cluster); the caller
 // closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.password, MaxRetries: -1})
+	o := &redis.Options{Addr: s.Addr(), Password: s.password, MaxRetries: -1}
+	if s.TLS != nil {
+		o.TLSConfig = s.TLS.clientConfig(s.t)
+	}
+	return redis.NewClient(o)
+}
+
+// StartTLS starts redis-server speaking TLS only, with a certificate for
+// localhost and 127.0.0.1, requiring client certificates; the files are in
+// its TLS field. It skips the test when redis-server is not installed.
+func StartTLS(t testing.TB) *Server {
+	t.Helper()
+	s := newServer(t, "")
+	s.TLS = newTLSFiles(t, s.dir)
+	s.Start()
+	return s
 }
 
 // Cluster is a Redis Cluster of masters without replicas, its hash slots
@@ -295,4 +326,81 @@ func (sn *Sentinel) KillMaster(t testing.TB) {
 	testwait.For(t, "the new master to take writes", func() bool {
 		return c.Set(context.Background(), "testredis:failover", "done", 0).Err() == nil
 	})
+}
+
+// TLSFiles are the PEM files of a Redis server that speaks TLS: a CA, the
+// server's certificate and key, and a client certificate and key from the
+// same CA.
+type TLSFiles struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+func newTLSFiles(t testing.TB, dir string) *TLSFiles {
+	t.Helper()
+	f := &TLSFiles{CA: filepath.Join(dir, "ca.crt"), ServerCert: filepath.Join(dir, "server.crt"), ServerKey: filepath.Join(dir, "server.key"),
+		ClientCert: filepath.Join(dir, "client.crt"), ClientKey: filepath.Join(dir, "client.key")}
+	caCert, caKey := writeCert(t, f.CA, filepath.Join(dir, "ca.key"), &x509.Certificate{
+		Subject: pkix.Name{CommonName: "testredis CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign,
+	}, nil, nil)
+	writeCert(t, f.ServerCert, f.ServerKey, &x509.Certificate{
+		Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, caCert, caKey)
+	writeCert(t, f.ClientCert, f.ClientKey, &x509.Certificate{
+		Subject:  pkix.Name{CommonName: "testredis client"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, caCert, caKey)
+	return f
+}
+
+// writeCert issues tmpl with a new P-256 key, signed by parent (or by
+// itself), writes the certificate to certFile and the key to keyFile, and
+// returns both.
+func writeCert(t testing.TB, certFile, keyFile string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = big.NewInt(time.Now().UnixNano())
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// clientConfig is what a client of the server presents and trusts.
+func (f *TLSFiles) clientConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(b)
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, ServerName: "localhost"}
 }
