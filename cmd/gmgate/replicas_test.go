@@ -676,11 +676,13 @@ func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
 }
 
 // TestReplicasShareSessionsOverRedisTLS runs two gmgate serve processes
-// that share sessions through a Redis that speaks TLS only and requires a
-// client certificate; config check tells a wrong CA, a missing client
-// certificate and a wrong server name apart from a good setup.
+// that share sessions through a Redis that speaks TLS only, requires a
+// client certificate and lets in one ACL user; config check tells a wrong
+// CA, a missing client certificate, a wrong server name and a wrong user
+// apart from a good setup.
 func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
-	rs := testredis.StartTLS(t)
+	rs := testredis.StartTLS(t, "gmgate", "acl-secret")
+	t.Setenv("GMGATE_TEST_REDIS_PASSWORD", "acl-secret")
 	f := rs.TLS
 	rc := rs.Client()
 	defer rc.Close()
@@ -688,11 +690,14 @@ func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
 	p := newReplicaPKI(t, dir)
 	up := namedUpstream(t, "app")
 	base := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
-	withTLS := func(tlsYAML string) string {
-		return strings.Replace(base, "timeout: 2s}", "timeout: 2s, tls: {"+tlsYAML+"}}", 1)
+	// with is the configuration with these redis settings besides addrs.
+	with := func(redisYAML string) string {
+		return strings.Replace(base, "timeout: 2s}", "timeout: 2s, "+redisYAML+"}", 1)
 	}
-	good := fmt.Sprintf("ca: %s, cert: %s, key: %s", f.CA, f.ClientCert, f.ClientKey)
-	r1, r2 := startReplica(t, dir, "r1", withTLS(good)), startReplica(t, dir, "r2", withTLS(good))
+	const user = "username: gmgate, password_env: GMGATE_TEST_REDIS_PASSWORD"
+	goodTLS := fmt.Sprintf("ca: %s, cert: %s, key: %s", f.CA, f.ClientCert, f.ClientKey)
+	good := user + ", tls: {" + goodTLS + "}"
+	r1, r2 := startReplica(t, dir, "r1", with(good)), startReplica(t, dir, "r2", with(good))
 
 	t.Run("sessions resume on the other replica", func(t *testing.T) {
 		cache := tlcp.NewLRUClientSessionCache(4, 0)
@@ -713,17 +718,19 @@ func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
 
 	t.Run("config check", func(t *testing.T) {
 		for _, c := range []struct {
-			name, tls string
-			answers   bool
+			name, redis string
+			answers     bool
 		}{
 			{"good", good, true},
-			{"server name", good + ", server_name: localhost", true},
-			{"another CA", fmt.Sprintf("ca: %s, cert: %s, key: %s", p.tlsCert, f.ClientCert, f.ClientKey), false},
-			{"no client certificate", "ca: " + f.CA, false},
-			{"wrong server name", good + ", server_name: other.example", false},
+			{"server name", user + ", tls: {" + goodTLS + ", server_name: localhost}", true},
+			{"another CA", user + fmt.Sprintf(", tls: {ca: %s, cert: %s, key: %s}", p.tlsCert, f.ClientCert, f.ClientKey), false},
+			{"no client certificate", user + ", tls: {ca: " + f.CA + "}", false},
+			{"wrong server name", user + ", tls: {" + goodTLS + ", server_name: other.example}", false},
+			{"the default user", "password_env: GMGATE_TEST_REDIS_PASSWORD, tls: {" + goodTLS + "}", false},
+			{"no TLS", user, false},
 		} {
 			file := filepath.Join(dir, "check-"+strings.ReplaceAll(c.name, " ", "-")+".yaml")
-			if err := os.WriteFile(file, []byte(withTLS(c.tls)), 0o600); err != nil {
+			if err := os.WriteFile(file, []byte(with(c.redis)), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			out, code := runGmgate(t, nil, "config", "check", "-c", file)

@@ -36,8 +36,8 @@ type Server struct {
 	port  int
 	mode  string   // "", "cluster" or "sentinel"
 	extra []string // more arguments
-	// password is what the server requires (requirepass), if anything.
-	password string
+	// username and password are what clients log in with, if anything.
+	username, password string
 	// TLS, when set, makes the server speak TLS only, and require a
 	// client certificate from its CA.
 	TLS  *TLSFiles
@@ -130,7 +130,7 @@ func (s *Server) Kill() {
 // Client is a client of this server alone (not of its cluster); the caller
 // closes it.
 func (s *Server) Client() *redis.Client {
-	o := &redis.Options{Addr: s.Addr(), Password: s.password, MaxRetries: -1}
+	o := &redis.Options{Addr: s.Addr(), Username: s.username, Password: s.password, MaxRetries: -1}
 	if s.TLS != nil {
 		o.TLSConfig = s.TLS.clientConfig(s.t)
 	}
@@ -138,11 +138,13 @@ func (s *Server) Client() *redis.Client {
 }
 
 // StartTLS starts redis-server speaking TLS only, with a certificate for
-// localhost and 127.0.0.1, requiring client certificates; the files are in
-// its TLS field. It skips the test when redis-server is not installed.
-func StartTLS(t testing.TB) *Server {
+// localhost and 127.0.0.1, requiring client certificates (the files are in
+// its TLS field), and with one ACL user, user with password, in place of
+// the default user. It skips the test when redis-server is not installed.
+func StartTLS(t testing.TB, user, password string) *Server {
 	t.Helper()
-	s := newServer(t, "")
+	s := newServer(t, "", "--user", "default", "off", "--user", user, "on", ">"+password, "~*", "+@all")
+	s.username, s.password = user, password
 	s.TLS = newTLSFiles(t, s.dir)
 	s.Start()
 	return s
