@@ -82,11 +82,12 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // until it answers.
 func (s *Server) Start() {
 	s.t.Helper()
-	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning"}
+	args := []string{"--port", strconv.Itoa(s.port)}
 	if f := s.TLS; f != nil {
 		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", f.ServerCert, "--tls-key-file", f.ServerKey,
-			"--tls-ca-cert-file", f.CA, "--tls-auth-clients", "yes", "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning"}
+			"--tls-ca-cert-file", f.CA, "--tls-auth-clients", "yes"}
 	}
+	args = append(args, "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning")
 	switch s.mode {
 	case "sentinel":
 		// A Sentinel needs a configuration file that it can rewrite.
