@@ -567,12 +567,13 @@ func TestReplicasShareSessionsOverRedisCluster(t *testing.T) {
 
 // TestReplicasShareSessionsThroughSentinel runs two gmgate serve
 // processes whose session_store names a master that a Redis Sentinel
-// watches, the master and the Sentinel each with a password of its own:
+// watches, the master with a password and the Sentinel with an ACL user of
+// its own:
 // sessions are shared through the master; when the master dies, no
 // handshake fails, and once the Sentinel has promoted the replica
 // sessions are shared through it.
 func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
-	sn := testredis.StartSentinel(t, testredis.SentinelOptions{Name: "gmgate-sessions", MasterPassword: "master-secret", SentinelPassword: "sentinel-secret"})
+	sn := testredis.StartSentinel(t, testredis.SentinelOptions{Name: "gmgate-sessions", MasterPassword: "master-secret", SentinelUser: "watcher", SentinelPassword: "sentinel-secret"})
 	t.Setenv("GMGATE_TEST_REDIS_PASSWORD", "master-secret")
 	dir := t.TempDir()
 	p := newReplicaPKI(t, dir)
@@ -582,7 +583,7 @@ func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
 	}
 	up := namedUpstream(t, "app")
 	cfg := replicaConfig(p, []string{sn.Sentinel.Addr()}, up, "client_auth: none", p.files.CACert)
-	cfg = strings.Replace(cfg, "timeout: 2s}", "timeout: 2s, master_name: gmgate-sessions, password_env: GMGATE_TEST_REDIS_PASSWORD, sentinel_password_file: "+sentinelPassword+"}", 1)
+	cfg = strings.Replace(cfg, "timeout: 2s}", "timeout: 2s, master_name: gmgate-sessions, password_env: GMGATE_TEST_REDIS_PASSWORD, sentinel_username: watcher, sentinel_password_file: "+sentinelPassword+"}", 1)
 	r1, r2 := startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg)
 
 	// round makes a session on replica 1 and offers it to replica 2; it

@@ -243,10 +243,12 @@ type Sentinel struct {
 	Servers  []*Server // the master as started, then its replica
 }
 
-// SentinelOptions are the passwords of a Sentinel setup: what the master
-// and its replica require, and what the Sentinel itself requires.
+// SentinelOptions are the credentials of a Sentinel setup: the password
+// the master and its replica require, and the password the Sentinel
+// itself requires, of its ACL user SentinelUser (the default user off)
+// when that is set.
 type SentinelOptions struct {
-	Name, MasterPassword, SentinelPassword string
+	Name, MasterPassword, SentinelUser, SentinelPassword string
 }
 
 // StartSentinel starts a master, its replica and a Sentinel that monitors
@@ -265,11 +267,14 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 	replica.password = o.MasterPassword
 	replica.Start()
 	var sauth []string
-	if o.SentinelPassword != "" {
+	switch {
+	case o.SentinelUser != "":
+		sauth = []string{"--user", "default", "off", "--user", o.SentinelUser, "on", ">" + o.SentinelPassword, "~*", "&*", "+@all"}
+	case o.SentinelPassword != "":
 		sauth = []string{"--requirepass", o.SentinelPassword}
 	}
 	sn := &Sentinel{Name: o.Name, Sentinel: newServer(t, "sentinel", sauth...), Servers: []*Server{master, replica}}
-	sn.Sentinel.password = o.SentinelPassword
+	sn.Sentinel.username, sn.Sentinel.password = o.SentinelUser, o.SentinelPassword
 	sn.Sentinel.Start()
 	ctx := context.Background()
 	sc := sn.client()
@@ -291,7 +296,7 @@ func StartSentinel(t testing.TB, o SentinelOptions) *Sentinel {
 }
 
 func (sn *Sentinel) client() *redis.SentinelClient {
-	return redis.NewSentinelClient(&redis.Options{Addr: sn.Sentinel.Addr(), Password: sn.Sentinel.password, MaxRetries: -1})
+	return redis.NewSentinelClient(&redis.Options{Addr: sn.Sentinel.Addr(), Username: sn.Sentinel.username, Password: sn.Sentinel.password, MaxRetries: -1})
 }
 
 // Master is the address of the master, as the Sentinel says.
