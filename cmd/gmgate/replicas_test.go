@@ -443,6 +443,93 @@ func TestReplicasShareSessions(t *testing.T) {
 	})
 }
 
+// TestReplicasOutlastAHungRedis pauses Redis (SIGSTOP: its port still
+// takes connections and requests, and nothing answers) under two gmgate
+// serve processes whose session_store.redis.timeout is 300ms: a lookup
+// gives up at that bound, every handshake completes as a full one, the
+// log says the store is unreachable, and once Redis goes on sessions
+// resume across the replicas again.
+func TestReplicasOutlastAHungRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	up := namedUpstream(t, "app")
+	cfg := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
+	cfg = strings.Replace(cfg, "timeout: 2s", "timeout: 300ms", 1)
+	r1, r2 := startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg)
+
+	for _, tc := range []struct {
+		listener string
+		suite    uint16
+	}{{"ecc", tlcp.ECC_SM4_GCM_SM3}, {"ecdhe", tlcp.ECDHE_SM4_GCM_SM3}} {
+		// A new client each round: a full handshake on replica 1, then a
+		// resumption attempt on replica 2, which must not wait on Redis
+		// longer than its timeout allows.
+		var slowest time.Duration
+		round := func() (resumed bool) {
+			t.Helper()
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			if _, err := tlcpHandshake(p, r1.addrs[tc.listener], tc.suite, cache); err != nil {
+				t.Fatalf("%s: a handshake on replica 1 failed: %v", tc.listener, err)
+			}
+			start := time.Now()
+			st, err := tlcpHandshake(p, r2.addrs[tc.listener], tc.suite, cache)
+			if err != nil {
+				t.Fatalf("%s: a handshake on replica 2 failed: %v", tc.listener, err)
+			}
+			slowest = max(slowest, time.Since(start))
+			return st.DidResume
+		}
+		waitFor(t, round)
+
+		stop := keepHandshaking(func() error {
+			cache := tlcp.NewLRUClientSessionCache(4, 0)
+			var errs []error
+			for _, addr := range []string{r1.addrs[tc.listener], r2.addrs[tc.listener]} {
+				_, err := tlcpHandshake(p, addr, tc.suite, cache)
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		})
+		time.Sleep(200 * time.Millisecond)
+
+		errorsBefore := storeMetric(t, r2, "error")
+		rs.Pause()
+		slowest = 0
+		for range 10 {
+			if round() {
+				t.Fatalf("%s: a session made while Redis hangs resumed on the other replica", tc.listener)
+			}
+		}
+		// 300ms for the lookup that finds Redis hung, the rest for the
+		// handshakes themselves on a loaded machine; go-redis's own read
+		// timeout (3s) or a hang would exceed it.
+		if slowest > 2*time.Second {
+			t.Fatalf("%s: with Redis hung a handshake on replica 2 took %v; its lookups should give up after 300ms", tc.listener, slowest)
+		}
+		r2.waitLog(t, "session store unreachable")
+		if got := storeMetric(t, r2, "error"); got <= errorsBefore {
+			t.Fatalf("%s: no lookup counted as an error while Redis hung (%v -> %v)", tc.listener, errorsBefore, got)
+		}
+		if v := adminMetric(t, r2.admin, "gmgate_session_store_up"); v != 0 {
+			t.Fatalf("%s: gmgate_session_store_up = %v with Redis hung", tc.listener, v)
+		}
+
+		rs.Resume()
+		r2.waitLog(t, "session store reachable again") // said once, for the first outage
+		waitFor(t, func() bool { return adminMetric(t, r2.admin, "gmgate_session_store_up") == 1 })
+		hits := storeMetric(t, r2, "hit")
+		waitFor(t, round)
+		if got := storeMetric(t, r2, "hit"); got <= hits {
+			t.Fatalf("%s: store hits did not grow once Redis went on (%v -> %v)", tc.listener, hits, got)
+		}
+		failures, rounds := stop()
+		if len(failures) > 0 || rounds < 5 {
+			t.Fatalf("%s: %d of %d rounds had a handshake fail while Redis hung and went on: %v", tc.listener, len(failures), rounds, failures)
+		}
+	}
+}
+
 // TestReplicasShareSessionsOverRedisCluster runs two gmgate serve
 // processes whose session_store lists the three nodes of a Redis Cluster:
 // sessions land on every node and resume on the other replica; a node

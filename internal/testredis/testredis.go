@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,6 +127,25 @@ func (s *Server) Kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd = nil
+}
+
+// Pause stops the server's process (SIGSTOP) without closing a socket:
+// the kernel still accepts connections and takes requests, and nothing
+// answers them, as with a Redis stuck on a slow disk or a full machine.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT); it then answers what it
+// was sent meanwhile.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	if s.cmd == nil {
+		s.t.Fatal("testredis: the server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Client is a client of this server alone (not of its cluster); the caller
