@@ -223,7 +223,7 @@ func (m *Metrics) storeObserver() *storeMetrics {
 		}
 		sm.write = map[[2]string]prometheus.Counter{}
 		for _, op := range []string{"set", "delete"} {
-			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
+			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteRefused, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
 				sm.write[[2]string{op, r}] = sm.writes.WithLabelValues(op, r)
 			}
 		}

@@ -163,6 +163,16 @@ func tlcpHandshake(p *replicaPKI, addr string, suite uint16, cache tlcp.ClientSe
 	return c.ConnectionState(), nil
 }
 
+// mustHandshake is tlcpHandshake for a handshake that must succeed.
+func mustHandshake(t testing.TB, p *replicaPKI, addr string, suite uint16, cache tlcp.ClientSessionCache) tlcp.ConnectionState {
+	t.Helper()
+	st, err := tlcpHandshake(p, addr, suite, cache)
+	if err != nil {
+		t.Fatalf("a handshake failed: %v", err)
+	}
+	return st
+}
+
 // storeMetric reads one series of the session store's lookups from a
 // replica's /metrics.
 func storeMetric(t testing.TB, r *replicaProc, result string) float64 {
@@ -380,11 +390,7 @@ func TestReplicasShareSessions(t *testing.T) {
 		r1, r2 := replicas[0], replicas[1]
 		handshake := func(addr string, cache tlcp.ClientSessionCache) tlcp.ConnectionState {
 			t.Helper()
-			st, err := tlcpHandshake(p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
-			if err != nil {
-				t.Fatalf("a handshake failed: %v", err)
-			}
-			return st
+			return mustHandshake(t, p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
 		}
 		// A new client each round: a full handshake on replica 1, then
 		// a resumption attempt on replica 2.
@@ -530,6 +536,74 @@ func TestReplicasOutlastAHungRedis(t *testing.T) {
 			t.Fatalf("%s: %d of %d rounds had a handshake fail while Redis hung and went on: %v", tc.listener, len(failures), rounds, failures)
 		}
 	}
+}
+
+// TestReplicasOutlastAFullRedis runs two gmgate serve processes on a
+// Redis that reaches its maxmemory under the noeviction policy: it
+// refuses new sessions and still answers lookups. The store stays up, a
+// session written before resumes on the other replica, new ones are full
+// handshakes there (counted as refused writes, and logged), no handshake
+// fails, and once Redis has room new sessions are shared again.
+func TestReplicasOutlastAFullRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	rc := rs.Client()
+	defer rc.Close()
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := newReplicaPKI(t, dir)
+	up := namedUpstream(t, "app")
+	cfg := replicaConfig(p, []string{rs.Addr()}, up, "client_auth: none", p.files.CACert)
+	r1, r2 := startReplica(t, dir, "r1", cfg), startReplica(t, dir, "r2", cfg)
+	handshake := func(addr string, cache tlcp.ClientSessionCache) tlcp.ConnectionState {
+		t.Helper()
+		return mustHandshake(t, p, addr, tlcp.ECC_SM4_GCM_SM3, cache)
+	}
+
+	// A session made before Redis runs out of memory, not yet resumed
+	// anywhere but on replica 1.
+	early := tlcp.NewLRUClientSessionCache(4, 0)
+	inRedis(t, rc, handshake(r1.addrs["ecc"], early).SessionID)
+
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+		if err := rc.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := `gmgate_session_store_writes_total{op="set",result="refused"}`
+	for range 5 {
+		cache := tlcp.NewLRUClientSessionCache(4, 0)
+		st := handshake(r1.addrs["ecc"], cache)
+		if st.DidResume {
+			t.Fatal("a new client resumed")
+		}
+		if handshake(r2.addrs["ecc"], cache).DidResume {
+			t.Fatal("a session made while Redis refused writes resumed on the other replica")
+		}
+		if holds(rc, st.SessionID) {
+			t.Fatal("Redis took a session past its maxmemory: the test proves nothing")
+		}
+	}
+	waitFor(t, func() bool { return adminMetric(t, r1.admin, refused) == 5 })
+	if v := adminMetric(t, r1.admin, "gmgate_session_store_up"); v != 1 {
+		t.Fatalf("gmgate_session_store_up = %v on a Redis out of memory: it still answers lookups", v)
+	}
+	hits := storeMetric(t, r2, "hit")
+	if !handshake(r2.addrs["ecc"], early).DidResume || storeMetric(t, r2, "hit") != hits+1 {
+		t.Fatal("a session stored before Redis ran out of memory did not resume from it on the other replica")
+	}
+	r1.waitLog(t, "session store refuses new sessions")
+	if logs := r1.logs.String(); strings.Count(logs, "refuses new sessions") != 1 || strings.Contains(logs, "unreachable") {
+		t.Fatalf("want one refusal line and no outage for five refused writes:\n%s", logs)
+	}
+
+	if err := rc.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		cache := tlcp.NewLRUClientSessionCache(4, 0)
+		handshake(r1.addrs["ecc"], cache)
+		return handshake(r2.addrs["ecc"], cache).DidResume
+	})
 }
 
 // TestReplicasShareSessionsOverRedisCluster runs two gmgate serve

@@ -55,6 +55,10 @@ const (
 	WriteError       = "error"
 	WriteDropped     = "dropped"     // the queue was full
 	WriteUnavailable = "unavailable" // Redis is down: kept locally only
+	// WriteRefused is a write Redis answered with an out-of-memory error
+	// (maxmemory reached under the noeviction policy): Redis is up and
+	// lookups go on, but the session is kept locally only.
+	WriteRefused = "refused"
 )
 
 // Observer receives what the store does, for metrics. Its methods are
@@ -137,6 +141,10 @@ type Store struct {
 	lastLogged time.Time // when "unreachable" was last logged
 	downLogged bool      // the current outage was logged
 	flaps      int       // outages not logged since lastLogged
+	// lastRefusal is when a refused write was last logged, refusals
+	// the refused writes since.
+	lastRefusal time.Time
+	refusals    int
 
 	stop    chan struct{}
 	stopped sync.WaitGroup
@@ -547,21 +555,77 @@ func (s *Store) send(batch []write) {
 			sets++
 		}
 	}
-	_, err := pipe.Exec(ctx)
+	cmds, err := pipe.Exec(ctx)
 	d := time.Since(start)
-	result := WriteOK
-	if err != nil {
-		result = WriteError
+	if err != nil && !outOfMemory(cmds) {
 		s.down(err)
+		// The round trip is reported once, with the first kind.
+		if sets > 0 {
+			s.obs.Write("set", WriteError, sets, d)
+			d = 0
+		}
+		if dels > 0 {
+			s.obs.Write("delete", WriteError, dels, d)
+		}
+		return
 	}
-	// The round trip is reported once, with the first kind.
-	if sets > 0 {
-		s.obs.Write("set", result, sets, d)
-		d = 0
+	// Redis answered every write; some may have been refused for want
+	// of memory (deletes never are).
+	var n [2][2]int // [set, delete][ok, refused]
+	var refusal error
+	for i, c := range cmds {
+		op, r := 0, 0
+		if batch[i].value == nil {
+			op = 1
+		}
+		if c.Err() != nil {
+			r, refusal = 1, c.Err()
+		}
+		n[op][r]++
 	}
-	if dels > 0 {
-		s.obs.Write("delete", result, dels, d)
+	for op, name := range [2]string{"set", "delete"} {
+		for r, result := range [2]string{WriteOK, WriteRefused} {
+			if n[op][r] > 0 {
+				s.obs.Write(name, result, n[op][r], d)
+				d = 0
+			}
+		}
 	}
+	if refusal != nil {
+		s.refused(refusal, n[0][1]+n[1][1])
+	}
+}
+
+// outOfMemory reports whether Redis answered every command of a pipeline
+// and refused the ones it did not run for want of memory: it is up, it
+// only takes no new sessions.
+func outOfMemory(cmds []redis.Cmder) bool {
+	refused := false
+	for _, c := range cmds {
+		switch err := c.Err(); {
+		case err == nil:
+		case redis.IsOOMError(err):
+			refused = true
+		default:
+			return false
+		}
+	}
+	return refused
+}
+
+// refused logs, at most once per logInterval, that Redis refuses the
+// sessions written to it: it stays up, as its lookups go on.
+func (s *Store) refused(cause error, n int) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	s.refusals += n
+	now := s.now()
+	if !s.lastRefusal.IsZero() && now.Sub(s.lastRefusal) < logInterval {
+		return
+	}
+	s.log.Warn("session store refuses new sessions: Redis is out of memory; sessions made here are not shared until it takes them again; lookups and handshakes go on (raise its maxmemory, or set maxmemory-policy to volatile-ttl so that the soonest to expire make room)",
+		"cause", cause.Error(), "refused_writes", s.refusals)
+	s.lastRefusal, s.refusals = now, 0
 }
 
 // down marks Redis down after a failed request and starts probing it.

@@ -20,6 +20,7 @@ import (
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testpki"
+	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
@@ -535,5 +536,69 @@ func TestLookupAfterClose(t *testing.T) {
 	}
 	if r.obs.lookup(LookupError) != 1 {
 		t.Fatalf("lookups %v", r.obs.lookups)
+	}
+}
+
+// TestOutOfMemoryRedisStaysUp runs a real Redis that reaches its
+// maxmemory under the noeviction policy: it refuses new sessions with an
+// OOM error and still answers lookups. The store stays up, so sessions
+// written before go on resuming on the other replica; the refused writes
+// are counted and logged once per interval, and once Redis takes writes
+// again new sessions are shared.
+func TestOutOfMemoryRedisStaysUp(t *testing.T) {
+	rs := testredis.Start(t)
+	admin := rs.Client()
+	defer admin.Close()
+	ctx := context.Background()
+	keys := mustKeys(t, key1)
+	a, b := newReplica(t, rs.Addr(), keys, time.Second), newReplica(t, rs.Addr(), keys, time.Second)
+	ca := a.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	stored := func(id []byte) bool { return admin.Exists(ctx, a.store.SessionKey(id)).Val() == 1 }
+
+	before := bytes.Repeat([]byte{1}, 32)
+	ca.Put(before, testState(time.Now()))
+	testwait.For(t, "the first session in Redis", func() bool { return stored(before) })
+
+	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
+		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := bytes.Repeat([]byte{2}, 32)
+	ca.Put(full, testState(time.Now()))
+	testwait.For(t, "a refused write", func() bool { return a.obs.write("set "+WriteRefused) == 1 })
+	ca.Put(bytes.Repeat([]byte{3}, 32), testState(time.Now()))
+	testwait.For(t, "a second refused write", func() bool { return a.obs.write("set "+WriteRefused) == 2 })
+	if !a.store.Up() || a.obs.write("set "+WriteError) != 0 {
+		t.Fatalf("a Redis out of memory marked the store down (up %v, writes %v)", a.store.Up(), a.obs.writes)
+	}
+	if stored(full) {
+		t.Fatal("Redis took a write past its maxmemory: the test proves nothing")
+	}
+	logs := a.logs.String()
+	if n := strings.Count(logs, "session store refuses new sessions"); n != 1 || !strings.Contains(logs, "OOM") || strings.Contains(logs, "unreachable") {
+		t.Fatalf("%d refusal lines for two refused writes in one interval, want 1 naming the OOM and no outage:\n%s", n, logs)
+	}
+	// Lookups go on: the session written before resumes on b, the
+	// refused one is a miss.
+	if _, ok := cb.Get(before); !ok {
+		t.Fatalf("a session stored before Redis ran out of memory did not resume on the other replica (lookups %v)", b.obs.lookups)
+	}
+	if _, ok := cb.Get(full); ok {
+		t.Fatal("a refused session resumed on the other replica")
+	}
+	if !b.store.Up() || b.obs.lookup(LookupHit) != 1 || b.obs.lookup(LookupMiss) != 1 {
+		t.Fatalf("b: up %v, lookups %v", b.store.Up(), b.obs.lookups)
+	}
+
+	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	after := bytes.Repeat([]byte{4}, 32)
+	ca.Put(after, testState(time.Now()))
+	testwait.For(t, "a session written once Redis has room", func() bool { return stored(after) })
+	if _, ok := cb.Get(after); !ok {
+		t.Fatal("a session written once Redis had room again did not resume on the other replica")
 	}
 }
