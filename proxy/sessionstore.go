@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"reflect"
@@ -76,6 +78,9 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 			}
 			return nil, nil, []config.Problem{cfg.Problem("session_store.redis.addrs", "Redis does not answer ("+err.Error()+"); replicas serve without it, each with its own sessions", fix)}
 		}
+		if err := tryWrite(ctx, client, ss.Redis.KeyPrefix); err != nil {
+			return nil, nil, []config.Problem{writeProblem(cfg, ss.Redis, err)}
+		}
 		return nil, nil, nil
 	}
 	store := sessionstore.New(sessionstore.Options{
@@ -87,6 +92,48 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		Observer: s.metrics.storeObserver(),
 	})
 	return &sharedStore{spec: *ss, keys: keys, store: store, id: sharedStoreIDs.Add(1)}, nil, nil
+}
+
+// tryWrite writes a key under the prefix, reads it back and deletes it, as
+// the store does with sessions: a Redis can answer PING and still refuse
+// every session (a user without those rights, a read-only replica, a
+// Redis out of memory).
+func tryWrite(ctx context.Context, c redis.UniversalClient, prefix string) error {
+	key := prefix + "check:" + hex.EncodeToString(randomBytes(8))
+	if err := c.Set(ctx, key, "config check", 10*time.Second).Err(); err != nil {
+		return err
+	}
+	if err := c.Get(ctx, key).Err(); err != nil {
+		return err
+	}
+	return c.Del(ctx, key).Err()
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+// writeProblem says why Redis refused tryWrite's commands, and the fix.
+func writeProblem(cfg *config.Config, r *config.Redis, err error) config.Problem {
+	const shared = "; replicas serve without sharing sessions"
+	switch {
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		user := r.Username
+		if user == "" {
+			user = "default"
+		}
+		return cfg.Problem("session_store.redis.username", fmt.Sprintf("Redis refuses the session commands to user %q (%v)%s", user, err, shared),
+			fmt.Sprintf("grant that user reads and writes of keys under %q (ACL SETUSER %s ~%s* +@read +@write +@connection, and +@scripting for tls.acme.shared)", r.KeyPrefix, user, r.KeyPrefix))
+	case redis.HasErrorPrefix(err, "READONLY"):
+		return cfg.Problem("session_store.redis.addrs", fmt.Sprintf("the Redis at %s is a read-only replica (%v)%s", strings.Join(r.Addrs, ", "), err, shared),
+			"name its master, or its Sentinels with master_name")
+	case redis.IsOOMError(err):
+		return cfg.Problem("session_store.redis.addrs", fmt.Sprintf("Redis is out of memory and refuses new sessions (%v); sessions already in it still resume", err),
+			"raise its maxmemory, or set its maxmemory-policy to volatile-ttl")
+	}
+	return cfg.Problem("session_store.redis.addrs", fmt.Sprintf("Redis answers PING but not a session's write (%v)%s", err, shared), "check the Redis log")
 }
 
 // redisOptions turns the redis section into go-redis options: one address

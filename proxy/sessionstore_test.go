@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/hex"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -296,6 +298,85 @@ func TestCheckSessionStore(t *testing.T) {
 	res, err = Check(sharedConfig(p, up, addr, keys), CheckOptions{})
 	if w := storeWarnings(res); err != nil || len(w) != 1 || !strings.Contains(w[0], "session_store.redis.addrs: Redis does not answer") {
 		t.Fatalf("Redis down: %v, warnings %v", err, res.Warnings)
+	}
+}
+
+// TestCheckSessionStoreWrites: a Redis that answers PING and still refuses
+// every session gets a warning from the check that names the field, the
+// cause and the fix, and leaves no key behind: a user without write
+// rights, a read-only replica, a Redis out of memory.
+func TestCheckSessionStoreWrites(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	keys := writeKeys(t, tempDir(t), "keys", testSealKey1)
+	rs := testredis.Start(t)
+	admin := rs.Client()
+	defer admin.Close()
+	ctx := context.Background()
+	do := func(args ...any) {
+		t.Helper()
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warning := func(cfg *config.Config) string {
+		t.Helper()
+		res, err := Check(cfg, CheckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, w := range res.Warnings {
+			if strings.HasPrefix(w.Path, "session_store") {
+				out = append(out, w.String())
+			}
+		}
+		if len(out) > 1 {
+			t.Fatalf("more than one warning: %v", out)
+		}
+		if n := admin.DBSize(ctx).Val(); n != 0 {
+			t.Fatalf("the check left %d keys in Redis", n)
+		}
+		return strings.Join(out, "")
+	}
+
+	if w := warning(sharedConfig(p, up, rs.Addr(), keys)); w != "" {
+		t.Fatalf("a Redis that takes sessions: %s", w)
+	}
+
+	do("ACL", "SETUSER", "reader", "on", ">reader-pw", "~*", "+@read", "+@connection")
+	reader := sharedConfig(p, up, rs.Addr(), keys)
+	reader.SessionStore.Redis.Username = "reader"
+	reader.SessionStore.Redis.PasswordEnv = "GMGATE_TEST_READER_PW"
+	t.Setenv("GMGATE_TEST_READER_PW", "reader-pw")
+	w := warning(reader)
+	for _, want := range []string{"session_store.redis.username", `user "reader"`, "NOPERM", "ACL SETUSER reader ~gmgate:* +@read +@write"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("a user without writes: the warning does not say %q:\n%s", want, w)
+		}
+	}
+	if strings.Contains(w, "reader-pw") {
+		t.Errorf("the warning shows the password:\n%s", w)
+	}
+
+	do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	do("CONFIG", "SET", "maxmemory", "1")
+	w = warning(sharedConfig(p, up, rs.Addr(), keys))
+	if !strings.Contains(w, "session_store.redis.addrs: Redis is out of memory") || !strings.Contains(w, "volatile-ttl") {
+		t.Errorf("a Redis out of memory: %s", w)
+	}
+	do("CONFIG", "SET", "maxmemory", "0")
+
+	master := testredis.Start(t)
+	host, port, _ := strings.Cut(master.Addr(), ":")
+	do("REPLICAOF", host, port)
+	w = warning(sharedConfig(p, up, rs.Addr(), keys))
+	if !strings.Contains(w, "session_store.redis.addrs: the Redis at "+rs.Addr()+" is a read-only replica") || !strings.Contains(w, "master_name") {
+		t.Errorf("a replica: %s", w)
+	}
+	do("REPLICAOF", "NO", "ONE")
+	if w := warning(sharedConfig(p, up, rs.Addr(), keys)); w != "" {
+		t.Fatalf("the same Redis once a master again: %s", w)
 	}
 }
 

@@ -161,10 +161,12 @@ func (s *Server) Client() *redis.Client {
 // StartTLS starts redis-server speaking TLS only, with a certificate for
 // localhost and 127.0.0.1, requiring client certificates (the files are in
 // its TLS field), and with one ACL user, user with password, in place of
-// the default user. It skips the test when redis-server is not installed.
+// the default user, holding only the rights docs/config.md asks for
+// session_store under the default key prefix. It skips the test when
+// redis-server is not installed.
 func StartTLS(t testing.TB, user, password string) *Server {
 	t.Helper()
-	s := newServer(t, "", "--user", "default", "off", "--user", user, "on", ">"+password, "~*", "+@all")
+	s := newServer(t, "", "--user", "default", "off", "--user", user, "on", ">"+password, "~gmgate:*", "+@read", "+@write", "+@connection", "+@scripting")
 	s.username, s.password = user, password
 	s.TLS = newTLSFiles(t, s.dir)
 	s.Start()
