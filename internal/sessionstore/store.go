@@ -55,9 +55,10 @@ const (
 	WriteError       = "error"
 	WriteDropped     = "dropped"     // the queue was full
 	WriteUnavailable = "unavailable" // Redis is down: kept locally only
-	// WriteRefused is a write Redis answered with an out-of-memory error
-	// (maxmemory reached under the noeviction policy): Redis is up and
-	// lookups go on, but the session is kept locally only.
+	// WriteRefused is a write Redis answered with a refusal: out of
+	// memory (maxmemory reached under the noeviction policy), a read-only
+	// replica, or a user without write rights. Redis is up and lookups go
+	// on, but the session is kept locally only.
 	WriteRefused = "refused"
 )
 
@@ -557,7 +558,8 @@ func (s *Store) send(batch []write) {
 	}
 	cmds, err := pipe.Exec(ctx)
 	d := time.Since(start)
-	if err != nil && !outOfMemory(cmds) {
+	reason := refusedAll(cmds)
+	if err != nil && reason == "" {
 		s.down(err)
 		// The round trip is reported once, with the first kind.
 		if sets > 0 {
@@ -569,8 +571,7 @@ func (s *Store) send(batch []write) {
 		}
 		return
 	}
-	// Redis answered every write; some may have been refused for want
-	// of memory (deletes never are).
+	// Redis answered every write, and may have refused some.
 	var n [2][2]int // [set, delete][ok, refused]
 	var refusal error
 	for i, c := range cmds {
@@ -592,30 +593,46 @@ func (s *Store) send(batch []write) {
 		}
 	}
 	if refusal != nil {
-		s.refused(refusal, n[0][1]+n[1][1])
+		s.refused(reason, refusal, n[0][1]+n[1][1])
 	}
 }
 
-// outOfMemory reports whether Redis answered every command of a pipeline
-// and refused the ones it did not run for want of memory: it is up, it
-// only takes no new sessions.
-func outOfMemory(cmds []redis.Cmder) bool {
-	refused := false
+// refusedAll reports why Redis refused writes of a pipeline when it
+// answered every command and each error is a refusal (see refusalOf); it
+// returns "" when Redis refused nothing or failed otherwise.
+func refusedAll(cmds []redis.Cmder) string {
+	reason := ""
 	for _, c := range cmds {
-		switch err := c.Err(); {
-		case err == nil:
-		case redis.IsOOMError(err):
-			refused = true
-		default:
-			return false
+		if err := c.Err(); err != nil {
+			r := refusalOf(err)
+			if r == "" {
+				return ""
+			}
+			reason = r
 		}
 	}
-	return refused
+	return reason
+}
+
+// refusalOf says why Redis refused a write it answered, with the fix,
+// when the refusal leaves it up for lookups: out of memory, a read-only
+// replica (which still answers lookups) or a user without write rights.
+// Any other error is "": Redis is taken for down.
+func refusalOf(err error) string {
+	switch {
+	case redis.IsOOMError(err):
+		return "Redis is out of memory (raise its maxmemory, or set maxmemory-policy to volatile-ttl so that the soonest to expire make room)"
+	case redis.HasErrorPrefix(err, "READONLY"):
+		return "the Redis it writes to is a read-only replica (name its master in addrs, or its Sentinels with master_name)"
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		return "the Redis user may not write sessions (grant it +@write on keys under the key prefix)"
+	}
+	return ""
 }
 
 // refused logs, at most once per logInterval, that Redis refuses the
 // sessions written to it: it stays up, as its lookups go on.
-func (s *Store) refused(cause error, n int) {
+func (s *Store) refused(reason string, cause error, n int) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	s.refusals += n
@@ -623,7 +640,7 @@ func (s *Store) refused(cause error, n int) {
 	if !s.lastRefusal.IsZero() && now.Sub(s.lastRefusal) < logInterval {
 		return
 	}
-	s.log.Warn("session store refuses new sessions: Redis is out of memory; sessions made here are not shared until it takes them again; lookups and handshakes go on (raise its maxmemory, or set maxmemory-policy to volatile-ttl so that the soonest to expire make room)",
+	s.log.Warn("session store refuses new sessions: "+reason+"; sessions made here are not shared until it takes them again; lookups and handshakes go on",
 		"cause", cause.Error(), "refused_writes", s.refusals)
 	s.lastRefusal, s.refusals = now, 0
 }

@@ -539,66 +539,123 @@ func TestLookupAfterClose(t *testing.T) {
 	}
 }
 
-// TestOutOfMemoryRedisStaysUp runs a real Redis that reaches its
-// maxmemory under the noeviction policy: it refuses new sessions with an
-// OOM error and still answers lookups. The store stays up, so sessions
-// written before go on resuming on the other replica; the refused writes
-// are counted and logged once per interval, and once Redis takes writes
-// again new sessions are shared.
-func TestOutOfMemoryRedisStaysUp(t *testing.T) {
-	rs := testredis.Start(t)
-	admin := rs.Client()
-	defer admin.Close()
+// TestRefusedWritesKeepRedisUp runs a real Redis that answers lookups and
+// refuses writes: out of memory (maxmemory reached under the noeviction
+// policy), a master demoted to a replica of another (still named in
+// addrs), and a user without write rights. The store stays up, so a
+// session written before goes on resuming on the other replica; the
+// refused writes are counted and logged once per interval with the
+// reason, and once Redis takes writes again new sessions are shared.
+func TestRefusedWritesKeepRedisUp(t *testing.T) {
 	ctx := context.Background()
-	keys := mustKeys(t, key1)
-	a, b := newReplica(t, rs.Addr(), keys, time.Second), newReplica(t, rs.Addr(), keys, time.Second)
-	ca := a.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
-	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
-	stored := func(id []byte) bool { return admin.Exists(ctx, a.store.SessionKey(id)).Val() == 1 }
+	for _, tc := range []struct {
+		name, reason, cause string
+		// refuse makes Redis refuse writes (and may add a replica's
+		// sync); accept undoes it.
+		refuse, accept func(t *testing.T, rs *testredis.Server, admin *redis.Client)
+	}{{
+		name: "out of memory", reason: "Redis is out of memory", cause: "OOM",
+		refuse: func(t *testing.T, _ *testredis.Server, admin *redis.Client) {
+			do(t, admin, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+			do(t, admin, "CONFIG", "SET", "maxmemory", "1")
+		},
+		accept: func(t *testing.T, _ *testredis.Server, admin *redis.Client) {
+			do(t, admin, "CONFIG", "SET", "maxmemory", "0")
+		},
+	}, {
+		name: "a demoted master", reason: "is a read-only replica", cause: "READONLY",
+		refuse: func(t *testing.T, rs *testredis.Server, admin *redis.Client) {
+			// A failover: another server copies this one, becomes the
+			// master, and this one its replica, with the same data.
+			other := testredis.Start(t)
+			oc := other.Client()
+			defer oc.Close()
+			do(t, oc, append([]any{"REPLICAOF"}, hostPort(rs.Addr())...)...)
+			testwait.For(t, "the copy", func() bool { return synced(oc) })
+			do(t, oc, "REPLICAOF", "NO", "ONE")
+			do(t, admin, append([]any{"REPLICAOF"}, hostPort(other.Addr())...)...)
+			testwait.For(t, "the demoted master to sync", func() bool { return synced(admin) })
+		},
+		accept: func(t *testing.T, _ *testredis.Server, admin *redis.Client) { do(t, admin, "REPLICAOF", "NO", "ONE") },
+	}, {
+		name: "a user without writes", reason: "may not write sessions", cause: "NOPERM",
+		refuse: func(t *testing.T, _ *testredis.Server, admin *redis.Client) {
+			do(t, admin, "ACL", "SETUSER", "default", "-@write")
+		},
+		accept: func(t *testing.T, _ *testredis.Server, admin *redis.Client) {
+			do(t, admin, "ACL", "SETUSER", "default", "+@write")
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := testredis.Start(t)
+			admin := rs.Client()
+			defer admin.Close()
+			keys := mustKeys(t, key1)
+			a, b := newReplica(t, rs.Addr(), keys, time.Second), newReplica(t, rs.Addr(), keys, time.Second)
+			ca := a.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+			cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+			stored := func(id []byte) bool { return admin.Exists(ctx, a.store.SessionKey(id)).Val() == 1 }
 
-	before := bytes.Repeat([]byte{1}, 32)
-	ca.Put(before, testState(time.Now()))
-	testwait.For(t, "the first session in Redis", func() bool { return stored(before) })
+			before := bytes.Repeat([]byte{1}, 32)
+			ca.Put(before, testState(time.Now()))
+			testwait.For(t, "the first session in Redis", func() bool { return stored(before) })
 
-	for _, kv := range [][2]string{{"maxmemory-policy", "noeviction"}, {"maxmemory", "1"}} {
-		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	full := bytes.Repeat([]byte{2}, 32)
-	ca.Put(full, testState(time.Now()))
-	testwait.For(t, "a refused write", func() bool { return a.obs.write("set "+WriteRefused) == 1 })
-	ca.Put(bytes.Repeat([]byte{3}, 32), testState(time.Now()))
-	testwait.For(t, "a second refused write", func() bool { return a.obs.write("set "+WriteRefused) == 2 })
-	if !a.store.Up() || a.obs.write("set "+WriteError) != 0 {
-		t.Fatalf("a Redis out of memory marked the store down (up %v, writes %v)", a.store.Up(), a.obs.writes)
-	}
-	if stored(full) {
-		t.Fatal("Redis took a write past its maxmemory: the test proves nothing")
-	}
-	logs := a.logs.String()
-	if n := strings.Count(logs, "session store refuses new sessions"); n != 1 || !strings.Contains(logs, "OOM") || strings.Contains(logs, "unreachable") {
-		t.Fatalf("%d refusal lines for two refused writes in one interval, want 1 naming the OOM and no outage:\n%s", n, logs)
-	}
-	// Lookups go on: the session written before resumes on b, the
-	// refused one is a miss.
-	if _, ok := cb.Get(before); !ok {
-		t.Fatalf("a session stored before Redis ran out of memory did not resume on the other replica (lookups %v)", b.obs.lookups)
-	}
-	if _, ok := cb.Get(full); ok {
-		t.Fatal("a refused session resumed on the other replica")
-	}
-	if !b.store.Up() || b.obs.lookup(LookupHit) != 1 || b.obs.lookup(LookupMiss) != 1 {
-		t.Fatalf("b: up %v, lookups %v", b.store.Up(), b.obs.lookups)
-	}
+			tc.refuse(t, rs, admin)
+			refused := bytes.Repeat([]byte{2}, 32)
+			ca.Put(refused, testState(time.Now()))
+			testwait.For(t, "a refused write", func() bool { return a.obs.write("set "+WriteRefused) == 1 })
+			ca.Put(bytes.Repeat([]byte{3}, 32), testState(time.Now()))
+			testwait.For(t, "a second refused write", func() bool { return a.obs.write("set "+WriteRefused) == 2 })
+			if !a.store.Up() || a.obs.write("set "+WriteError) != 0 {
+				t.Fatalf("a refusal marked the store down (up %v, writes %v)", a.store.Up(), a.obs.writes)
+			}
+			if stored(refused) {
+				t.Fatal("Redis took the write: the test proves nothing")
+			}
+			logs := a.logs.String()
+			if n := strings.Count(logs, "session store refuses new sessions"); n != 1 || !strings.Contains(logs, tc.reason) || !strings.Contains(logs, tc.cause) || strings.Contains(logs, "unreachable") {
+				t.Fatalf("%d refusal lines for two refused writes in one interval, want 1 saying %q and %q and no outage:\n%s", n, tc.reason, tc.cause, logs)
+			}
+			// Lookups go on: the session written before resumes on b,
+			// the refused one is a miss.
+			if _, ok := cb.Get(before); !ok {
+				t.Fatalf("a session stored before the refusals did not resume on the other replica (lookups %v)", b.obs.lookups)
+			}
+			if _, ok := cb.Get(refused); ok {
+				t.Fatal("a refused session resumed on the other replica")
+			}
+			if !b.store.Up() || b.obs.lookup(LookupHit) != 1 || b.obs.lookup(LookupMiss) != 1 {
+				t.Fatalf("b: up %v, lookups %v", b.store.Up(), b.obs.lookups)
+			}
 
-	if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			tc.accept(t, rs, admin)
+			after := bytes.Repeat([]byte{4}, 32)
+			testwait.For(t, "a session written once Redis takes writes", func() bool {
+				ca.Put(after, testState(time.Now()))
+				time.Sleep(10 * time.Millisecond)
+				return stored(after)
+			})
+			if _, ok := cb.Get(after); !ok {
+				t.Fatal("a session written once Redis took writes again did not resume on the other replica")
+			}
+		})
+	}
+}
+
+func do(t *testing.T, c *redis.Client, args ...any) {
+	t.Helper()
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	after := bytes.Repeat([]byte{4}, 32)
-	ca.Put(after, testState(time.Now()))
-	testwait.For(t, "a session written once Redis has room", func() bool { return stored(after) })
-	if _, ok := cb.Get(after); !ok {
-		t.Fatal("a session written once Redis had room again did not resume on the other replica")
-	}
+}
+
+func hostPort(addr string) []any {
+	host, port, _ := strings.Cut(addr, ":")
+	return []any{host, port}
+}
+
+// synced reports whether the replica c has its master's data.
+func synced(c *redis.Client) bool {
+	info := c.Info(context.Background(), "replication").Val()
+	return strings.Contains(info, "master_link_status:up") && !strings.Contains(info, "master_sync_in_progress:1")
 }
