@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/proxy/probe"
 )
 
@@ -61,12 +62,7 @@ upstreams:
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
 }
 
 // execReload returns the ExecReload= commands of deploy/gmgate.service

@@ -558,7 +558,10 @@ func (s *Store) send(batch []write) {
 	}
 	cmds, err := pipe.Exec(ctx)
 	d := time.Since(start)
-	reason := refusedAll(cmds)
+	reason := ""
+	if err != nil {
+		reason = refusedAll(cmds)
+	}
 	if err != nil && reason == "" {
 		s.down(err)
 		// The round trip is reported once, with the first kind.

@@ -10,6 +10,18 @@ import (
 	"testing"
 )
 
+// FreePort returns a TCP port of 127.0.0.1 that is free now, for a
+// server that must be given its port (and may get it again on a restart).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // Serve listens on 127.0.0.1 on a free port and hands each connection it
 // accepts to serve, in a goroutine of its own; the connection is closed
 // when serve returns. When the test ends, the listener is closed and

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/redis/go-redis/v9"
 )
@@ -61,19 +62,9 @@ func newServer(t testing.TB, mode string, extra ...string) *Server {
 	if err != nil {
 		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it): this test needs a real Redis")
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), mode: mode, extra: extra}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: testnet.FreePort(t), mode: mode, extra: extra}
 	t.Cleanup(s.Kill)
 	return s
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Addr is the server's host:port.
