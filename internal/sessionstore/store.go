@@ -197,16 +197,16 @@ func New(opts Options) *Store {
 	s.obs.Up(true)
 	s.stopped.Add(2 + lookupSenders)
 	go s.writer()
-	go s.firstPing()
+	go s.firstProbe()
 	for range lookupSenders {
 		go s.lookupSender()
 	}
 	return s
 }
 
-// firstPing finds out at once whether Redis answers, so that an outage
-// at start is said before a handshake runs into it.
-func (s *Store) firstPing() {
+// firstProbe finds out at once whether Redis answers lookups, so that an
+// outage at start is said before a handshake runs into it.
+func (s *Store) firstProbe() {
 	defer s.stopped.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, time.Second))
 	defer cancel()
@@ -217,9 +217,20 @@ func (s *Store) firstPing() {
 		case <-ctx.Done():
 		}
 	}()
-	if err := s.client.Ping(ctx).Err(); err != nil && ctx.Err() != context.Canceled {
+	if err := s.ask(ctx); err != nil && ctx.Err() != context.Canceled {
 		s.down(err)
 	}
+}
+
+// ask sends Redis what a lookup sends, for a key no session has: a PING
+// would be answered for a user that may not read sessions, which would
+// take the store for up only to find it down at the next lookup.
+func (s *Store) ask(ctx context.Context) error {
+	err := s.client.Get(ctx, s.prefix+"tlcp:probe").Err()
+	if err == redis.Nil {
+		return nil
+	}
+	return err
 }
 
 // Close stops the store's goroutines, sends the writes already queued
@@ -663,7 +674,11 @@ func (s *Store) down(cause error) {
 		if s.flaps > 0 {
 			args = append(args, "outages_not_logged", s.flaps)
 		}
-		s.log.Warn("session store unreachable: sessions are not shared until it is back; handshakes go on", args...)
+		msg := "session store unreachable: sessions are not shared until it is back; handshakes go on"
+		if redis.HasErrorPrefix(cause, "NOPERM") {
+			msg = "session store refuses lookups: the Redis user may not read sessions (grant it +@read on keys under the key prefix); sessions are not shared until it may; handshakes go on"
+		}
+		s.log.Warn(msg, args...)
 		s.lastLogged, s.downLogged, s.flaps = now, true, 0
 	} else {
 		s.downLogged = false
@@ -675,7 +690,7 @@ func (s *Store) down(cause error) {
 	}
 }
 
-// probe pings Redis until it answers, then marks it up.
+// probe asks Redis until it answers a lookup, then marks it up.
 func (s *Store) probe() {
 	defer s.stopped.Done()
 	t := time.NewTicker(s.probeEvery)
@@ -688,7 +703,7 @@ func (s *Store) probe() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.timeout, 250*time.Millisecond))
-		err := s.client.Ping(ctx).Err()
+		err := s.ask(ctx)
 		cancel()
 		if err != nil {
 			continue

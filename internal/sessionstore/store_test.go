@@ -442,7 +442,8 @@ func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "get" {
+		// Session lookups, not the store's probe.
+		if cmd.Name() == "get" && cmd.Args()[1] != "gmgate:tlcp:probe" {
 			time.Sleep(h.started(1))
 		}
 		return next(ctx, cmd)
@@ -658,4 +659,47 @@ func hostPort(addr string) []any {
 func synced(c *redis.Client) bool {
 	info := c.Info(context.Background(), "replication").Val()
 	return strings.Contains(info, "master_link_status:up") && !strings.Contains(info, "master_sync_in_progress:1")
+}
+
+// A user that may not read sessions leaves the store down until it may:
+// the probe asks what a lookup asks, not a PING that any user may send.
+func TestUserWithoutReadsStaysDown(t *testing.T) {
+	rs := testredis.Start(t)
+	admin := rs.Client()
+	defer admin.Close()
+	keys := mustKeys(t, key1)
+	a, b := newReplica(t, rs.Addr(), keys, time.Second), newReplica(t, rs.Addr(), keys, time.Second)
+	ca := a.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	cb := b.store.Cache(tlcp.NewLRUSessionCache(16, time.Hour), time.Hour)
+	id := bytes.Repeat([]byte{5}, 32)
+	ca.Put(id, testState(time.Now()))
+	testwait.For(t, "the session in Redis", func() bool { return a.obs.write("set "+WriteOK) == 1 })
+
+	do(t, admin, "ACL", "SETUSER", "default", "-@read")
+	if _, ok := cb.Get(id); ok {
+		t.Fatal("a lookup refused by Redis resumed")
+	}
+	if b.store.Up() || b.obs.lookup(LookupError) != 1 {
+		t.Fatalf("a refused lookup: up %v, lookups %v", b.store.Up(), b.obs.lookups)
+	}
+	// Many probes later, the store is still down, and said so once.
+	for range 20 {
+		time.Sleep(10 * time.Millisecond)
+		if b.store.Up() {
+			t.Fatalf("a user that may not read sessions was taken for up again:\n%s", b.logs)
+		}
+	}
+	logs := b.logs.String()
+	if n := strings.Count(logs, "session store refuses lookups"); n != 1 || !strings.Contains(logs, "may not read sessions") || !strings.Contains(logs, "NOPERM") || strings.Contains(logs, "unreachable") {
+		t.Fatalf("%d lines for a user without reads, want 1 naming the fix and NOPERM:\n%s", n, logs)
+	}
+
+	do(t, admin, "ACL", "SETUSER", "default", "+@read")
+	testwait.For(t, "the store up once the user may read", b.store.Up)
+	if _, ok := cb.Get(id); !ok {
+		t.Fatalf("the session did not resume once the user may read (lookups %v)", b.obs.lookups)
+	}
+	if !strings.Contains(b.logs.String(), "session store reachable again") {
+		t.Fatalf("no line says the store is back:\n%s", b.logs)
+	}
 }
