@@ -706,16 +706,27 @@ func (c *Conn) handlePostHandshakeMessage() error {
 // balancer's health check, a client that only tests). Once data has been
 // written, close_notify is sent as before, so that a peer that half-closed
 // and reads on learns that our data ended whole.
+//
+// A Close that comes while a Write is in progress (to break a Write that a
+// peer which does not read has blocked) closes the connection at once,
+// without close_notify, as crypto/tls does.
 func (c *Conn) Close() error {
 	// Interlock with Write: no new Write after this point.
+	var x int32
 	for {
-		x := c.activeCall.Load()
+		x = c.activeCall.Load()
 		if x&1 != 0 {
 			return net.ErrClosed
 		}
 		if c.activeCall.CompareAndSwap(x, x|1) {
 			break
 		}
+	}
+	if x != 0 {
+		// A Write is in flight, perhaps blocked on a peer that does not
+		// read while it holds c.out: this Close is there to break it.
+		// close_notify would wait for it, so it is left out.
+		return c.conn.Close()
 	}
 	var alertErr error
 	if c.isHandshakeComplete.Load() && c.peerFatal.Load() == nil && !c.quietClose() {

@@ -127,3 +127,15 @@ func serveOne(l net.Listener, serve func(net.Conn) error) <-chan error {
 	}()
 	return done
 }
+
+// handshakeBoth runs the handshakes of client and server, failing the test
+// if either fails.
+func handshakeBoth(t testing.TB, client, server *Conn) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- server.Handshake() }()
+	cerr := client.Handshake()
+	if serr := <-errc; cerr != nil || serr != nil {
+		t.Fatalf("client %v, server %v", cerr, serr)
+	}
+}

@@ -386,14 +386,7 @@ func TestNothingWrittenAfterPeerFatalAlert(t *testing.T) {
 		ccfg, scfg := suiteConfigs(t, ECC_SM4_GCM_SM3, false)
 		c, s := localPipe(t)
 		client, server := Client(c, ccfg), Server(s, scfg)
-		errc := make(chan error, 1)
-		go func() { errc <- server.Handshake() }()
-		if err := client.Handshake(); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		handshakeBoth(t, client, server)
 		client.sendAlert(AlertInternalError, nil)
 		var ae *AlertError
 		if _, err := server.Read(make([]byte, 10)); !errors.As(err, &ae) || !ae.Remote || ae.Alert != AlertInternalError {
