@@ -357,7 +357,7 @@ func (c *Config) Clone() *Config {
 		ClientCAs:                   c.ClientCAs,
 		AcceptServerAuthClientCerts: c.AcceptServerAuthClientCerts,
 		CipherSuites:                c.CipherSuites,
-		SessionCache:                c.serverSessionCache(),
+		SessionCache:                c.clonedSessionCache(),
 		SessionContext:              c.SessionContext,
 		SessionsDisabled:            c.SessionsDisabled,
 		ClientSessionCache:          c.ClientSessionCache,
@@ -365,6 +365,15 @@ func (c *Config) Clone() *Config {
 		ClientSignCertOnly:          c.ClientSignCertOnly,
 		ClientRawCertificateVerify:  c.ClientRawCertificateVerify,
 	}
+}
+
+// clonedSessionCache is the SessionCache of a clone: the one set, or the
+// default one, shared (none when sessions are disabled and none is set).
+func (c *Config) clonedSessionCache() SessionCache {
+	if c.SessionCache != nil {
+		return c.SessionCache
+	}
+	return c.serverSessionCache()
 }
 
 func (c *Config) rand() io.Reader {
