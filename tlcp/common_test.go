@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -74,5 +75,25 @@ func TestCloneCopiesEveryField(t *testing.T) {
 		if !same {
 			t.Errorf("Clone does not copy %s", f.Name)
 		}
+	}
+}
+
+// TestCloneAllocatesNoSessionTable: cloning a Config (as Dial does for
+// a Config without ServerName, and as callers do for each upstream) shares
+// the default server session cache, but a client never stores a session
+// there: the cache must not cost its full table (megabytes) until a server
+// stores a session in it.
+func TestCloneAllocatesNoSessionTable(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		cfg := &Config{ServerName: "server.test"}
+		if cfg.Clone().SessionCache == nil {
+			t.Fatal("the clone shares no session cache")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<10 {
+		t.Fatalf("4 clones allocated %d bytes", n)
 	}
 }

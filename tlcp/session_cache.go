@@ -66,10 +66,13 @@ type lruSessionCache struct {
 	lifetime time.Duration
 	now      func() time.Time
 	index    map[sessionKey]int32
-	slots    []sessionSlot
-	extras   map[int32]*sessionExtras
-	head     int32
-	tail     int32
+	capacity int
+	// slots are made by the first Put: the default cache of a Config that
+	// only ever serves as a client's (or a clone's) stores nothing.
+	slots  []sessionSlot
+	extras map[int32]*sessionExtras
+	head   int32
+	tail   int32
 	// free lists unused slots through next.
 	free int32
 }
@@ -82,20 +85,26 @@ func NewLRUSessionCache(capacity int, lifetime time.Duration) SessionCache {
 	if capacity <= 0 {
 		capacity = DefaultSessionCacheSize
 	}
-	c := &lruSessionCache{
+	return &lruSessionCache{
 		lifetime: lifetime,
 		now:      time.Now,
 		index:    make(map[sessionKey]int32),
-		slots:    make([]sessionSlot, capacity),
+		capacity: capacity,
 		extras:   make(map[int32]*sessionExtras),
 		head:     -1,
 		tail:     -1,
+		free:     -1,
 	}
+}
+
+// makeSlots makes the slots, all free.
+func (c *lruSessionCache) makeSlots() {
+	c.slots = make([]sessionSlot, c.capacity)
 	for i := range c.slots {
 		c.slots[i].next = int32(i + 1)
 	}
-	c.slots[capacity-1].next = -1
-	return c
+	c.slots[c.capacity-1].next = -1
+	c.free = 0
 }
 
 func (c *lruSessionCache) unlink(i int32) {
@@ -189,6 +198,9 @@ func (c *lruSessionCache) Put(id []byte, st *SessionState) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.slots == nil {
+		c.makeSlots()
+	}
 	if i, ok := c.index[k]; ok {
 		c.drop(i)
 	}
