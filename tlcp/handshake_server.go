@@ -691,9 +691,15 @@ func (hs *serverHandshakeState) verifyConnection() error {
 	return nil
 }
 
-// forgetSession drops the session of a handshake that failed late.
+// forgetSession drops the session of a handshake that failed late: the
+// one it made, or the one it was resuming (whose ID is not in the
+// ServerHello yet when VerifyConnection rejects it).
 func (hs *serverHandshakeState) forgetSession() {
-	if cache := hs.config.serverSessionCache(); cache != nil && len(hs.hello.sessionID) > 0 {
-		cache.Delete(hs.hello.sessionID)
+	id := hs.hello.sessionID
+	if hs.session != nil {
+		id = hs.clientHello.sessionID
+	}
+	if cache := hs.config.serverSessionCache(); cache != nil && len(id) > 0 {
+		cache.Delete(id)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -553,5 +554,45 @@ func TestParseSessionChains(t *testing.T) {
 	}
 	if _, err := ParseSessionState(b); err == nil {
 		t.Error("chains without verified certificates parsed")
+	}
+}
+
+// TestServerForgetsSessionVerifyConnectionRejects: a session that the
+// server's VerifyConnection rejects on resumption (its client certificate
+// was revoked, say) is dropped from the cache, as one rejected at the end
+// of a full handshake is. Otherwise a client that got a new certificate
+// would offer the old session, be rejected with it, and never reach the
+// full handshake its new certificate needs while the session lives.
+func TestServerForgetsSessionVerifyConnectionRejects(t *testing.T) {
+	p := getPKI(t)
+	old := issueDual(t, p.ca, "client.test", nil, nil)
+	renewed := issueDual(t, p.ca, "client.test", nil, nil)
+	var revoked atomic.Pointer[[]byte]
+	scfg := serverConfig(t)
+	scfg.ClientAuth = RequireAndVerifyClientCert
+	scfg.VerifyConnection = func(cs ConnectionState) error {
+		if r := revoked.Load(); r != nil && bytes.Equal(cs.PeerCertificates[0].Raw, *r) {
+			return errors.New("client certificate revoked")
+		}
+		return nil
+	}
+	ccfg := clientConfig(t)
+	ccfg.Certificates = []Certificate{old}
+	ccfg.ClientSessionCache = NewLRUClientSessionCache(8, 0)
+	if _, _, cerr, serr := handshakePair(t, ccfg, scfg); cerr != nil || serr != nil {
+		t.Fatal(cerr, serr)
+	}
+
+	revoked.Store(&old.SignCertificate[0])
+	ccfg.Certificates = []Certificate{renewed}
+	_, _, cerr, serr := handshakePair(t, ccfg, scfg)
+	assertAlert(t, serr, cerr, AlertBadCertificate)
+
+	client, _, cerr, serr := handshakePair(t, ccfg, scfg)
+	if cerr != nil || serr != nil {
+		t.Fatalf("with the renewed certificate: client %v, server %v", cerr, serr)
+	}
+	if client.ConnectionState().DidResume {
+		t.Fatal("the rejected session was resumed")
 	}
 }
