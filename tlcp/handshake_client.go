@@ -32,6 +32,9 @@ type clientHandshakeState struct {
 }
 
 func (c *Conn) clientHandshake(ctx context.Context) error {
+	if c.config == nil {
+		c.config = &Config{}
+	}
 	cfg := c.config
 	if !cfg.InsecureSkipVerify && cfg.ServerName == "" {
 		return errors.New("tlcp: either ServerName or InsecureSkipVerify must be set in the Config")

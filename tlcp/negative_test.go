@@ -56,6 +56,19 @@ func TestInsecureSkipVerifyOnlyWhenAsked(t *testing.T) {
 	}
 }
 
+// TestClientWithoutConfig: a client made with a nil Config fails its
+// handshake with the error that says what to set, as crypto/tls does,
+// instead of panicking.
+func TestClientWithoutConfig(t *testing.T) {
+	c, s := localPipe(t)
+	defer c.Close()
+	defer s.Close()
+	err := Client(c, nil).Handshake()
+	if err == nil || !strings.Contains(err.Error(), "ServerName or InsecureSkipVerify") {
+		t.Fatalf("got %v, want the error that asks for ServerName or InsecureSkipVerify", err)
+	}
+}
+
 // tamperingSigner signs something other than what it is asked to.
 type tamperingSigner struct{ k *sm2.PrivateKey }
 
