@@ -40,7 +40,8 @@ const (
 	// of a listener that names a client identity header and not this one.
 	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"
 	// MaxSessionCacheSize bounds tlcp.session_cache.size: the cache's
-	// table is allocated whole, about 150 bytes a session.
+	// table is allocated whole when it keeps its first session, about 150
+	// bytes a session.
 	MaxSessionCacheSize = 1000000
 	// MaxSessionLifetime bounds tlcp.session_cache.lifetime (RFC 5246
 	// advises at most a day).
