@@ -56,12 +56,11 @@ var errNotPEM = errors.New("not a PEM certificate file")
 func parseCertificates(data []byte) ([]*smx509.Certificate, error) {
 	var certs []*smx509.Certificate
 	var other []string
-	rest := data
-	for n := 1; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
+	n := 1
+	for i, b := range splitPEM(data) {
+		block := b.block
 		if block == nil {
-			break
+			return nil, errors.New(damagedPEM(i+1, b))
 		}
 		if block.Type != "CERTIFICATE" && block.Type != "X509 CERTIFICATE" && block.Type != "TRUSTED CERTIFICATE" {
 			other = append(other, block.Type)
@@ -88,6 +87,56 @@ func parseCertificates(data []byte) ([]*smx509.Certificate, error) {
 		return []*smx509.Certificate{c}, nil
 	}
 	return nil, fmt.Errorf(`%w: no "-----BEGIN CERTIFICATE-----" block found; give the PEM certificate (convert DER with: openssl x509 -inform DER -in FILE -out FILE.pem)`, errNotPEM)
+}
+
+// pemBlock is one block of a PEM file: the line of its "-----BEGIN", and
+// the block, nil when it is damaged.
+type pemBlock struct {
+	line  int
+	block *pem.Block
+}
+
+// splitPEM returns the PEM blocks of data in file order. Unlike
+// pem.Decode alone, which skips a "-----BEGIN" line that does not start a
+// well-formed block (one cut short when it was copied, or with damaged
+// base64) and reads on, it keeps such a block, as a nil one, so that a
+// chain does not lose an intermediate without a word.
+func splitPEM(data []byte) []pemBlock {
+	var blocks []pemBlock
+	for start := pemBegin(data, 0); start >= 0; {
+		next := pemBegin(data, start+1)
+		end := len(data)
+		if next >= 0 {
+			end = next
+		}
+		block, _ := pem.Decode(data[start:end])
+		blocks = append(blocks, pemBlock{line: bytes.Count(data[:start], []byte("\n")) + 1, block: block})
+		start = next
+	}
+	return blocks
+}
+
+// damagedPEM describes the n-th block of a file, which splitPEM found
+// damaged.
+func damagedPEM(n int, b pemBlock) string {
+	return fmt.Sprintf("PEM block %d (line %d) is damaged: it is cut short or is not valid base64; copy the whole block again, from its -----BEGIN line to its -----END line", n, b.line)
+}
+
+// pemBegin returns the index of the first line at or after from that
+// starts with "-----BEGIN ", or -1.
+func pemBegin(data []byte, from int) int {
+	const begin = "-----BEGIN "
+	for i := from; i < len(data); {
+		j := bytes.Index(data[i:], []byte(begin))
+		if j < 0 {
+			return -1
+		}
+		if i+j == 0 || data[i+j-1] == '\n' {
+			return i + j
+		}
+		i += j + 1
+	}
+	return -1
 }
 
 // encodeCertsPEM writes certificates as consecutive PEM blocks.

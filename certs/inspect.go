@@ -125,14 +125,15 @@ func inspectFile(path string, opts InspectOptions) []*InspectedItem {
 		return []*InspectedItem{it}
 	}
 	var items []*InspectedItem
-	rest := data
-	for n := 1; ; n++ {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
+	for i, b := range splitPEM(data) {
+		block := b.block
+		it := &InspectedItem{File: path, Index: i + 1}
 		if block == nil {
-			break
+			it.Kind = "damaged PEM block"
+			it.flag(SeverityError, "%s", damagedPEM(i+1, b))
+			items = append(items, it)
+			continue
 		}
-		it := &InspectedItem{File: path, Index: n}
 		switch block.Type {
 		case "CERTIFICATE", "X509 CERTIFICATE", "TRUSTED CERTIFICATE":
 			describeCertificate(it, block.Bytes)

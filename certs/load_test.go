@@ -1,6 +1,8 @@
 package certs
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -34,6 +36,22 @@ func wantAll(t *testing.T, msg string, parts ...string) {
 
 func files(d DualFiles) TLCPFiles {
 	return TLCPFiles{SignCert: d.SignCert, SignKey: d.SignKey, EncCert: d.EncCert, EncKey: d.EncKey}
+}
+
+// writeChainedPair issues a pair for NAME.example.cn from a CA with an
+// intermediate and writes it to a new directory.
+func writeChainedPair(t *testing.T, name string) (*CA, *Dual, DualFiles) {
+	t.Helper()
+	ica := newTestCA(t, true)
+	d, err := ica.IssueDual(IssueOptions{DNSNames: []string{name + ".example.cn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.Write(t.TempDir(), name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ica, d, f
 }
 
 func TestLoadBadInput(t *testing.T) {
@@ -87,15 +105,7 @@ func TestLoadBadInput(t *testing.T) {
 		wantAll(t, loadErr(t, files(good), LoadOptions{Now: func() time.Time { return time.Now().Add(-time.Hour) }}), "sign_cert "+good.SignCert+" is not valid until", "check the system clock")
 	})
 	t.Run("missing chain", func(t *testing.T) {
-		ica := newTestCA(t, true)
-		d, err := ica.IssueDual(IssueOptions{DNSNames: []string{"chain.example.cn"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := d.Write(t.TempDir(), "chain", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ica, d, f := writeChainedPair(t, "chain")
 		roots := LoadOptions{Roots: []*smx509.Certificate{ica.Root}}
 		if _, _, err := LoadTLCPFiles(files(f), roots); err != nil {
 			t.Fatalf("complete chain: %v", err)
@@ -110,6 +120,25 @@ func TestLoadBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantAll(t, loadErr(t, files(f), roots), "starts with a CA certificate", "put the server's certificate first")
+	})
+	t.Run("damaged block in the chain", func(t *testing.T) {
+		ica, d, f := writeChainedPair(t, "cut")
+		leaf, inter := encodeCertsPEM(d.SignCert), encodeCertsPEM(d.Chain[0])
+		for name, data := range map[string][]byte{
+			// The intermediate pasted without its last lines.
+			"cut short": append(append([]byte{}, leaf...), inter[:len(inter)/2]...),
+			// The intermediate damaged, a good root after it: pem.Decode
+			// alone skips the damaged block and reads on.
+			"bad base64": append(append(append([]byte{}, leaf...), "-----BEGIN CERTIFICATE-----\nMIIB!!!!\n-----END CERTIFICATE-----\n"...), encodeCertsPEM(ica.Root)...),
+		} {
+			if err := os.WriteFile(f.SignCert, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantAll(t, loadErr(t, files(f), LoadOptions{}), "sign_cert "+f.SignCert, fmt.Sprintf("block 2 (line %d)", bytes.Count(leaf, []byte("\n"))+1), "damaged", "copy the whole block again")
+			if r := Inspect([]string{f.SignCert}, InspectOptions{}); !r.HasErrors() {
+				t.Errorf("%s: inspect found no error", name)
+			}
+		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
 		enc := writeTestPair(t, ca, t.TempDir(), "enc", []byte("right password"), "enc.example.cn")
