@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -442,5 +443,53 @@ limits: {max_response_header_bytes: -1}
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+}
+
+// A key written twice in one mapping is one problem at its second line,
+// with its field path and the fix. YAML leaves the whole mapping unread
+// then, so nothing that follows from its absence (no listener, an
+// upstream that does not exist, a listener counted under the wrong index)
+// is reported on top of it.
+func TestDuplicateKeys(t *testing.T) {
+	const base = `listeners:
+  - name: a
+    listen: ":1"
+    protocol: tlcp
+    tlcp: {sign_cert: s, sign_key: k, enc_cert: e, enc_key: k2}
+    routes: [{upstream: app}]
+  - name: b
+    listen: ":2"
+    tlcp: {sign_cert: s, sign_key: k, enc_cert: e, enc_key: k2}
+    routes: [{upstream: app}]
+upstreams:
+  app:
+    targets: ["http://h:1"]
+`
+	cases := []struct {
+		name, yaml string
+		line       int
+		path       string
+		first      int
+	}{
+		{"top level", base + "upstreams:\n  other: {targets: [\"http://h:2\"]}\n", 14, "upstreams", 11},
+		{"in a listener", strings.Replace(base, `    listen: ":1"`+"\n", `    listen: ":1"`+"\n    listen: \":3\"\n", 1), 4, "listeners[0].listen", 3},
+		{"in an upstream", base + `    targets: ["http://h:2"]` + "\n", 14, "upstreams.app.targets", 13},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("dup.yaml", []byte(c.yaml))
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			if len(ce.Problems) != 1 {
+				t.Fatalf("got %d problems, want 1:\n%v", len(ce.Problems), err)
+			}
+			p := ce.Problems[0]
+			if p.Line != c.line || p.Path != c.path || !strings.Contains(p.Msg, fmt.Sprintf("line %d", c.first)) || !strings.Contains(p.Fix, "keep one") {
+				t.Errorf("problem = %+v, want line %d, path %s, the first line %d and a fix", p, c.line, c.path, c.first)
+			}
+		})
 	}
 }

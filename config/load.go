@@ -155,6 +155,7 @@ func parse(name string, data []byte, dir string) (*Config, error) {
 var (
 	lineRE    = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	unknownRE = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	dupRE     = regexp.MustCompile(`^mapping key (".*") already defined at line (\d+)$`)
 	typeRE    = regexp.MustCompile("^cannot unmarshal !!(\\w+)( `.*`)? into (\\S+)$")
 )
 
@@ -179,8 +180,18 @@ func decode(name string, data []byte) (*Config, *nodeIndex, []Problem) {
 	switch {
 	case err == nil:
 	case errors.As(err, &te):
+		duplicate := false
 		for _, msg := range te.Errors {
-			probs = append(probs, idx.typeProblem(msg))
+			p, dup := idx.typeProblem(msg)
+			probs = append(probs, p)
+			duplicate = duplicate || dup
+		}
+		if duplicate {
+			// yaml.v3 leaves a mapping with a duplicate key unread, and a
+			// list without that item: what is left would be validated
+			// under wrong indexes, and for things missing that are there.
+			sortProblems(probs)
+			return nil, nil, probs
 		}
 	default:
 		return nil, nil, []Problem{syntaxProblem(name, err)}
@@ -307,15 +318,30 @@ func (idx *nodeIndex) pathAtLine(l int) string {
 	return best
 }
 
-// typeProblem turns one yaml.v3 decoding message into a Problem.
-func (idx *nodeIndex) typeProblem(msg string) Problem {
+// typeProblem turns one yaml.v3 decoding message into a Problem, and
+// reports whether it is a duplicate key.
+func (idx *nodeIndex) typeProblem(msg string) (Problem, bool) {
 	p := Problem{File: idx.file, Msg: msg}
 	m := lineRE.FindStringSubmatch(msg)
 	if m == nil {
-		return p
+		return p, false
 	}
 	p.Line, _ = strconv.Atoi(m[1])
 	rest := m[2]
+	if d := dupRE.FindStringSubmatch(rest); d != nil {
+		key, err := strconv.Unquote(d[1])
+		if err != nil {
+			key = d[1]
+		}
+		p.Path = idx.keyAt[m[1]+":"+key]
+		if p.Path == "" {
+			p.Path = idx.pathAtLine(p.Line)
+		}
+		first, _ := strconv.Atoi(d[2])
+		p.Msg = fmt.Sprintf("given twice (first at line %d)", first)
+		p.Fix = "keep one of them; the rest of the file is checked once every key is given once"
+		return p, true
+	}
 	if u := unknownRE.FindStringSubmatch(rest); u != nil {
 		key := u[1]
 		p.Path = idx.keyAt[m[1]+":"+key]
@@ -328,7 +354,7 @@ func (idx *nodeIndex) typeProblem(msg string) Problem {
 		} else {
 			p.Fix = "remove it or check its indentation"
 		}
-		return p
+		return p, false
 	}
 	p.Path = idx.pathAtLine(p.Line)
 	if t := typeRE.FindStringSubmatch(rest); t != nil {
@@ -337,10 +363,10 @@ func (idx *nodeIndex) typeProblem(msg string) Problem {
 		}
 		p.Msg = fmt.Sprintf("expected %s, found a %s%s", kindName(t[3]), yamlKindName(t[1]), t[2])
 		p.Fix = "write a value of the expected kind"
-		return p
+		return p, false
 	}
 	p.Msg, p.Fix, _ = strings.Cut(rest, "; ")
-	return p
+	return p, false
 }
 
 func kindName(goType string) string {
