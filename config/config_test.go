@@ -198,6 +198,16 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			"listeners[0].shared_sessions: session resumption is off",
 			"listeners[1].shared_sessions: an http listener has no sessions",
 		}},
+		{"session store timeout below a millisecond", `
+session_store:
+  keys_env: K
+  redis: {addrs: ["r:6379"], timeout: 100us}
+listeners:
+  - {listen: ":1", shared_sessions: true, tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}, routes: [{upstream: u}]}
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"session_store.redis.timeout: 100µs is out of range; use a duration from 1ms to 5s",
+		}},
 		{"sentinel settings without master_name", `
 session_store:
   keys_env: K

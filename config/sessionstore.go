@@ -60,6 +60,7 @@ type Redis struct {
 const (
 	DefaultRedisKeyPrefix = "gmgate:"
 	DefaultRedisTimeout   = 50 * time.Millisecond
+	MinRedisTimeout       = time.Millisecond
 	MaxRedisTimeout       = 5 * time.Second
 )
 
@@ -164,7 +165,7 @@ func (v *validator) sessionStore(c *Config) {
 	} else if r.DB != 0 && len(r.Addrs) > 1 && r.MasterName == "" {
 		v.add(rp+".db", "a Redis Cluster has database 0 only", "remove db, or give a single address")
 	}
-	if r.Timeout < 0 || r.Timeout.D() > MaxRedisTimeout {
+	if r.Timeout.D() < MinRedisTimeout || r.Timeout.D() > MaxRedisTimeout {
 		v.add(rp+".timeout", fmt.Sprintf("%s is out of range", r.Timeout), "use a duration from 1ms to 5s; a lookup that takes longer costs a full handshake anyway")
 	}
 	if t := r.TLS; t != nil {
