@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
@@ -35,6 +36,18 @@ var ErrKeyPassword = errors.New("wrong password for encrypted private key")
 var ErrKeyEncryption = errors.New("unsupported key encryption")
 
 func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
+	for name, values := range ref.Params {
+		// "password" itself is refused by secret.Read, with its own fix.
+		if name == "password" || name == "password-env" || name == "password-file" {
+			continue
+		}
+		// A word with no value may be a password written as the whole
+		// query: it is not repeated.
+		if slices.Contains(values, "") {
+			return nil, fmt.Errorf("key %s: the key reference has a parameter without a value; a file: key takes password-env=VAR or password-file=PATH", secret.Redact(ref.Path))
+		}
+		return nil, fmt.Errorf("key %s: unknown parameter %q in the key reference; a file: key takes password-env or password-file", secret.Redact(ref.Path), name)
+	}
 	data, err := os.ReadFile(ref.Path)
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", secret.Redact(ref.Path), err)

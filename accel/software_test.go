@@ -1,8 +1,11 @@
 package accel
 
 import (
+	"context"
 	"crypto"
 	"crypto/rand"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -76,4 +79,34 @@ func BenchmarkSoftwareSM2Sign(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A file: reference takes password-env and password-file only: a
+// misspelt parameter is an error that names it, not a password silently
+// not given (which an unencrypted key would never show, and an encrypted
+// one would report as no password at all).
+func TestSoftwareUnknownParameter(t *testing.T) {
+	dir := t.TempDir()
+	plain, encrypted := filepath.Join(dir, "plain.key"), filepath.Join(dir, "enc.key")
+	writeSM2Key(t, plain, nil)
+	writeSM2Key(t, encrypted, []byte("pw"))
+	t.Setenv("GMGATE_TEST_KEYPW", "pw")
+	for _, ref := range []string{
+		"file:" + plain + "?password_env=GMGATE_TEST_KEYPW",
+		"file:" + encrypted + "?password_env=GMGATE_TEST_KEYPW",
+		"file:" + encrypted + "?pasword-file=/run/secrets/pw",
+	} {
+		_, err := Open(context.Background(), ref)
+		if err == nil || !strings.Contains(err.Error(), "unknown parameter") || !strings.Contains(err.Error(), "password-env or password-file") {
+			t.Errorf("%s: %v", ref, err)
+		}
+	}
+	// A password written as the whole query is not repeated.
+	_, err := Open(context.Background(), "file:"+encrypted+"?Hunter2Secret")
+	if err == nil || strings.Contains(err.Error(), "Hunter2Secret") || !strings.Contains(err.Error(), "password-env=VAR or password-file=PATH") {
+		t.Errorf("bare word: %v", err)
+	}
+	if _, err := Open(context.Background(), "file:"+encrypted+"?password-env=GMGATE_TEST_KEYPW"); err != nil {
+		t.Errorf("known parameter: %v", err)
+	}
 }
