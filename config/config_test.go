@@ -198,6 +198,30 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			"listeners[0].shared_sessions: session resumption is off",
 			"listeners[1].shared_sessions: an http listener has no sessions",
 		}},
+		// An upstream written wrongly is one problem, at the upstream; the
+		// routes that name it are not told it does not exist.
+		{"upstream written as its list of targets", `
+listeners:
+  - {listen: ":1", protocol: http, routes: [{upstream: app}]}
+upstreams:
+  app: ["http://h:1"]
+`, []string{
+			"x.yaml:5: upstreams.app: expected a mapping (key: value lines), found a list",
+		}},
+		{"upstream left empty", `
+listeners:
+  - {listen: ":1", protocol: http, routes: [{upstream: app}]}
+upstreams:
+  app:
+`, []string{
+			"x.yaml:5: upstreams.app: the upstream is empty",
+		}},
+		{"listener written as a name", `
+listeners:
+  - edge
+`, []string{
+			"x.yaml:3: listeners[0]: expected a mapping (key: value lines), found a string `edge`",
+		}},
 		{"session store timeout below a millisecond", `
 session_store:
   keys_env: K

@@ -281,6 +281,15 @@ func (idx *nodeIndex) walk(path string, n *yaml.Node, depth int) {
 	}
 }
 
+// has reports whether the file has the field at path.
+func (idx *nodeIndex) has(path string) bool {
+	if idx == nil {
+		return false
+	}
+	_, ok := idx.lines[path]
+	return ok
+}
+
 // line returns the line of path, or of its nearest ancestor present in
 // the file.
 func (idx *nodeIndex) line(path string) int {

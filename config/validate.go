@@ -70,7 +70,7 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 		}
 	}
 
-	if len(c.Listeners) == 0 {
+	if len(c.Listeners) == 0 && !v.idx.has("listeners[0]") {
 		v.add("listeners", "no listener is configured", "add at least one entry under listeners: with listen, protocol and routes")
 	}
 	names := map[string]int{}
@@ -370,6 +370,11 @@ func (v *validator) routes(c *Config, p string, l *Listener, routes []Route) {
 		}
 		u, ok := c.Upstreams[r.Upstream]
 		if !ok || u == nil {
+			// An upstream the file has, empty or of the wrong kind, is
+			// reported where it is written.
+			if v.idx.has("upstreams." + r.Upstream) {
+				continue
+			}
 			v.add(rp+".upstream", fmt.Sprintf("no upstream is called %q", r.Upstream), "name one of the pools under upstreams: ("+strings.Join(upstreamNames(c), ", ")+")")
 			continue
 		}
