@@ -146,6 +146,31 @@ func readPassword(path string) ([]byte, error) {
 	return pw, nil
 }
 
+// refuseOtherCA fails when path (the ca.crt written beside issued files)
+// holds a certificate other than the root of the CA that issues them,
+// unless force: it is another CA's, perhaps a CA directory's own, and
+// replacing it would lose that CA. fix says what to do instead.
+func refuseOtherCA(force bool, path string, ca *certs.CA, fix string) error {
+	if force {
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	held, err := certs.ReadRoots(path)
+	if err == nil && len(held) > 0 && string(held[0].Raw) == string(ca.Root.Raw) {
+		return nil
+	}
+	what := "something other than a certificate"
+	if err == nil && len(held) > 0 {
+		what = fmt.Sprintf("the certificate of another CA (%q)", held[0].Subject.String())
+	}
+	return fmt.Errorf("%s holds %s, not of the CA issuing now (%q); %s", path, what, ca.Root.Subject.String(), fix)
+}
+
+// overwriteFix is what refuseOtherCA tells commands that take --force.
+const overwriteFix = "choose another --out, or pass --force to overwrite it"
+
 // refuseOverwrite fails when any of paths exists, unless force.
 func refuseOverwrite(force bool, paths ...string) error {
 	if force {
@@ -273,7 +298,7 @@ From an ECDSA or RSA CA: a certificate for the tls side of a listener
 and NAME.key, with ca.crt.`,
 		Example: `  gmgate cert issue --ca ca --dns api.example.cn --dns www.example.cn --ip 10.0.0.5 --out site
   gmgate cert issue --ca ca --dns api.example.cn --days 730 --key-password-file pw.txt --key-format tongsuo --out site
-  gmgate cert issue --ca tls-ca --dns api.example.cn --out site`,
+  gmgate cert issue --ca tls-ca --dns api.example.cn --out tls`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -309,6 +334,9 @@ and NAME.key, with ca.crt.`,
 			if err := refuseOverwrite(force, f.SignCert, f.SignKey, f.EncCert, f.EncKey); err != nil {
 				return err
 			}
+			if err := refuseOtherCA(force, f.CACert, ca, overwriteFix); err != nil {
+				return err
+			}
 			pair, err := ca.IssueDual(opts)
 			if err != nil {
 				return err
@@ -337,6 +365,9 @@ and NAME.key, with ca.crt.`,
 func issueTLS(w io.Writer, ca *certs.CA, opts certs.IssueOptions, out, stem, names string, enc *certs.KeyEncryption, force bool) error {
 	certFile, keyFile, caFile := filepath.Join(out, stem+".crt"), filepath.Join(out, stem+".key"), filepath.Join(out, certs.CACertFile)
 	if err := refuseOverwrite(force, certFile, keyFile); err != nil {
+		return err
+	}
+	if err := refuseOtherCA(force, caFile, ca, overwriteFix); err != nil {
 		return err
 	}
 	leaf, err := ca.IssueTLS(opts)

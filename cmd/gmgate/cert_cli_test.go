@@ -242,3 +242,41 @@ func TestCertKeyFormat(t *testing.T) {
 		}
 	}
 }
+
+// ca.crt beside issued files is the root of the CA that issued them: a
+// ca.crt of another CA there (an SM2 pair's, or a CA directory's own) is
+// not replaced without --force; the same CA's is.
+func TestCertKeepsAnotherCAsCertificate(t *testing.T) {
+	dir := t.TempDir()
+	at := func(p string) string { return filepath.Join(dir, p) }
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "tls-ca", "--key-type", "ecdsa-p256")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site")
+	mustGmgate(t, dir, "cert", "csr", "--dns", "b.example.cn", "--out", "req")
+	legacy, _ := writeRSACert(t, dir, "legacy.example.cn")
+	sm2Root, _ := os.ReadFile(at("ca/ca.crt"))
+	for _, c := range []struct {
+		file string
+		args []string
+	}{
+		{"site/ca.crt", []string{"cert", "issue", "--ca", "tls-ca", "--dns", "a.example.cn", "--out", "site"}},
+		{"ca/ca.crt", []string{"cert", "issue", "--ca", "tls-ca", "--dns", "b.example.cn", "--out", "ca"}},
+		{"tls-ca/ca.crt", []string{"cert", "sign", "--ca", "ca", "--csr", "req/b.example.cn.sign.csr", "--out", "tls-ca"}},
+		{"tls-ca/ca.crt", []string{"cert", "migrate", "--from", legacy, "--ca", "ca", "--out", "tls-ca"}},
+	} {
+		before, _ := os.ReadFile(at(c.file))
+		out, code := gmgate(t, dir, c.args...)
+		if code == 0 || !strings.Contains(out, c.file) || !strings.Contains(out, "another CA") || !strings.Contains(out, "choose another --out") {
+			t.Errorf("%v: exit %d\n%s", c.args, code, out)
+		}
+		if after, _ := os.ReadFile(at(c.file)); string(after) != string(before) {
+			t.Errorf("%v replaced %s", c.args, c.file)
+		}
+	}
+	// The same CA again, and --force.
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "c.example.cn", "--out", "site")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "tls-ca", "--dns", "a.example.cn", "--out", "site", "--force")
+	if after, _ := os.ReadFile(at("site/ca.crt")); string(after) == string(sm2Root) {
+		t.Error("--force did not write ca.crt")
+	}
+}

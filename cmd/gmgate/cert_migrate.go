@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/spf13/cobra"
@@ -51,6 +52,9 @@ pair on the same auto port. Prints a short report of old versus new.`,
 			opts := certs.MigrateOptions{From: from, Key: key, OutDir: out, KeyEncryption: enc}
 			if caDir != "" {
 				if opts.CA, err = loadCA(caDir, caPwFile); err != nil {
+					return err
+				}
+				if err := refuseOtherCA(false, filepath.Join(out, certs.CACertFile), opts.CA, "choose another --out"); err != nil {
 					return err
 				}
 			}

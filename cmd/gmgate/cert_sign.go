@@ -82,6 +82,9 @@ too.`,
 				if err := refuseOverwrite(force, j.certFile); err != nil {
 					return err
 				}
+				if err := refuseOtherCA(force, filepath.Join(filepath.Dir(j.certFile), certs.CACertFile), ca, overwriteFix); err != nil {
+					return err
+				}
 			}
 			w := cmd.OutOrStdout()
 			byRole := map[string][]*smx509.Certificate{}
