@@ -439,15 +439,20 @@ type CSRFiles struct {
 	SignCSR, SignKey, EncCSR, EncKey string
 }
 
-// Write stores the requests as NAME.sign.csr and NAME.enc.csr and the keys
-// as NAME.sign.key and NAME.enc.key (0600) in dir.
-func (c *DualCSR) Write(dir, name string, enc *KeyEncryption) (CSRFiles, error) {
-	f := CSRFiles{
+// csrFileNames returns the paths DualCSR.Write uses for name in dir.
+func csrFileNames(dir, name string) CSRFiles {
+	return CSRFiles{
 		SignCSR: filepath.Join(dir, name+".sign.csr"),
 		SignKey: filepath.Join(dir, name+".sign.key"),
 		EncCSR:  filepath.Join(dir, name+".enc.csr"),
 		EncKey:  filepath.Join(dir, name+".enc.key"),
 	}
+}
+
+// Write stores the requests as NAME.sign.csr and NAME.enc.csr and the keys
+// as NAME.sign.key and NAME.enc.key (0600) in dir.
+func (c *DualCSR) Write(dir, name string, enc *KeyEncryption) (CSRFiles, error) {
+	f := csrFileNames(dir, name)
 	for _, w := range []struct {
 		path string
 		csr  *smx509.CertificateRequest

@@ -33,7 +33,10 @@ type MigrateOptions struct {
 	// KeyEncryption says how the new keys are written (nil: not
 	// encrypted).
 	KeyEncryption *KeyEncryption
-	Now           func() time.Time
+	// Force replaces files that exist in OutDir; without it Migrate
+	// refuses, before it writes anything, to replace any.
+	Force bool
+	Now   func() time.Time
 }
 
 // MigratedCert is one migrated certificate.
@@ -113,6 +116,28 @@ func Migrate(opts MigrateOptions) (*MigrateResult, error) {
 			m.Name = fmt.Sprintf("%s-%d", base, n)
 		}
 		names[m.Name] = true
+		res.Migrated = append(res.Migrated, m)
+	}
+	if len(res.Migrated) == 0 {
+		return res, fmt.Errorf("--from %s: nothing to migrate (%d files skipped)", opts.From, len(res.Skipped))
+	}
+	if !opts.Force {
+		// The keys of an earlier run may be in service, or wait for the
+		// certificates a GM CA issues for their requests.
+		for _, m := range res.Migrated {
+			f, r := DualFileNames(opts.OutDir, m.Name), csrFileNames(opts.OutDir, m.Name)
+			paths := []string{f.SignCert, f.SignKey, f.EncCert, f.EncKey}
+			if m.Dual == nil {
+				paths = []string{r.SignCSR, r.SignKey, r.EncCSR, r.EncKey}
+			}
+			for _, p := range paths {
+				if fileExists(p) {
+					return nil, fmt.Errorf("%s already exists; choose another --out, or pass --force to overwrite it", p)
+				}
+			}
+		}
+	}
+	for _, m := range res.Migrated {
 		if m.Dual != nil {
 			if m.Files, err = m.Dual.Write(opts.OutDir, m.Name, opts.KeyEncryption); err != nil {
 				return res, err
@@ -120,12 +145,13 @@ func Migrate(opts MigrateOptions) (*MigrateResult, error) {
 		} else if m.CSRFiles, err = m.CSR.Write(opts.OutDir, m.Name, opts.KeyEncryption); err != nil {
 			return res, err
 		}
-		res.Migrated = append(res.Migrated, m)
-	}
-	if len(res.Migrated) == 0 {
-		return res, fmt.Errorf("--from %s: nothing to migrate (%d files skipped)", opts.From, len(res.Skipped))
 	}
 	return res, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // migrateOne prepares one migration; skip reports errors that only mean

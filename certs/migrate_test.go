@@ -218,3 +218,50 @@ func kuOfRequest(t *testing.T, csr *smx509.CertificateRequest) smx509.KeyUsage {
 	}
 	return c.KeyUsage
 }
+
+// Migrate does not replace the keys of an earlier run (requests already
+// sent to a GM CA, or a pair in service) unless told to, and writes
+// nothing when it refuses.
+func TestMigrateKeepsExistingFiles(t *testing.T) {
+	dir := t.TempDir()
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	writeLegacyServer(t, dir, "a", rsaKey, pkix.Name{CommonName: "a.example.com"}, []string{"a.example.com"}, nil, 365*24*time.Hour)
+	writeLegacyServer(t, dir, "b", ecKey, pkix.Name{CommonName: "b.example.com"}, []string{"b.example.com"}, nil, 365*24*time.Hour)
+	ca := newTestCA(t, false)
+	for _, c := range []struct {
+		name string
+		ca   *CA
+		key  func(*MigratedCert) string
+	}{
+		{"requests", nil, func(m *MigratedCert) string { return m.CSRFiles.SignKey }},
+		{"pair", ca, func(m *MigratedCert) string { return m.Files.EncKey }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := t.TempDir()
+			first, err := Migrate(MigrateOptions{From: filepath.Join(dir, "b.crt"), CA: c.ca, OutDir: out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := c.key(first.Migrated[0])
+			before, _ := os.ReadFile(kept)
+			// The directory holds a.crt, not yet migrated, and b.crt.
+			_, err = Migrate(MigrateOptions{From: dir, CA: c.ca, OutDir: out})
+			if err == nil || !strings.Contains(err.Error(), "b.example.com.") || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "--force") {
+				t.Fatalf("second run: %v", err)
+			}
+			if after, _ := os.ReadFile(kept); !bytes.Equal(after, before) {
+				t.Errorf("%s was replaced", kept)
+			}
+			if _, err := os.Stat(filepath.Join(out, "a.example.com.sign.key")); err == nil {
+				t.Error("a refused run wrote files")
+			}
+			if _, err := Migrate(MigrateOptions{From: dir, CA: c.ca, OutDir: out, Force: true}); err != nil {
+				t.Fatalf("with Force: %v", err)
+			}
+			if after, _ := os.ReadFile(kept); bytes.Equal(after, before) {
+				t.Errorf("with Force, %s was not replaced", kept)
+			}
+		})
+	}
+}

@@ -266,7 +266,7 @@ func TestCertKeepsAnotherCAsCertificate(t *testing.T) {
 	} {
 		before, _ := os.ReadFile(at(c.file))
 		out, code := gmgate(t, dir, c.args...)
-		if code == 0 || !strings.Contains(out, c.file) || !strings.Contains(out, "another CA") || !strings.Contains(out, "choose another --out") {
+		if code == 0 || !strings.Contains(out, c.file) || !strings.Contains(out, "another CA") || !strings.Contains(out, "--force") {
 			t.Errorf("%v: exit %d\n%s", c.args, code, out)
 		}
 		if after, _ := os.ReadFile(at(c.file)); string(after) != string(before) {

@@ -16,7 +16,7 @@ func init() {
 func newMigrateCmd() *cobra.Command {
 	var (
 		from, key, caDir, caPwFile, out string
-		csr                             bool
+		csr, force                      bool
 		keys                            keyFlags
 	)
 	cmd := &cobra.Command{
@@ -49,12 +49,12 @@ pair on the same auto port. Prints a short report of old versus new.`,
 			if out == "" {
 				out = "."
 			}
-			opts := certs.MigrateOptions{From: from, Key: key, OutDir: out, KeyEncryption: enc}
+			opts := certs.MigrateOptions{From: from, Key: key, OutDir: out, KeyEncryption: enc, Force: force}
 			if caDir != "" {
 				if opts.CA, err = loadCA(caDir, caPwFile); err != nil {
 					return err
 				}
-				if err := refuseOtherCA(false, filepath.Join(out, certs.CACertFile), opts.CA, "choose another --out"); err != nil {
+				if err := refuseOtherCA(force, filepath.Join(out, certs.CACertFile), opts.CA, overwriteFix); err != nil {
 					return err
 				}
 			}
@@ -66,7 +66,11 @@ pair on the same auto port. Prints a short report of old versus new.`,
 					m := res.Migrated[0]
 					fmt.Fprintf(w, "next: send the requests to your GM CA, or sign them with a local SM2 CA:\n  gmgate cert sign --ca DIR --csr %s --csr %s\n", m.CSRFiles.SignCSR, m.CSRFiles.EncCSR)
 					if !csr {
-						fmt.Fprintf(w, "(to issue the pair from a local CA at once: gmgate cert migrate --from %s --ca DIR)\n", from)
+						outFlag := ""
+						if out != "." {
+							outFlag = " --out " + out
+						}
+						fmt.Fprintf(w, "(to issue the pair from a local CA instead, replacing these keys: gmgate cert migrate --from %s --ca DIR%s --force)\n", from, outFlag)
 					}
 				}
 			}
@@ -80,6 +84,7 @@ pair on the same auto port. Prints a short report of old versus new.`,
 	f.StringVar(&caPwFile, "ca-key-password-file", "", "password file of encrypted CA keys")
 	f.BoolVar(&csr, "csr", false, "write dual CSRs for a GM CA (what happens without --ca)")
 	f.StringVar(&out, "out", "", "directory for the new files (default: the current directory)")
+	f.BoolVar(&force, "force", false, "overwrite existing files")
 	keys.register(cmd)
 	return cmd
 }
