@@ -343,8 +343,13 @@ func TestExampleIsValid(t *testing.T) {
 }
 
 func TestLoadMissingAndHuge(t *testing.T) {
-	if _, err := Load("testdata/does-not-exist.yaml"); !errors.Is(err, os.ErrNotExist) {
+	_, err := Load("testdata/does-not-exist.yaml")
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "testdata/does-not-exist.yaml does not exist") || !strings.Contains(err.Error(), "gmgate config show") {
 		t.Errorf("missing file: %v", err)
+	}
+	dir := t.TempDir()
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), dir+" is a directory") || !strings.Contains(err.Error(), "the configuration file") {
+		t.Errorf("directory: %v", err)
 	}
 	big := t.TempDir() + "/big.yaml"
 	if err := os.WriteFile(big, make([]byte, maxFileSize+1), 0o600); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,10 +93,16 @@ func Load(path string) (*Config, error) {
 // the file that the problems leave alone, never to serve.
 func LoadWithProblems(path string) (*Config, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, missingFileError(path)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory; give the configuration file in it with -c, such as %s", path, filepath.Join(path, "gmgate.yaml"))
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, err
@@ -109,6 +116,16 @@ func LoadWithProblems(path string) (*Config, error) {
 	}
 	return parse(path, data, dir)
 }
+
+// missingFileError is a configuration file that does not exist; it is
+// fs.ErrNotExist.
+type missingFileError string
+
+func (e missingFileError) Error() string {
+	return string(e) + " does not exist; give the configuration file with -c FILE (`gmgate config show > gmgate.yaml` writes an example to start from)"
+}
+
+func (e missingFileError) Unwrap() error { return fs.ErrNotExist }
 
 // Parse decodes, defaults and validates a configuration; name is the file
 // name used in problems. Every problem found is reported in one *Error.
