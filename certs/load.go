@@ -479,6 +479,9 @@ func loadCertChain(field, path string, opts LoadOptions) ([]*smx509.Certificate,
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, missingFile(field, path, "the PEM certificate file")
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("%s %s: %w", field, path, explainPermission(fs.ErrPermission))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %w", field, err)
 	}
@@ -574,6 +577,16 @@ func missingFile(field, path, want string) error {
 func explainKeyError(err error) error {
 	if errors.Is(err, accel.ErrKeyPassword) {
 		return fmt.Errorf("%w; check the password that password-env or password-file gives", err)
+	}
+	return explainPermission(err)
+}
+
+// explainPermission adds the fix to an error reading a file that the
+// user gmgate runs as may not read, as happens to files written 0600 by
+// root when the systemd unit runs gmgate as its own user.
+func explainPermission(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w; make the file readable by the user gmgate runs as (with the systemd unit: chgrp gmgate FILE && chmod 0640 FILE)", err)
 	}
 	return err
 }

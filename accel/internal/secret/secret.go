@@ -40,7 +40,7 @@ func Read(params url.Values, name string) ([]byte, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, fmt.Errorf("reading %s-file %s: %v", name, file, err)
+			return nil, fmt.Errorf("reading %s-file %s: %w", name, file, err)
 		}
 		b = []byte(strings.TrimRight(string(b), "\r\n"))
 		if len(b) == 0 {
