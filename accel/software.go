@@ -31,6 +31,10 @@ type softwareBackend struct{}
 // decrypted with the password given.
 var ErrKeyPassword = errors.New("wrong password for encrypted private key")
 
+// ErrKeyEncrypted is returned (wrapped) when an encrypted key is opened
+// without a password.
+var ErrKeyEncrypted = errors.New("the key is encrypted")
+
 // ErrKeyEncryption is returned (wrapped) when an encrypted key uses an
 // algorithm gmgate does not implement; the message names it.
 var ErrKeyEncryption = errors.New("unsupported key encryption")
@@ -76,7 +80,7 @@ func ParsePEMPrivateKey(data, password []byte) (crypto.Signer, error) {
 		switch block.Type {
 		case "ENCRYPTED PRIVATE KEY":
 			if password == nil {
-				return nil, errors.New("the key is encrypted; give its password with password-env=VAR or password-file=PATH")
+				return nil, fmt.Errorf("%w; give its password with password-env=VAR or password-file=PATH", ErrKeyEncrypted)
 			}
 			plain, err := keyenc.Decrypt(block.Bytes, password)
 			var unsupported *keyenc.UnsupportedError

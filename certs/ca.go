@@ -351,6 +351,9 @@ type LoadCAOptions struct {
 	KeyPasswordFile string
 	// KeyPasswordEnv names an environment variable holding it.
 	KeyPasswordEnv string
+	// PasswordFlag is the command-line flag that gives the password,
+	// named in errors in place of key reference parameters.
+	PasswordFlag string
 }
 
 // LoadCAWithOptions reads a CA directory. With an intermediate, the root
@@ -396,6 +399,14 @@ func openCAKey(path string, cert *smx509.Certificate, opts LoadCAOptions) (crypt
 		return nil, err
 	}
 	key, err := accel.Open(context.Background(), ref)
+	if f := opts.PasswordFlag; f != "" {
+		switch {
+		case errors.Is(err, accel.ErrKeyEncrypted):
+			return nil, fmt.Errorf("CA key %s is encrypted; give its password with %s FILE", path, f)
+		case errors.Is(err, accel.ErrKeyPassword):
+			return nil, fmt.Errorf("CA key %s: wrong password; check the password in the file %s gives", path, f)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("CA key: %w", explainKeyError(err))
 	}

@@ -270,7 +270,7 @@ func loadCA(dir, pwFile string) (*certs.CA, error) {
 	if dir == "" {
 		return nil, errors.New("--ca is required: the directory made by gmgate cert init-ca")
 	}
-	return certs.LoadCAWithOptions(dir, certs.LoadCAOptions{KeyPasswordFile: pwFile})
+	return certs.LoadCAWithOptions(dir, certs.LoadCAOptions{KeyPasswordFile: pwFile, PasswordFlag: "--ca-key-password-file"})
 }
 
 func newIssueCmd() *cobra.Command {

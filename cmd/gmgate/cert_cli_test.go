@@ -280,3 +280,27 @@ func TestCertKeepsAnotherCAsCertificate(t *testing.T) {
 		t.Error("--force did not write ca.crt")
 	}
 }
+
+// An encrypted CA key without its password, or with a wrong one, is told
+// in the command's own terms: the --ca-key-password-file flag, not the
+// key reference parameters of the configuration file.
+func TestCertEncryptedCAKeyNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "pw"), []byte("right password"), 0o600)
+	os.WriteFile(filepath.Join(dir, "wrong"), []byte("wrong password"), 0o600)
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca", "--key-password-file", "pw")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "is encrypted; give its password with --ca-key-password-file FILE"},
+		{[]string{"--ca-key-password-file", "wrong"}, "wrong password"},
+	} {
+		args := append([]string{"cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site"}, c.args...)
+		out, code := gmgate(t, dir, args...)
+		if code == 0 || !strings.Contains(out, c.want) || !strings.Contains(out, "--ca-key-password-file") || strings.Contains(out, "password-env") {
+			t.Errorf("%v: exit %d\n%s", c.args, code, out)
+		}
+	}
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site", "--ca-key-password-file", "pw")
+}
