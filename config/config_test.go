@@ -373,6 +373,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("listeners: [{listen: ':1', routes: [{upstream: x}]}]\nupstreams: {x: ~}\n"))
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("limits: {handshake_wait: [1]}\n"))
+	f.Add([]byte("listeners:\n  - {listen: ':1', listen: ':2'}\n  - listen: ':3'\nupstreams: {x: ~}\nupstreams: {}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data)
 		if (cfg == nil) == (err == nil) {
