@@ -351,3 +351,28 @@ func TestLoadOffline(t *testing.T) {
 		t.Error("an SM2 certificate on the TLS side passed offline")
 	}
 }
+
+// FuzzParseCertificates: any file is certificates or an error, never a
+// panic, and a "-----BEGIN" line is never skipped: each starts a block,
+// read or reported damaged.
+func FuzzParseCertificates(f *testing.F) {
+	ca := newTestCA(f, true)
+	leaf, inter := encodeCertsPEM(ca.Intermediate), encodeCertsPEM(ca.Root)
+	f.Add(append(append([]byte{}, leaf...), inter...))
+	f.Add(append(append([]byte{}, leaf...), inter[:len(inter)/2]...))
+	f.Add([]byte("text\n-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\r\n-----BEGIN X"))
+	f.Add(ca.Root.Raw)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		certs, err := parseCertificates(data)
+		if err == nil && len(certs) == 0 {
+			t.Fatal("no certificates and no error")
+		}
+		begins := bytes.Count(data, []byte("\n-----BEGIN "))
+		if bytes.HasPrefix(data, []byte("-----BEGIN ")) {
+			begins++
+		}
+		if n := len(splitPEM(data)); n != begins {
+			t.Fatalf("%d blocks for %d -----BEGIN lines", n, begins)
+		}
+	})
+}
