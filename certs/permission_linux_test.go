@@ -49,7 +49,7 @@ func TestLoadUnreadableFiles(t *testing.T) {
 		{"password file", "enc_key", pwFile, TLCPFiles{SignCert: plain.SignCert, SignKey: plain.SignKey, EncCert: enc.EncCert, EncKey: withPW(enc.EncKey)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			os.Chmod(c.file, 0o600)
+			os.Chmod(c.file, 0)
 			defer os.Chmod(c.file, 0o644)
 			var err error
 			asNobody(func() { _, _, err = LoadTLCPFiles(c.files, LoadOptions{}) })
