@@ -29,6 +29,11 @@ type Problem struct {
 	// Msg says what is wrong; Fix, when set, what to do.
 	Msg string
 	Fix string
+	// Transient marks a problem that may clear with no change to the
+	// configuration, the certificates or the keys (an address still in
+	// use, or not yet on this machine), so that starting again may
+	// succeed.
+	Transient bool
 }
 
 func (p Problem) String() string {
@@ -60,6 +65,18 @@ func (p Problem) String() string {
 // order.
 type Error struct {
 	Problems []Problem
+}
+
+// Transient reports whether every problem of e is Transient: starting
+// again, unchanged, may succeed. A wrong file, certificate, key, password
+// or PIN fails every start until it is fixed.
+func (e *Error) Transient() bool {
+	for _, p := range e.Problems {
+		if !p.Transient {
+			return false
+		}
+	}
+	return len(e.Problems) > 0
 }
 
 func (e *Error) Error() string {

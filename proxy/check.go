@@ -293,6 +293,10 @@ func accessLogProblem(cfg *config.Config, err error) config.Problem {
 func bindProblem(cfg *config.Config, path, addr string, err error) config.Problem {
 	_, port, _ := net.SplitHostPort(addr)
 	fix := ""
+	// Another process may let go of the address, or the machine get it:
+	// only a missing permission stays until the configuration or the
+	// service changes.
+	transient := true
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
 		fix = fmt.Sprintf("stop what listens there (`ss -ltnp 'sport = :%s'` shows it) or choose another port", port)
@@ -300,13 +304,16 @@ func bindProblem(cfg *config.Config, path, addr string, err error) config.Proble
 	case errors.Is(err, syscall.EACCES):
 		fix = "ports below 1024 need root or CAP_NET_BIND_SERVICE (deploy/gmgate.service grants it)"
 		err = fmt.Errorf("no permission to bind %s", addr)
+		transient = false
 	case errors.Is(err, syscall.EADDRNOTAVAIL):
 		fix = fmt.Sprintf("use an address of this machine, or \":%s\" for all of them", port)
 		err = fmt.Errorf("%s is not an address of this machine", addr)
 	default:
 		err = fmt.Errorf("cannot bind %s: %w", addr, err)
 	}
-	return cfg.Problem(path, err.Error(), fix)
+	p := cfg.Problem(path, err.Error(), fix)
+	p.Transient = transient
+	return p
 }
 
 // warnings are what Check reports about a configuration that serves;

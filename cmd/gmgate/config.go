@@ -35,7 +35,8 @@ certificate, the pair's shape, expiry, crypto cards opened and
 self-tested), the suites against the keys, the ACME settings, the access
 log, and whether each address can be bound. Every problem is listed with
 its file, line, field and fix; the exit status is 0 exactly when serve
-would start.
+would start, and otherwise what serve would exit with: 78 (EX_CONFIG),
+or 1 when every problem is an address in use or not on this machine.
 
 Relative paths in the file are relative to the file's directory.
 
@@ -111,7 +112,7 @@ will run it. Without -c, print a complete commented example.`,
 func configError(err error) error {
 	var ce *config.Error
 	if errors.As(err, &ce) {
-		return fmt.Errorf("\n%s", ce.Error())
+		return fmt.Errorf("\n%w", ce)
 	}
 	return err
 }

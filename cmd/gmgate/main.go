@@ -7,9 +7,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
+	"github.com/gmgate/gmgate/config"
 	"github.com/spf13/cobra"
 )
 
@@ -31,6 +33,23 @@ services that speak plain HTTP, TLS or TCP.
 func main() {
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gmgate:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitConfig is the exit status of a configuration that cannot serve as
+// it is (sysexits' EX_CONFIG): a problem in the file, or a certificate,
+// key, password or PIN it names. Starting again unchanged fails again,
+// and with a crypto card each start offers the PIN again, so
+// deploy/gmgate.service does not restart on it (RestartPreventExitStatus).
+const exitConfig = 78
+
+// exitCode is exitConfig for a configuration's problems, unless each may
+// clear by itself (an address still in use), and 1 for any other error.
+func exitCode(err error) int {
+	var ce *config.Error
+	if errors.As(err, &ce) && !ce.Transient() {
+		return exitConfig
+	}
+	return 1
 }

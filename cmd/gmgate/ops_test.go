@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -100,6 +101,35 @@ func execReload(t *testing.T, cfgFile string, pid int) [][]string {
 		t.Fatalf("unexpected ExecReload lines: %v", cmds)
 	}
 	return cmds
+}
+
+// The unit restarts gmgate when it fails, but not when the configuration
+// (or a key or PIN it names) is wrong: systemd learns which from serve's
+// exit status, and only serve's (RestartPreventExitStatus= looks at the
+// main process alone), so no ExecStartPre may open keys or cards first.
+func TestServiceRestartPolicy(t *testing.T) {
+	unit, err := os.ReadFile("../../deploy/gmgate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string][]string{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			settings[k] = append(settings[k], v)
+		}
+	}
+	if got := settings["Restart"]; !slices.Equal(got, []string{"on-failure"}) {
+		t.Errorf("Restart=%v, want on-failure", got)
+	}
+	if got := settings["RestartPreventExitStatus"]; len(got) != 1 || !slices.Contains(strings.Fields(got[0]), strconv.Itoa(exitConfig)) {
+		t.Errorf("RestartPreventExitStatus=%v, want it to hold %d", got, exitConfig)
+	}
+	if got := settings["ExecStartPre"]; len(got) != 0 {
+		t.Errorf("ExecStartPre=%v: its failures are restarted whatever their status", got)
+	}
+	if got := settings["ExecStart"]; len(got) != 1 || !strings.Contains(got[0], "gmgate serve") {
+		t.Errorf("ExecStart=%v", got)
+	}
 }
 
 // runExecReload runs the commands in order and stops at the first that

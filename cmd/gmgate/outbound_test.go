@@ -242,7 +242,7 @@ upstreams:
 	writeFile(t, file, config("      suites: [ECDHE_SM4_GCM_SM3]\n      profile: tongsuo\n"))
 	for _, args := range [][]string{{"config", "check", "-c", file}, {"serve", "-c", file}} {
 		out, code := runGmgate(t, nil, args...)
-		if code != 1 {
+		if code != exitConfig {
 			t.Fatalf("%v: exit %d\n%s", args, code, out)
 		}
 		for _, want := range []string{
@@ -258,7 +258,7 @@ upstreams:
 	// missing and the key belongs to another certificate.
 	writeFile(t, file, config(""))
 	out, code := runGmgate(t, nil, "config", "check", "-c", file)
-	if code != 1 || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: open "+filepath.Join(dir, "nope.crt")) ||
+	if code != exitConfig || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: open "+filepath.Join(dir, "nope.crt")) ||
 		!strings.Contains(out, file+":9: upstreams.partner.tlcp.sign_key: sign_key "+files.EncKey+" does not belong to sign_cert "+files.SignCert) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}

@@ -39,7 +39,7 @@ func TestHelperProcess(t *testing.T) {
 	rootCmd.SetArgs(args)
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gmgate:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 	os.Exit(0)
 }
@@ -60,7 +60,7 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := gmgateCommand("serve", "-c", cfg).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitConfig {
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	text := string(out)
@@ -81,9 +81,9 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 	if strings.Contains(text, "gmgate started") || strings.Contains(text, "listening") {
 		t.Errorf("the process started serving:\n%s", text)
 	}
-	// config check says the same and exits 1 too.
+	// config check says the same and exits the same.
 	out, err = gmgateCommand("config", "check", "-c", cfg).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || strings.Count(string(out), cfg+":") != 7 {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitConfig || strings.Count(string(out), cfg+":") != 7 {
 		t.Errorf("config check: %v\n%s", err, out)
 	}
 }
