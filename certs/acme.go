@@ -72,6 +72,9 @@ type ACME struct {
 	// issuance counts obtain and renewal results, by kind and result.
 	issuance map[[2]string]uint64
 	changed  chan struct{}
+	// stopManaging cancels what Start began: certmagic's orders, with
+	// their retries and the locks they hold.
+	stopManaging []context.CancelFunc
 }
 
 var acmeKeyTypes = map[string]certmagic.KeyType{
@@ -183,9 +186,8 @@ func (a *ACME) signalChanged() {
 // keeps them renewed in the background until Stop. It never prompts (an
 // empty Email registers an account without contact).
 func (a *ACME) Manage(ctx context.Context) error {
-	// ManageAsync does not prompt on the terminal, unlike ManageSync.
-	if err := a.cfg.ManageAsync(ctx, a.domains); err != nil {
-		return fmt.Errorf("acme: %w", err)
+	if err := a.Start(ctx); err != nil {
+		return err
 	}
 	for {
 		var pending []string
@@ -234,8 +236,17 @@ func (a *ACME) SetChallengePorts(httpPort, tlsALPNPort int) {
 
 // Start loads the domains' certificates from the state directory and
 // obtains the missing ones in the background, then keeps them renewed
-// until Stop. It does not wait for issuance (see Manage).
+// until Stop or ctx is done. It does not wait for issuance (see Manage).
 func (a *ACME) Start(ctx context.Context) error {
+	// certmagic retries a failed order for up to 30 days, holding the
+	// order's lock: only cancelling its context ends that, so that the
+	// manager that replaces this one on a reload, or another replica,
+	// does not wait behind an order with stale settings.
+	ctx, cancel := context.WithCancel(ctx)
+	a.mu.Lock()
+	a.stopManaging = append(a.stopManaging, cancel)
+	a.mu.Unlock()
+	// ManageAsync does not prompt on the terminal, unlike ManageSync.
 	if err := a.cfg.ManageAsync(ctx, a.domains); err != nil {
 		return fmt.Errorf("acme: %w", err)
 	}
@@ -293,8 +304,17 @@ func (a *ACME) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool 
 	return a.issuer.HandleHTTPChallenge(w, r)
 }
 
-// Stop ends background renewal.
-func (a *ACME) Stop() { a.cache.Stop() }
+// Stop ends background renewal and the orders in progress, releasing
+// their locks.
+func (a *ACME) Stop() {
+	a.mu.Lock()
+	for _, cancel := range a.stopManaging {
+		cancel()
+	}
+	a.stopManaging = nil
+	a.mu.Unlock()
+	a.cache.Stop()
+}
 
 // slogCore forwards certmagic's zap logging to slog.
 type slogCore struct {

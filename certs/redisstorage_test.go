@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,17 +21,14 @@ import (
 
 	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/gmgate/gmgate/internal/testredis"
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 func newRedisStorage(t *testing.T, mr *miniredis.Miniredis) *RedisStorage {
 	t.Helper()
-	keys, err := sessionstore.ParseKeys("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { client.Close() })
-	return NewRedisStorage(client, "gmgate:acme:", keys)
+	return NewRedisStorage(client, "gmgate:acme:", testSealer(t))
 }
 
 func TestRedisStorage(t *testing.T) {
@@ -183,14 +183,10 @@ func lockHandover(t *testing.T, a, b *RedisStorage, name string) {
 // deleted, and the lock works as on one server.
 func TestRedisStorageOverCluster(t *testing.T) {
 	cluster := testredis.StartCluster(t, 3)
-	keys, err := sessionstore.ParseKeys("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	storage := func() *RedisStorage {
 		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
 		t.Cleanup(func() { client.Close() })
-		return NewRedisStorage(client, "gmgate:acme:", keys)
+		return NewRedisStorage(client, "gmgate:acme:", testSealer(t))
 	}
 	a, b := storage(), storage()
 	ctx := context.Background()
@@ -304,4 +300,46 @@ func TestACMEAcrossReplicas(t *testing.T) {
 	if !found {
 		t.Fatalf("no key in Redis: %v", mr.Keys())
 	}
+}
+
+// testSealer seals the shared storage's values in tests.
+func testSealer(t *testing.T) Sealer {
+	t.Helper()
+	keys, err := sessionstore.ParseKeys("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// Stop, as a reload that changes or removes a listener's ACME settings
+// does, ends the manager's order and releases its lock: certmagic keeps
+// retrying a failed order, holding the lock, for up to 30 days, and the
+// manager that replaces this one (or another replica) would wait for it.
+func TestACMEStopReleasesLock(t *testing.T) {
+	srv := testredis.Start(t)
+	client := srv.Client()
+	t.Cleanup(func() { client.Close() })
+	// An ACME CA that is down: every order fails and is retried.
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	a, err := NewACME(ACMEOptions{
+		Domains:      []string{acmeTestDomain},
+		DirectoryURL: down.URL + "/directory",
+		Storage:      NewRedisStorage(client, "gmgate:acme:", testSealer(t)),
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lock := "gmgate:acme:lock:issue_cert_" + acmeTestDomain
+	testwait.For(t, "the order to take its lock", func() bool { return client.Exists(ctx, lock).Val() == 1 })
+	a.Stop()
+	testwait.For(t, "Stop to release the order's lock", func() bool { return client.Exists(ctx, lock).Val() == 0 })
 }
