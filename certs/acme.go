@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
@@ -246,11 +247,59 @@ func (a *ACME) Start(ctx context.Context) error {
 	a.mu.Lock()
 	a.stopManaging = append(a.stopManaging, cancel)
 	a.mu.Unlock()
-	// ManageAsync does not prompt on the terminal, unlike ManageSync.
-	if err := a.cfg.ManageAsync(ctx, a.domains); err != nil {
-		return fmt.Errorf("acme: %w", err)
+	for _, d := range a.domains {
+		go a.manage(ctx, d)
 	}
 	return nil
+}
+
+// acmeRetry is how long manage gives certmagic to load a certificate
+// before it tries again; the wait doubles up to acmeRetryMax.
+const (
+	acmeRetry    = 5 * time.Second
+	acmeRetryMax = 5 * time.Minute
+)
+
+// manage has certmagic manage domain's certificate, trying again until
+// the certificate is in the cache or ctx is done. certmagic retries a
+// failed order, but tries only once to load a certificate from storage
+// or to take an order's lock: a storage that fails then (a shared Redis
+// still starting, failing over, out of memory) would leave the domain
+// without a certificate until a restart.
+func (a *ACME) manage(ctx context.Context, domain string) {
+	// As ManageAsync names it: the lock's name and the cache's key.
+	domain = strings.ToLower(strings.TrimSpace(domain))
+	for wait := acmeRetry; ; wait = min(2*wait, acmeRetryMax) {
+		// At once when storage holds the certificate; otherwise it takes
+		// the lock and orders, retrying failed orders as certmagic does.
+		err := a.cfg.ObtainCertAsync(ctx, domain)
+		if noRetry := (certmagic.ErrNoRetry{}); errors.As(err, &noRetry) {
+			// The CA refuses what its staging CA took: ordering again
+			// would only meet its rate limits.
+			a.log.Error("ACME gave up on the certificate; reload or restart to try again", "name", a.name, "domain", domain, "cause", err.Error())
+			return
+		}
+		if err == nil {
+			// Load it, renew it when due, and keep it renewed.
+			// ManageAsync does not prompt on the terminal, unlike
+			// ManageSync.
+			err = a.cfg.ManageAsync(ctx, []string{domain})
+		}
+		// ManageAsync loads in the background.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if len(a.cache.AllMatchingCertificates(domain)) > 0 {
+			return
+		}
+		cause := "not loaded from storage"
+		if err != nil {
+			cause = err.Error()
+		}
+		a.log.Error("ACME has no certificate yet; trying again", "name", a.name, "domain", domain, "cause", cause)
+	}
 }
 
 // Domains returns the names the certificates are for.

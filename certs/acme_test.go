@@ -3,20 +3,25 @@ package certs
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gmgate/gmgate/internal/testacme"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 const acmeTestDomain = "acme.gmgate.test"
@@ -44,6 +49,13 @@ func pebbleHTTP01(t *testing.T) (*testacme.Pebble, net.Listener, ACMEOptions) {
 	}
 }
 
+// serveHTTP01 answers a's HTTP-01 challenges on ln until the test ends.
+func serveHTTP01(t *testing.T, a *ACME, ln net.Listener) {
+	srv := &http.Server{Handler: a.HTTPChallengeHandler(http.NotFoundHandler()), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+}
+
 func TestACMEWithPebble(t *testing.T) {
 	pebble, challengeLn, opts := pebbleHTTP01(t)
 	opts.StateDir = t.TempDir()
@@ -52,9 +64,7 @@ func TestACMEWithPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(acme.Stop)
-	challengeSrv := &http.Server{Handler: acme.HTTPChallengeHandler(http.NotFoundHandler()), ReadHeaderTimeout: 10 * time.Second}
-	go challengeSrv.Serve(challengeLn)
-	t.Cleanup(func() { challengeSrv.Close() })
+	serveHTTP01(t, acme, challengeLn)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -125,5 +135,39 @@ gmgate_acme_issuance_total{kind="renewal",name="edge",result="success"} 1
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("log lacks %s:\n%s", line, logs.String())
 		}
+	}
+}
+
+// refusingIssuer fails every order with an error certmagic does not retry.
+type refusingIssuer struct{ orders atomic.Int64 }
+
+func (i *refusingIssuer) Issue(context.Context, *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
+	i.orders.Add(1)
+	return nil, certmagic.ErrNoRetry{Err: errors.New("refused by the CA")}
+}
+
+func (i *refusingIssuer) IssuerKey() string { return "refusing" }
+
+// An order certmagic gives up on is not made again every few seconds:
+// the CA would only rate-limit the account.
+func TestACMEKeepsCertmagicsNoRetry(t *testing.T) {
+	var logs testlog.Buffer
+	a, err := NewACME(ACMEOptions{StateDir: t.TempDir(), Domains: []string{acmeTestDomain}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	issuer := &refusingIssuer{}
+	a.cfg.Issuers = []certmagic.Issuer{issuer}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "an order", func() bool { return issuer.orders.Load() > 0 })
+	time.Sleep(acmeRetry + 3*time.Second)
+	if n := issuer.orders.Load(); n != 1 {
+		t.Fatalf("%d orders, want 1", n)
+	}
+	if !strings.Contains(logs.String(), "ACME gave up on the certificate") {
+		t.Fatalf("log:\n%s", logs.String())
 	}
 }

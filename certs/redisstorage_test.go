@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/internal/testwait"
 )
@@ -310,6 +312,62 @@ func testSealer(t *testing.T) Sealer {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// A replica that starts while Redis is down (a Redis pod still starting,
+// a failover under way) or refuses writes (out of memory) obtains its
+// certificate once Redis is back, without a restart or a reload.
+func TestACMEStartsBeforeRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fail, heal func(*testing.T, *testredis.Server)
+	}{
+		{"down", func(t *testing.T, s *testredis.Server) { s.Kill() }, func(t *testing.T, s *testredis.Server) { s.Start() }},
+		{"out of memory", func(t *testing.T, s *testredis.Server) { configSet(t, s, "maxmemory", "1") }, func(t *testing.T, s *testredis.Server) { configSet(t, s, "maxmemory", "0") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, challengeLn, opts := pebbleHTTP01(t)
+			var logs testlog.Buffer
+			opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			srv := testredis.Start(t)
+			client := srv.Client()
+			t.Cleanup(func() { client.Close() })
+			opts.Storage = NewRedisStorage(client, "gmgate:acme:", testSealer(t))
+			tc.fail(t, srv)
+
+			a, err := NewACME(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(a.Stop)
+			serveHTTP01(t, a, challengeLn)
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			testwait.For(t, "an error logged while Redis fails", func() bool { return strings.Contains(logs.String(), `"level":"ERROR"`) })
+			tc.heal(t, srv)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			for len(a.cache.AllMatchingCertificates(acmeTestDomain)) == 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("no certificate two minutes after Redis came back; log:\n%s", logs.String())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
+
+// configSet sets a parameter of a running redis-server.
+func configSet(t *testing.T, s *testredis.Server, param, value string) {
+	t.Helper()
+	c := s.Client()
+	defer c.Close()
+	if err := c.ConfigSet(context.Background(), param, value).Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Stop, as a reload that changes or removes a listener's ACME settings
