@@ -250,7 +250,37 @@ func (a *ACME) Start(ctx context.Context) error {
 	for _, d := range a.domains {
 		go a.manage(ctx, d)
 	}
+	if rs, ok := a.cfg.Storage.(*RedisStorage); ok {
+		go a.reseal(ctx, rs)
+	}
 	return nil
+}
+
+// reseal seals the shared storage's values again with the first sealing
+// key, trying again while Redis fails: a manager starts on the reload
+// that moves a new key first.
+func (a *ACME) reseal(ctx context.Context, rs *RedisStorage) {
+	for wait := acmeRetry; ; wait = min(2*wait, acmeRetryMax) {
+		n, unopened, err := rs.Reseal(ctx)
+		if n > 0 {
+			a.log.Info("ACME data in Redis sealed again with the first sealing key", "name", a.name, "values", n)
+		}
+		if err == nil {
+			if len(unopened) > 0 {
+				a.log.Error("ACME data in Redis does not open with any sealing key", "name", a.name, "keys", unopened, "fix", "add the key that sealed it back to the sealing keys, or delete these keys from Redis to let ACME obtain again")
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Error("ACME data in Redis not sealed again with the first sealing key; keep the other keys until it is", "name", a.name, "cause", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // acmeRetry is how long manage gives certmagic to load a certificate

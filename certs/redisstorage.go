@@ -24,6 +24,9 @@ import (
 type Sealer interface {
 	Seal(value, ad []byte) ([]byte, error)
 	Open(sealed, ad []byte) ([]byte, error)
+	// SealedWithFirst reports whether Seal would seal with the key that
+	// sealed is sealed with.
+	SealedWithFirst(sealed []byte) bool
 }
 
 // RedisStorage is a certmagic.Storage in Redis, shared by the replicas of
@@ -198,6 +201,48 @@ func (s *RedisStorage) scan(ctx context.Context, dir string) ([]string, error) {
 
 // globEscaper escapes what SCAN's MATCH reads as a pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
+
+// resealScript replaces a value only while it is the one that was read,
+// so that sealing it again never undoes what another replica stored
+// meanwhile; its size and modification time stay.
+var resealScript = redis.NewScript(`if redis.call("HGET", KEYS[1], "v") == ARGV[1] then return redis.call("HSET", KEYS[1], "v", ARGV[2]) end return 0`)
+
+// Reseal seals again with the first key each value sealed with another,
+// and returns how many it sealed again and the Redis keys of those that
+// open with none. The ACME account and certificates are rewritten every few
+// months at most, so without it they would stop opening once a key
+// rotation removes the key that sealed them.
+func (s *RedisStorage) Reseal(ctx context.Context) (resealed int, unopened []string, err error) {
+	keys, err := s.scan(ctx, "")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, rk := range keys {
+		sealed, err := s.client.HGet(ctx, rk, "v").Bytes()
+		if errors.Is(err, redis.Nil) || (err == nil && s.sealer.SealedWithFirst(sealed)) {
+			continue
+		}
+		if err != nil {
+			return resealed, unopened, err
+		}
+		value, err := s.sealer.Open(sealed, []byte(rk))
+		if err != nil {
+			unopened = append(unopened, rk)
+			continue
+		}
+		again, err := s.sealer.Seal(value, []byte(rk))
+		clear(value)
+		if err != nil {
+			return resealed, unopened, err
+		}
+		n, err := resealScript.Run(ctx, s.client, []string{rk}, sealed, again).Int()
+		if err != nil {
+			return resealed, unopened, err
+		}
+		resealed += n
+	}
+	return resealed, unopened, nil
+}
 
 // Unlocking and extending check the token, so that a holder whose lock
 // expired never releases or extends another's.

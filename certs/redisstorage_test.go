@@ -401,3 +401,75 @@ func TestACMEStopReleasesLock(t *testing.T) {
 	a.Stop()
 	testwait.For(t, "Stop to release the order's lock", func() bool { return client.Exists(ctx, lock).Val() == 0 })
 }
+
+// The ACME account and certificates outlive the rotation of the sealing
+// keys that docs/config.md describes (the new key added second, moved
+// first, the old one removed): they are not rewritten for months, so a
+// manager that starts under the new first key seals them again with it.
+func TestRedisStorageKeyRotation(t *testing.T) {
+	srv := testredis.Start(t)
+	client := srv.Client()
+	t.Cleanup(func() { client.Close() })
+	const oldKey, newKey = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff000102030405060708090a0b0c0d0e0f"
+	storage := func(keys string) *RedisStorage {
+		k, err := sessionstore.ParseKeys(keys, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewRedisStorage(client, "gmgate:acme:", k)
+	}
+	ctx := context.Background()
+	files := map[string]string{
+		"acme/ca/users/ops@example.cn/ops.key":              "account key",
+		"certificates/ca/www.example.cn/www.example.cn.crt": "certificate",
+		"certificates/ca/www.example.cn/www.example.cn.key": "certificate key",
+	}
+	before := storage(oldKey)
+	for k, v := range files {
+		if err := before.Store(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modified, err := before.Stat(ctx, "acme/ca/users/ops@example.cn/ops.key")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The reload that moves the new key first starts a new manager.
+	down := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(down.Close)
+	a, err := NewACME(ACMEOptions{Domains: []string{acmeTestDomain}, DirectoryURL: down.URL + "/directory",
+		Storage: storage(newKey + "\n" + oldKey), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	after := storage(newKey)
+	for k, v := range files {
+		testwait.For(t, k+" to open without the old key", func() bool {
+			got, err := after.Load(ctx, k)
+			return err == nil && string(got) == v
+		})
+	}
+	// Sealing again is not a change: certmagic picks the most recent
+	// account by its modification time.
+	if info, err := after.Stat(ctx, "acme/ca/users/ops@example.cn/ops.key"); err != nil || !info.Modified.Equal(modified.Modified) {
+		t.Fatalf("Stat after sealing again = %+v, %v; want modified %v", info, err, modified.Modified)
+	}
+	// A value that opens with none of the keys is reported and kept.
+	if err := before.Store(ctx, "ocsp/lost", []byte("sealed with a key since removed")); err != nil {
+		t.Fatal(err)
+	}
+	lost := client.HGet(ctx, "gmgate:acme:f:ocsp/lost", "v").Val()
+	n, unopened, err := after.Reseal(ctx)
+	if err != nil || n != 0 || !slices.Equal(unopened, []string{"gmgate:acme:f:ocsp/lost"}) {
+		t.Fatalf("Reseal = %d, %v, %v; want nothing sealed again and the lost value reported", n, unopened, err)
+	}
+	if client.HGet(ctx, "gmgate:acme:f:ocsp/lost", "v").Val() != lost {
+		t.Fatal("a value that does not open was changed")
+	}
+}

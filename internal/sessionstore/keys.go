@@ -224,6 +224,12 @@ func (k *Keys) seal(value []byte, ad string) ([]byte, error) {
 	return gcm.Seal(out, nonce, value, additionalData(out[:headerSize], ad)), nil
 }
 
+// SealedWithFirst reports whether sealed is in the current format and
+// names the first key: what Seal would seal it with now.
+func (k *Keys) SealedWithFirst(sealed []byte) bool {
+	return len(sealed) >= headerSize && sealed[0] == sealVersion && bytes.Equal(sealed[1:1+keyIDSize], k.keys[0].id[:])
+}
+
 // Open returns the value sealed in sealed with any of the keys, if it was
 // sealed bound to ad and not changed since.
 func (k *Keys) Open(sealed, ad []byte) ([]byte, error) {

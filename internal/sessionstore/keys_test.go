@@ -83,6 +83,10 @@ func TestSealOpen(t *testing.T) {
 	if _, err := mustKeys(t, key2).Open(sealed, ad); err == nil {
 		t.Fatal("a value opened without the key that sealed it")
 	}
+	// What the first key sealed, and nothing else, is known as such.
+	if !old.SealedWithFirst(sealed) || rotated.SealedWithFirst(sealed) || !rotated.SealedWithFirst(newSealed) || old.SealedWithFirst(sealed[:Overhead-17]) {
+		t.Fatal("SealedWithFirst does not tell the first key's values from others")
+	}
 	// Bound to its Redis key: moved elsewhere, it does not open.
 	if _, err := old.Open(sealed, []byte("gmgate:tlcp:0103")); err == nil {
 		t.Fatal("a value opened under another key name")
