@@ -83,12 +83,16 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		var storage *certs.RedisStorage
 		if spec.acme.Shared {
 			// In the session store: no state directory is used. The
-			// store's problems are reported with it.
-			if gen.shared == nil {
+			// store's problems are reported with it; a check, which
+			// makes no store, still checks the rest.
+			if gen.shared == nil && !check {
 				continue
 			}
-			spec.stateDir, spec.store = "", gen.shared.id
-			storage = gen.shared.acmeStorage()
+			spec.stateDir = ""
+			if gen.shared != nil {
+				spec.store = gen.shared.id
+				storage = gen.shared.acmeStorage()
+			}
 		}
 		if prev != nil {
 			if old, ok := prev.acme[name]; ok && reflect.DeepEqual(old.spec, spec) && old.listener == sp.lc.Name {
@@ -96,7 +100,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 				continue
 			}
 		}
-		if !stateChecked && storage == nil {
+		if !stateChecked && !spec.acme.Shared {
 			stateChecked = true
 			if err := checkStateDir(cfg.StateDir); err != nil {
 				probs = append(probs, cfg.Problem("state_dir", "ACME cannot keep its account and certificates under "+acmeDir(cfg.StateDir)+": "+err.Error(), "create the directory writable by the user gmgate runs as, or set state_dir to one that is"))

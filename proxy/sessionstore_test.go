@@ -404,3 +404,29 @@ func TestReloadKeepsTheStore(t *testing.T) {
 		t.Fatal("a changed session store was kept")
 	}
 }
+
+// TestCheckSharedACME: config check reads the ca_root of a tls.acme
+// section kept in the session store, as serve does, and does not ask for
+// a state directory that it does not use.
+func TestCheckSharedACME(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	dir := tempDir(t)
+	mr := miniredis.RunT(t)
+	cfg := sharedConfig(p, up, mr.Addr(), writeKeys(t, dir, "keys", testSealKey1))
+	cfg.StateDir = filepath.Join(dir, "not-a-directory")
+	if err := os.WriteFile(cfg.StateDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listeners[0].TLS = &config.TLS{ACME: &config.ACME{Domains: []string{"www.example.cn"}, CA: "https://127.0.0.1:1/directory", CARoot: filepath.Join(dir, "missing.pem"), Shared: true}}
+	config.Defaults(cfg)
+	_, err := New(cfg, Options{Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "tls.acme.ca_root") || strings.Contains(err.Error(), "state_dir") {
+		t.Fatalf("serve: %v; want the ca_root problem alone", err)
+	}
+	for _, offline := range []bool{false, true} {
+		if _, err := Check(cfg, CheckOptions{Offline: offline}); err == nil || !strings.Contains(err.Error(), "tls.acme.ca_root") || strings.Contains(err.Error(), "state_dir") {
+			t.Errorf("check (offline %v): %v; want the ca_root problem that serve reports, alone", offline, err)
+		}
+	}
+}
