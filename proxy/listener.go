@@ -653,17 +653,23 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	s.metrics.upstreamRequests.WithLabelValues(p.name, "connected").Inc()
 
 	var in, out atomic.Int64
+	// The connection is idle when it moves no byte either way: a
+	// direction that waits while the other one moves (an upload answered
+	// once it is in, a download the client listens to in silence) is
+	// not.
+	moved := &lastMove{}
+	moved.note()
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(upstream, idleReader{client, st.idle})
+		n, _ := io.Copy(upstream, idleReader{client, st.idle, moved})
 		in.Store(n)
 		closeWrite(upstream)
 	}()
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle})
+		n, _ := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle, moved})
 		out.Store(n)
 		closeWrite(client)
 	}()
@@ -677,17 +683,40 @@ func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, 
 	}
 }
 
-// idleReader fails a read that waits longer than idle.
+// lastMove is when a connection forwarded whole last moved a byte, in
+// either direction, in Unix nanoseconds.
+type lastMove struct{ at atomic.Int64 }
+
+func (m *lastMove) note() { m.at.Store(time.Now().UnixNano()) }
+
+func (m *lastMove) time() time.Time { return time.Unix(0, m.at.Load()) }
+
+// idleReader fails a read once the connection has moved no byte, in
+// either direction, for idle.
 type idleReader struct {
-	c    net.Conn
-	idle time.Duration
+	c     net.Conn
+	idle  time.Duration
+	moved *lastMove
 }
 
 func (r idleReader) Read(b []byte) (int, error) {
-	if r.idle > 0 {
-		_ = r.c.SetReadDeadline(time.Now().Add(r.idle))
+	if r.idle <= 0 {
+		return r.c.Read(b)
 	}
-	return r.c.Read(b)
+	for {
+		deadline := r.moved.time().Add(r.idle)
+		_ = r.c.SetReadDeadline(deadline)
+		n, err := r.c.Read(b)
+		if n > 0 {
+			r.moved.note()
+		}
+		var ne net.Error
+		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() || !r.moved.time().Add(r.idle).After(deadline) {
+			return n, err
+		}
+		// The other direction moved meanwhile: wait on. A timed-out
+		// read leaves TCP, TLCP and TLS connections readable.
+	}
 }
 
 // idleWriter fails a write that blocks longer than idle.

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/internal/testnet"
+)
+
+// tcpGateway is a gateway with a tcp listener "app" that forwards to
+// target (a tcp:// URL), with timeouts.idle set to idle; extra is added
+// to the listener.
+func tcpGateway(t testing.TB, target string, idle time.Duration, extra string) *Server {
+	t.Helper()
+	return startServer(t, parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+timeouts: {idle: %s}
+listeners:
+  - name: app
+    listen: "127.0.0.1:0"
+    protocol: tcp
+    routes: [{upstream: svc}]
+%s
+upstreams:
+  svc:
+    targets: [%q]
+    health: {disabled: true}
+`, idle, indent(extra, "    "), target)), nil)
+}
+
+// TestTCPModeOneWayTransferOutlastsIdle: a connection that keeps moving
+// bytes in one direction is not idle, however long the other direction
+// stays quiet. An upload that takes longer than timeouts.idle, answered
+// once it is in (a long COPY into a database, a file sent over a raw
+// protocol), must get its answer; a download that takes that long must
+// not be cut off for the client's silence.
+func TestTCPModeOneWayTransferOutlastsIdle(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	const chunks = 12 // one every 100 ms: 1.2 s, four times idle
+	chunk := bytes.Repeat([]byte("x"), 1000)
+
+	t.Run("upload", func(t *testing.T) {
+		// The service reads the whole upload, then answers how much came.
+		svc := testnet.Serve(t, func(c net.Conn) {
+			n, _ := io.CopyN(io.Discard, c, int64(chunks*len(chunk)))
+			fmt.Fprintf(c, "got %d", n)
+			_ = c.(*net.TCPConn).CloseWrite()
+			_, _ = io.Copy(io.Discard, c)
+		})
+		gw := tcpGateway(t, "tcp://"+svc, idle, "")
+		c, err := net.Dial("tcp", gw.Addr("app").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		for range chunks {
+			if _, err := c.Write(chunk); err != nil {
+				t.Fatalf("upload cut off: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		got, err := io.ReadAll(c)
+		if want := fmt.Sprintf("got %d", chunks*len(chunk)); string(got) != want {
+			t.Fatalf("answer to an upload of %v: %q (%v), want %q", chunks*100*time.Millisecond, got, err, want)
+		}
+	})
+
+	t.Run("download", func(t *testing.T) {
+		// The service streams; once the client's side ends it says so.
+		svc := testnet.Serve(t, func(c net.Conn) {
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(io.Discard, c)
+				close(done)
+			}()
+			for range chunks {
+				select {
+				case <-done:
+					_, _ = c.Write([]byte("client side ended early"))
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			<-done
+		})
+		gw := tcpGateway(t, "tcp://"+svc, idle, "")
+		c, err := net.Dial("tcp", gw.Addr("app").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil || !bytes.Equal(got, bytes.Repeat(chunk, chunks)) {
+			t.Fatalf("download of %v: %d bytes (%q...), %v; want %d bytes", chunks*100*time.Millisecond, len(got), got[max(0, len(got)-30):], err, chunks*len(chunk))
+		}
+	})
+
+	t.Run("silent", func(t *testing.T) {
+		// Quiet both ways: closed after idle.
+		svc := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+		gw := tcpGateway(t, "tcp://"+svc, idle, "")
+		c, err := net.Dial("tcp", gw.Addr("app").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("a silent connection was not closed: %v", err)
+		}
+		if d := time.Since(start); d < idle/2 {
+			t.Fatalf("a silent connection was closed after %v, before idle (%v)", d, idle)
+		}
+	})
+}
