@@ -663,7 +663,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(upstream, idleReader{client, st.idle, moved})
+		n, _ := io.Copy(idleWriter{upstream, st.idle}, idleReader{client, st.idle, moved})
 		in.Store(n)
 		closeWrite(upstream)
 	}()

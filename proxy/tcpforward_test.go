@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/testnet"
+	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 // tcpGateway is a gateway with a tcp listener "app" that forwards to
@@ -126,4 +127,42 @@ func TestTCPModeOneWayTransferOutlastsIdle(t *testing.T) {
 			t.Fatalf("a silent connection was closed after %v, before idle (%v)", d, idle)
 		}
 	})
+}
+
+// TestTCPModeStalledUpstreamIsClosed: an upstream that stops reading (a
+// hung process keeps its socket open) while the client has more to send
+// leaves the connection moving no byte: it is closed after
+// timeouts.idle, as a client that stops reading is, rather than held,
+// with its slot of max_connections, until the upstream dies.
+func TestTCPModeStalledUpstreamIsClosed(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	release := make(chan struct{})
+	svc := testnet.Serve(t, func(c net.Conn) {
+		<-release // reads nothing until the test ends
+	})
+	defer close(release)
+	gw := tcpGateway(t, "tcp://"+svc, idle, "")
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Write until every buffer on the way is full and the writes block,
+	// then wait for the gateway to give up.
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	buf := make([]byte, 64<<10)
+	start := time.Now()
+	for {
+		if _, err := c.Write(buf); err != nil {
+			break
+		}
+	}
+	_, _ = io.Copy(io.Discard, c)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the connection to an upstream that reads nothing was still open after %v (idle %v)", d, idle)
+	}
+	gw.mu.Lock()
+	rl := gw.listeners["app"]
+	gw.mu.Unlock()
+	testwait.For(t, "the connection to be released", func() bool { return rl.active.Load() == 0 })
 }
