@@ -254,7 +254,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 			}
 		}
 		client = pc.RemoteAddr()
-		conn = pc
+		conn = proxiedConn{pc, tc}
 	} else {
 		_ = tc.SetDeadline(helloDeadline)
 	}
@@ -434,6 +434,16 @@ func (c *httpConn) SetDeadline(t time.Time) error {
 	c.writeDeadline.Store(0)
 	return c.Conn.SetDeadline(t)
 }
+
+// proxiedConn is a connection that began with a PROXY header. It
+// half-closes as its socket does (proxyproto.Conn cannot), so that
+// half-closes pass through TCP mode behind a load balancer too.
+type proxiedConn struct {
+	*proxyproto.Conn
+	tc *trackedConn
+}
+
+func (c proxiedConn) CloseWrite() error { return c.tc.CloseWrite() }
 
 // proxyPolicy decides per peer: trusted peers may (or must) send a PROXY
 // header; a header from anyone else is refused.

@@ -166,3 +166,41 @@ func TestTCPModeStalledUpstreamIsClosed(t *testing.T) {
 	gw.mu.Unlock()
 	testwait.For(t, "the connection to be released", func() bool { return rl.active.Load() == 0 })
 }
+
+// TestTCPModeHalfCloseBehindProxyProtocol: half-closes pass through a
+// tcp listener that takes PROXY headers from its load balancer as they
+// do without: an upstream that ends its side first (it said all it had
+// to say) leaves the client free to go on sending.
+func TestTCPModeHalfCloseBehindProxyProtocol(t *testing.T) {
+	got := make(chan string, 1)
+	svc := testnet.Serve(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("hello"))
+		_ = c.(*net.TCPConn).CloseWrite()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	})
+	gw := tcpGateway(t, "tcp://"+svc, 10*time.Second, "proxy_protocol: {trusted: [127.0.0.1]}")
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("PROXY TCP4 192.0.2.7 127.0.0.1 40000 443\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(c); err != nil || string(b) != "hello" {
+		t.Fatalf("the upstream's side: %q, %v", b, err)
+	}
+	// The upstream's side has ended; the client's goes on.
+	_, _ = c.Write([]byte("the rest of the request"))
+	_ = c.(*net.TCPConn).CloseWrite()
+	select {
+	case b := <-got:
+		if b != "the rest of the request" {
+			t.Fatalf("after the upstream half-closed, it got %q from the client", b)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the upstream got no end of the client's side")
+	}
+}
