@@ -155,6 +155,36 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
+// dropH2CUpgrade takes a request's offer to upgrade to cleartext HTTP/2
+// (Upgrade: h2c, RFC 7540 §3.2) out of its header, with the
+// HTTP2-Settings that goes with it; other upgrades (WebSocket) stay.
+// ReverseProxy would pass it on, and an upstream that takes it makes
+// the connection a tunnel of HTTP/2 requests that gmgate does not read:
+// past the routes, with headers of the client's own making. gmgate
+// speaks HTTP/2 to clients by ALPN or prior knowledge only, so the
+// request is served as the HTTP/1.1 one it also is, as RFC 9110 §7.8
+// lets a server do.
+func dropH2CUpgrade(h http.Header) {
+	up := h["Upgrade"]
+	if !httpguts.HeaderValuesContainsToken(up, "h2c") {
+		return
+	}
+	var keep []string
+	for _, v := range up {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = textproto.TrimString(p); p != "" && !strings.EqualFold(p, "h2c") {
+				keep = append(keep, p)
+			}
+		}
+	}
+	delete(h, "Http2-Settings")
+	if len(keep) == 0 {
+		delete(h, "Upgrade")
+		return
+	}
+	h["Upgrade"] = []string{strings.Join(keep, ", ")}
+}
+
 // switchError is ReverseProxy's error for a 101 response to a request
 // that asked for no protocol switch.
 func switchError(h http.Header) error {

@@ -158,6 +158,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.listener.state.Load()
 	ci := infoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
+	dropH2CUpgrade(r.Header)
 	if ci.ambiguousFraming.Swap(false) {
 		rec.closeConn = true
 	}
