@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -25,6 +26,8 @@ type requestBody struct {
 	// reading is held during each Read (made by the transport's
 	// goroutine), so that failure can wait for one in flight.
 	reading sync.Mutex
+	// started is set by the first Read.
+	started atomic.Bool
 	mu      sync.Mutex
 	err     error
 }
@@ -36,6 +39,7 @@ func newRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duratio
 func (b *requestBody) Read(p []byte) (int, error) {
 	b.reading.Lock()
 	defer b.reading.Unlock()
+	b.started.Store(true)
 	if b.idle > 0 {
 		// The deadline is set when gmgate is ready for more, so a slow
 		// upstream does not count against the client.
@@ -55,6 +59,20 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// boundUnread gives a body that nobody read (its request was answered
+// without being forwarded, or its upstream failed before taking it) the
+// idle time a forwarded body's reads have: before net/http writes the
+// answer it reads what is left of the body (up to 256 KiB, so that the
+// connection can serve another request), and without a deadline a
+// client that stopped sending would hold its connection, unanswered,
+// for ever. Past the deadline the answer goes out and the connection is
+// closed.
+func (b *requestBody) boundUnread() {
+	if b.idle > 0 && !b.started.Load() {
+		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	}
 }
 
 // failure returns the error reading the body met, as a *clientBodyError,
