@@ -158,6 +158,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.listener.state.Load()
 	ci := infoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
+	if r.ProtoMajor == 2 && st.idle > 0 {
+		rec.stall = &writeStall{w: w, timeout: st.idle}
+		defer rec.stall.finish()
+	}
 	dropH2CUpgrade(r.Header)
 	if ci.ambiguousFraming.Swap(false) {
 		rec.closeConn = true
@@ -407,6 +411,9 @@ type recorder struct {
 	closeConn bool
 	// target is the upstream address that answered (or failed).
 	target string
+	// stall bounds the writes of an HTTP/2 response (nil for HTTP/1,
+	// whose connection bounds its own: httpConn.Write).
+	stall *writeStall
 }
 
 // noteTarget records which target answered; a ReverseProxy's
@@ -439,6 +446,10 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.code == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
+	if r.stall != nil {
+		r.stall.start()
+		defer r.stall.stop()
+	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
 	return n, err
@@ -446,7 +457,61 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 func (r *recorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		if r.stall != nil {
+			r.stall.start()
+			defer r.stall.stop()
+		}
 		f.Flush()
+	}
+}
+
+// writeStall gives up on an HTTP/2 response whose write has waited for
+// the client longer than timeout (timeouts.idle), as httpConn.Write does
+// for HTTP/1. A stream's writes wait for the client's flow-control
+// window, which a client that stops taking the response never grants,
+// while its connection stays busy and answers PINGs: the connection's
+// write timeout never sees such a wait. The HTTP/2 server's own write
+// deadline of a stream cannot serve, since it ends the stream at that
+// time whether a write is waiting or not (a server-sent event stream
+// may be quiet for long). Writes of one response do not overlap
+// (ReverseProxy and forward flush under a lock of their own).
+type writeStall struct {
+	w       http.ResponseWriter
+	timeout time.Duration
+
+	mu    sync.Mutex
+	timer *time.Timer
+	// done is set when the handler returns; the response writer is not
+	// touched after that.
+	done bool
+}
+
+func (s *writeStall) start() {
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.timeout, s.expire)
+		return
+	}
+	s.timer.Reset(s.timeout)
+}
+
+func (s *writeStall) stop() { s.timer.Stop() }
+
+// expire ends the stream: a deadline in the past resets it at once, and
+// the write waiting returns.
+func (s *writeStall) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		_ = http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(-time.Second))
+	}
+}
+
+func (s *writeStall) finish() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 }
 
