@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // tcpGateway is a gateway with a tcp listener "app" that forwards to
@@ -71,40 +73,57 @@ func TestTCPModeOneWayTransferOutlastsIdle(t *testing.T) {
 		}
 	})
 
-	t.Run("download", func(t *testing.T) {
-		// The service streams; once the client's side ends it says so.
-		svc := testnet.Serve(t, func(c net.Conn) {
-			done := make(chan struct{})
-			go func() {
-				_, _ = io.Copy(io.Discard, c)
-				close(done)
-			}()
-			for range chunks {
-				select {
-				case <-done:
-					_, _ = c.Write([]byte("client side ended early"))
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				if _, err := c.Write(chunk); err != nil {
-					return
-				}
+	// The service streams; once the client's side ends it says so.
+	download := func(c net.Conn) {
+		done := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(io.Discard, c)
+			close(done)
+		}()
+		for range chunks {
+			select {
+			case <-done:
+				_, _ = c.Write([]byte("client side ended early"))
+				return
+			case <-time.After(100 * time.Millisecond):
 			}
-			_ = c.(*net.TCPConn).CloseWrite()
-			<-done
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+		<-done
+	}
+	for _, tlcpClient := range []bool{false, true} {
+		t.Run(fmt.Sprintf("download/tlcp=%v", tlcpClient), func(t *testing.T) {
+			svc := testnet.Serve(t, download)
+			var c net.Conn
+			var err error
+			if tlcpClient {
+				// A TLCP listener's route to a tcp:// upstream: the
+				// client's side waits on a TLCP connection.
+				p := getPKI(t)
+				cfg := testConfig(p, "tcp://"+svc)
+				cfg.Listeners[0].Protocol = config.ProtocolTLCP
+				cfg.Listeners[0].TLS = nil
+				cfg.Timeouts.Idle = config.Duration(idle)
+				gw := startServer(t, cfg, nil)
+				c, err = tlcp.Dial("tcp", gw.Addr("edge").String(), &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+			} else {
+				gw := tcpGateway(t, "tcp://"+svc, idle, "")
+				c, err = net.Dial("tcp", gw.Addr("app").String())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, bytes.Repeat(chunk, chunks)) {
+				t.Fatalf("download of %v: %d bytes (%q...), %v; want %d bytes", chunks*100*time.Millisecond, len(got), got[max(0, len(got)-30):], err, chunks*len(chunk))
+			}
 		})
-		gw := tcpGateway(t, "tcp://"+svc, idle, "")
-		c, err := net.Dial("tcp", gw.Addr("app").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		got, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(got, bytes.Repeat(chunk, chunks)) {
-			t.Fatalf("download of %v: %d bytes (%q...), %v; want %d bytes", chunks*100*time.Millisecond, len(got), got[max(0, len(got)-30):], err, chunks*len(chunk))
-		}
-	})
+	}
 
 	t.Run("silent", func(t *testing.T) {
 		// Quiet both ways: closed after idle.
