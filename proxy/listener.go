@@ -110,11 +110,27 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 	go func() {
 		defer s.retiring.Done()
 		// Its connections finish on their own time, up to grace; no new
-		// one is accepted.
+		// one is accepted. Those still open then are closed, as at
+		// shutdown: HTTP connections with a request in flight, and the
+		// upgraded (WebSocket) and TCP-mode ones, which the HTTP server
+		// does not wait for.
 		rl.httpConns.close()
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		_ = rl.httpSrv.Shutdown(ctx)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for rl.active.Load() > 0 && ctx.Err() == nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+		if rl.active.Load() > 0 {
+			rl.httpSrv.Close()
+			n := s.closeConns(rl)
+			s.log.Warn("removed listener: closed connections still open after timeouts.shutdown", "listener", rl.name, "connections", n)
+		}
 	}()
 }
 

@@ -788,7 +788,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drained:
 	case <-ctx.Done():
 		err = ctx.Err()
-		n := s.closeAllConns()
+		n := s.closeConns(nil)
 		s.log.Warn("shutdown timeout: closed connections still open", "connections", n)
 		for _, rl := range listeners {
 			rl.httpSrv.Close()
@@ -815,13 +815,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) closeAllConns() int {
+// closeConns closes the client connections of listener rl (of every
+// listener when rl is nil), whatever they are doing, and returns how
+// many it closed.
+func (s *Server) closeConns(rl *runningListener) int {
 	s.connsMu.Lock()
 	defer s.connsMu.Unlock()
 	n := 0
 	for c := range s.conns {
-		c.Conn.Close()
-		n++
+		if rl == nil || c.listener == rl {
+			c.Conn.Close()
+			n++
+		}
 	}
 	return n
 }

@@ -223,3 +223,65 @@ func TestTCPModeHalfCloseBehindProxyProtocol(t *testing.T) {
 		t.Fatal("the upstream got no end of the client's side")
 	}
 }
+
+// TestReloadCutsRemovedListenerAfterGrace: a reload that removes a
+// listener lets its connections finish for timeouts.shutdown, then
+// closes those still open, as shutdown does: removing a tcp listener
+// ends access through it (a partner link, say) even for a connection
+// that never goes quiet.
+func TestReloadCutsRemovedListenerAfterGrace(t *testing.T) {
+	svc := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+	gw := tcpGateway(t, "tcp://"+svc, 10*time.Second, "")
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	echo := func() error {
+		if _, err := c.Write([]byte("x")); err != nil {
+			return err
+		}
+		b := make([]byte, 1)
+		_, err := io.ReadFull(c, b)
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatal(err)
+	}
+
+	const grace = 500 * time.Millisecond
+	next := parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+timeouts: {shutdown: %s}
+listeners:
+  - name: other
+    listen: "127.0.0.1:0"
+    protocol: tcp
+    routes: [{upstream: svc}]
+upstreams:
+  svc:
+    targets: [%q]
+    health: {disabled: true}
+`, grace, "tcp://"+svc))
+	if err := gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	reloaded := time.Now()
+	// In flight, the connection goes on for the grace, and is closed
+	// after it.
+	for {
+		err := echo()
+		since := time.Since(reloaded)
+		if err != nil {
+			if since < grace/2 {
+				t.Fatalf("the connection was cut %v after the reload, before the grace of %v: %v", since, grace, err)
+			}
+			return
+		}
+		if since > 8*time.Second {
+			t.Fatalf("the removed listener's connection still served %v after the reload (grace %v)", since, grace)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
