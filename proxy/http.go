@@ -184,6 +184,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case st.plain != nil && st.plain.intercept(rec, r):
 	case site == nil || site.name != ci.site:
 		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+sanitizedHost(r.Host))
+	case hasDotSegment(r.URL.Path):
+		plainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")
 	default:
 		rt = site.router.match(r.Host, r.URL.Path, false)
 		if rt == nil {
@@ -225,6 +227,33 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			duration:  d,
 		})
 	}
+}
+
+// hasDotSegment reports whether a request's path (decoded: %2e%2e is
+// "..") has a "." or ".." segment. Routes match path prefixes, and an
+// upstream that resolves such a segment would serve "/public/../admin",
+// which matched the route of /public/, as /admin. Backslashes count as
+// slashes and a segment's ";..." is ignored, as some servers (IIS,
+// Tomcat) take them. Browsers and HTTP libraries resolve these segments
+// before they send a request.
+func hasDotSegment(p string) bool {
+	if !strings.Contains(p, "/.") && !strings.Contains(p, "\\.") {
+		return false
+	}
+	for len(p) > 0 {
+		i := strings.IndexAny(p, "/\\")
+		seg := p
+		if i >= 0 {
+			seg, p = p[:i], p[i+1:]
+		} else {
+			p = ""
+		}
+		seg, _, _ = strings.Cut(seg, ";")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // sanitizedHost is a Host header fit to repeat in a response: a host
