@@ -685,18 +685,35 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	// not.
 	moved := &lastMove{}
 	moved.note()
+	// A direction that ends cleanly (its reader's EOF) is half-closed
+	// on the other side; one that fails (a reset, a connection closed at
+	// shutdown or by a reload, idle for timeouts.idle) ends both, so that
+	// the other direction does not wait on a peer that will never hear
+	// from it again.
+	abort := func() {
+		client.Close()
+		upstream.Close()
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(idleWriter{upstream, st.idle}, idleReader{client, st.idle, moved})
+		n, err := io.Copy(idleWriter{upstream, st.idle}, idleReader{client, st.idle, moved})
 		in.Store(n)
+		if err != nil {
+			abort()
+			return
+		}
 		closeWrite(upstream)
 	}()
 	go func() {
 		defer wg.Done()
-		n, _ := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle, moved})
+		n, err := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle, moved})
 		out.Store(n)
+		if err != nil {
+			abort()
+			return
+		}
 		closeWrite(client)
 	}()
 	wg.Wait()

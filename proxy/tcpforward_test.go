@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -283,5 +284,89 @@ upstreams:
 			t.Fatalf("the removed listener's connection still served %v after the reload (grace %v)", since, grace)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestShutdownCutsTCPModeWithSilentUpstream: once timeouts.shutdown has
+// passed, shutdown closes what is left and returns, also for a TCP-mode
+// connection whose upstream says nothing and ignores the end of the
+// client's side: closing the client's connection ends the upstream's
+// too, rather than wait on it for timeouts.idle.
+func TestShutdownCutsTCPModeWithSilentUpstream(t *testing.T) {
+	release := make(chan struct{})
+	svc := testnet.Serve(t, func(c net.Conn) {
+		<-release // reads nothing, sends nothing, never closes
+	})
+	defer close(release)
+	cfg := parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+timeouts: {idle: 20s, shutdown: 300ms}
+listeners:
+  - name: app
+    listen: "127.0.0.1:0"
+    protocol: tcp
+    routes: [{upstream: svc}]
+upstreams:
+  svc:
+    targets: [%q]
+    health: {disabled: true}
+`, "tcp://"+svc))
+	gw, err := New(cfg, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Start()
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	gw.mu.Lock()
+	rl := gw.listeners["app"]
+	gw.mu.Unlock()
+	testwait.For(t, "the connection", func() bool { return rl.active.Load() == 1 })
+	time.Sleep(100 * time.Millisecond) // the upstream is connected
+	// As Run does on SIGTERM.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Shutdown.D())
+	defer cancel()
+	start := time.Now()
+	_ = gw.Shutdown(ctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %v with a TCP-mode connection to a silent upstream (timeouts.shutdown 300ms, idle 20s)", d)
+	}
+}
+
+// TestTCPModeResetClientReleased: a client that resets its connection
+// frees its place (max_connections) at once, not after timeouts.idle,
+// even when the upstream ignores the end of the client's side.
+func TestTCPModeResetClientReleased(t *testing.T) {
+	release := make(chan struct{})
+	svc := testnet.Serve(t, func(c net.Conn) {
+		<-release // reads nothing, sends nothing, never closes
+	})
+	defer close(release)
+	gw := tcpGateway(t, "tcp://"+svc, 20*time.Second, "")
+	gw.mu.Lock()
+	rl := gw.listeners["app"]
+	gw.mu.Unlock()
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the upstream is connected
+	_ = c.(*net.TCPConn).SetLinger(0)
+	c.Close() // a reset
+	reset := time.Now()
+	for rl.active.Load() != 0 {
+		if time.Since(reset) > 5*time.Second {
+			t.Fatal("the reset connection was still counted 5 s later (idle 20 s)")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
