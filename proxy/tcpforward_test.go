@@ -15,16 +15,16 @@ import (
 	"github.com/gmgate/gmgate/tlcp"
 )
 
-// tcpGateway is a gateway with a tcp listener "app" that forwards to
-// target (a tcp:// URL), with timeouts.idle set to idle; extra is added
-// to the listener.
-func tcpGateway(t testing.TB, target string, idle time.Duration, extra string) *Server {
+// tcpConfig is a configuration with one tcp listener, name, that
+// forwards to target (a tcp:// URL); timeouts is what the timeouts
+// section holds, and extra is added to the listener.
+func tcpConfig(t testing.TB, name, target, timeouts, extra string) *config.Config {
 	t.Helper()
-	return startServer(t, parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+	return parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
 log: {access: "off"}
-timeouts: {idle: %s}
+timeouts: {%s}
 listeners:
-  - name: app
+  - name: %s
     listen: "127.0.0.1:0"
     protocol: tcp
     routes: [{upstream: svc}]
@@ -33,7 +33,28 @@ upstreams:
   svc:
     targets: [%q]
     health: {disabled: true}
-`, idle, indent(extra, "    "), target)), nil)
+`, timeouts, name, indent(extra, "    "), target))
+}
+
+// tcpGateway is a gateway with a tcp listener "app" that forwards to
+// target (a tcp:// URL), with timeouts.idle set to idle; extra is added
+// to the listener.
+func tcpGateway(t testing.TB, target string, idle time.Duration, extra string) *Server {
+	t.Helper()
+	return startServer(t, tcpConfig(t, "app", target, "idle: "+idle.String(), extra), nil)
+}
+
+// dialApp connects to the tcp listener "app" of gw, for 20 s at most;
+// the connection is closed when the test ends.
+func dialApp(t testing.TB, gw *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", gw.Addr("app").String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c
 }
 
 // TestTCPModeOneWayTransferOutlastsIdle: a connection that keeps moving
@@ -56,12 +77,7 @@ func TestTCPModeOneWayTransferOutlastsIdle(t *testing.T) {
 			_, _ = io.Copy(io.Discard, c)
 		})
 		gw := tcpGateway(t, "tcp://"+svc, idle, "")
-		c, err := net.Dial("tcp", gw.Addr("app").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		c := dialApp(t, gw)
 		for range chunks {
 			if _, err := c.Write(chunk); err != nil {
 				t.Fatalf("upload cut off: %v", err)
@@ -130,12 +146,7 @@ func TestTCPModeOneWayTransferOutlastsIdle(t *testing.T) {
 		// Quiet both ways: closed after idle.
 		svc := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 		gw := tcpGateway(t, "tcp://"+svc, idle, "")
-		c, err := net.Dial("tcp", gw.Addr("app").String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		c := dialApp(t, gw)
 		if _, err := c.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
@@ -162,11 +173,7 @@ func TestTCPModeStalledUpstreamIsClosed(t *testing.T) {
 	})
 	defer close(release)
 	gw := tcpGateway(t, "tcp://"+svc, idle, "")
-	c, err := net.Dial("tcp", gw.Addr("app").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialApp(t, gw)
 	// Write until every buffer on the way is full and the writes block,
 	// then wait for the gateway to give up.
 	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
@@ -200,12 +207,7 @@ func TestTCPModeHalfCloseBehindProxyProtocol(t *testing.T) {
 		got <- string(b)
 	})
 	gw := tcpGateway(t, "tcp://"+svc, 10*time.Second, "proxy_protocol: {trusted: [127.0.0.1]}")
-	c, err := net.Dial("tcp", gw.Addr("app").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialApp(t, gw)
 	if _, err := c.Write([]byte("PROXY TCP4 192.0.2.7 127.0.0.1 40000 443\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +235,7 @@ func TestTCPModeHalfCloseBehindProxyProtocol(t *testing.T) {
 func TestReloadCutsRemovedListenerAfterGrace(t *testing.T) {
 	svc := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	gw := tcpGateway(t, "tcp://"+svc, 10*time.Second, "")
-	c, err := net.Dial("tcp", gw.Addr("app").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialApp(t, gw)
 	echo := func() error {
 		if _, err := c.Write([]byte("x")); err != nil {
 			return err
@@ -252,19 +249,7 @@ func TestReloadCutsRemovedListenerAfterGrace(t *testing.T) {
 	}
 
 	const grace = 500 * time.Millisecond
-	next := parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
-log: {access: "off"}
-timeouts: {shutdown: %s}
-listeners:
-  - name: other
-    listen: "127.0.0.1:0"
-    protocol: tcp
-    routes: [{upstream: svc}]
-upstreams:
-  svc:
-    targets: [%q]
-    health: {disabled: true}
-`, grace, "tcp://"+svc))
+	next := tcpConfig(t, "other", "tcp://"+svc, "shutdown: "+grace.String(), "")
 	if err := gw.Reload(next); err != nil {
 		t.Fatal(err)
 	}
@@ -298,29 +283,13 @@ func TestShutdownCutsTCPModeWithSilentUpstream(t *testing.T) {
 		<-release // reads nothing, sends nothing, never closes
 	})
 	defer close(release)
-	cfg := parseConfig(t, fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
-log: {access: "off"}
-timeouts: {idle: 20s, shutdown: 300ms}
-listeners:
-  - name: app
-    listen: "127.0.0.1:0"
-    protocol: tcp
-    routes: [{upstream: svc}]
-upstreams:
-  svc:
-    targets: [%q]
-    health: {disabled: true}
-`, "tcp://"+svc))
+	cfg := tcpConfig(t, "app", "tcp://"+svc, "idle: 20s, shutdown: 300ms", "")
 	gw, err := New(cfg, Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gw.Start()
-	c, err := net.Dial("tcp", gw.Addr("app").String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialApp(t, gw)
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +321,7 @@ func TestTCPModeResetClientReleased(t *testing.T) {
 	gw.mu.Lock()
 	rl := gw.listeners["app"]
 	gw.mu.Unlock()
-	c, err := net.Dial("tcp", gw.Addr("app").String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialApp(t, gw)
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
