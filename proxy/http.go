@@ -193,6 +193,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	upstreamName := ""
+	// Deferred, so that a request whose response was cut off midway (the
+	// client went away, the upstream broke off: forward and ReverseProxy
+	// then panic with http.ErrAbortHandler to end the connection) is
+	// timed and logged too, with what was sent.
+	defer func() { h.finished(st, ci, site, r, rec, upstreamName, start) }()
 	if rt != nil {
 		upstreamName = rt.upstream.name
 		if forwardable(r) {
@@ -203,6 +208,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rp.ServeHTTP(rec, r)
 		}
 	}
+}
+
+// finished writes a request's duration metric and access log line.
+func (h *httpHandler) finished(st *listenerState, ci *connInfo, site *site, r *http.Request, rec *recorder, upstreamName string, start time.Time) {
 	d := time.Since(start)
 	v := 0
 	if r.ProtoMajor == 2 {
