@@ -61,14 +61,14 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// boundUnread gives a body that nobody read (its request was answered
-// without being forwarded, or its upstream failed before taking it) the
-// idle time a forwarded body's reads have: before net/http writes the
-// answer it reads what is left of the body (up to 256 KiB, so that the
-// connection can serve another request), and without a deadline a
-// client that stopped sending would hold its connection, unanswered,
-// for ever. Past the deadline the answer goes out and the connection is
-// closed.
+// boundUnread gives an HTTP/1 body that nobody read (its request was
+// answered without being forwarded, or its upstream failed before taking
+// it) the idle time a forwarded body's reads have: before net/http
+// writes the answer it reads what is left of the body (up to 256 KiB, so
+// that the connection can serve another request), and without a
+// deadline a client that stopped sending would hold its connection,
+// unanswered, for ever. Past the deadline the answer goes out and the
+// connection is closed. (HTTP/2 resets the stream of a body left unread.)
 func (b *requestBody) boundUnread() {
 	if b.idle > 0 && !b.started.Load() {
 		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))

@@ -173,7 +173,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body := newRequestBody(r.Body, w, st.requestBody)
 		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
 		r.Body = body
-		defer body.boundUnread()
+		if r.ProtoMajor == 1 {
+			defer body.boundUnread()
+		}
 	}
 	// The site the Host names must be the one the connection's handshake
 	// chose: its certificate and client authentication are what the
