@@ -47,6 +47,40 @@ func (ts transportSettings) dialer() *net.Dialer {
 	return &net.Dialer{Timeout: ts.timeouts.UpstreamConnect.D(), KeepAlive: 30 * time.Second}
 }
 
+// boundWrites returns dial with each write on the connections it makes
+// bounded by timeouts.idle (see writeBoundConn).
+func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	timeout := ts.timeouts.Idle.D()
+	if timeout <= 0 {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &writeBoundConn{Conn: c, timeout: timeout}, nil
+	}
+}
+
+// writeBoundConn is a connection to an upstream whose writes give up
+// after timeout. An upstream that takes a request's header and stops
+// reading its body (a hung process, its socket open) would otherwise
+// hold the request and its client for ever: timeouts.upstream_response
+// counts only once the request is written, and the client's body is not
+// idle, gmgate being the one that does not read it. The same holds for
+// what a client sends on an upgraded connection (WebSocket), which
+// ReverseProxy writes to this connection.
+type writeBoundConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *writeBoundConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	return c.Conn.Write(b)
+}
+
 // httpTransport is the keep-alive HTTP/1.1 client every HTTP-carrying
 // transport starts from; each sets how it dials.
 func (ts transportSettings) httpTransport() *http.Transport {

@@ -36,7 +36,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 		}
 	}
 	tr.http = ts.httpTransport()
-	tr.http.DialContext = tr.dialer.DialContext
+	tr.http.DialContext = ts.boundWrites(tr.dialer.DialContext)
 	tr.http.TLSClientConfig = tc
 	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
 	setUpstreamProtocols(tr.http, uc)

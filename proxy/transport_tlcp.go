@@ -109,10 +109,10 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		tr.configs[t.addr] = cfg
 	}
 	tr.http = ts.httpTransport()
-	tr.http.DialTLSContext = tr.dialHTTP
+	tr.http.DialTLSContext = ts.boundWrites(tr.dialHTTP)
 	if uc.HTTP2 {
 		tr.h2 = newTLCPHTTP2(tr, p, ts)
-		tr.http.DialTLSContext = tr.h2.dialHTTP1
+		tr.http.DialTLSContext = ts.boundWrites(tr.h2.dialHTTP1)
 	}
 	return tr, nil
 }
