@@ -314,6 +314,19 @@ func TestUpstreamTimeoutIs504(t *testing.T) {
 	}
 }
 
+// switchToWebSocket answers an upstream's request with 101 Switching
+// Protocols to WebSocket and returns the connection (nil when it could
+// not be taken over).
+func switchToWebSocket(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter) {
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil
+	}
+	fmt.Fprint(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	brw.Flush()
+	return c, brw
+}
+
 func TestWebSocketUpgrade(t *testing.T) {
 	p := getPKI(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -321,13 +334,11 @@ func TestWebSocketUpgrade(t *testing.T) {
 			http.Error(w, "no upgrade", 400)
 			return
 		}
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		c, brw := switchToWebSocket(w)
+		if c == nil {
 			return
 		}
 		defer c.Close()
-		fmt.Fprint(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
 		line, _ := brw.ReadString('\n')
 		fmt.Fprint(brw, "echo: "+line)
 		brw.Flush()
