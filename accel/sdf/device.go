@@ -64,10 +64,18 @@ type device struct {
 type pinEntry struct {
 	pin    []byte
 	source string
-	refs   int
+	refs   int // under keysMu
+
+	// mu is held while the PIN is offered to the device, so that
+	// sessions needing the access right at once (after a device reset)
+	// offer it one after the other and only until it is refused.
+	mu sync.Mutex
 	// rejected is set when the device refused the PIN: it is not offered
 	// again, because cards lock a key after a few failed attempts.
 	rejected error
+	// closed is set when the last key at the index closed and pin was
+	// wiped.
+	closed bool
 }
 
 type request struct {
@@ -157,37 +165,45 @@ func (d *device) dropPIN(index uint32) {
 		return
 	}
 	if e.refs--; e.refs == 0 {
-		clear(e.pin)
 		delete(d.pins, index)
+		e.mu.Lock()
+		clear(e.pin)
+		e.closed = true
+		e.mu.Unlock()
 	}
 }
 
-// pin returns the PIN for an index (nil when none is needed) or the error
-// with which the device refused it.
-func (d *device) pin(index uint32) ([]byte, error) {
+// authorise obtains the access right to a key index for a session with
+// the index's PIN, and reports whether SDF_ReleasePrivateKeyAccessRight is
+// owed for it; without a PIN there is nothing to obtain. The PIN is
+// offered by one session at a time and not at all once the device refused
+// it.
+func (d *device) authorise(sess uintptr, index uint32) (owed bool, err error) {
 	d.keysMu.Lock()
-	defer d.keysMu.Unlock()
 	e := d.pins[index]
-	switch {
-	case e == nil:
-		return nil, fmt.Errorf("key index %d is not open", index)
-	case e.rejected != nil:
-		return nil, e.rejected
-	}
-	return e.pin, nil
-}
-
-func (d *device) rejectPIN(index uint32, err error) error {
-	d.keysMu.Lock()
-	defer d.keysMu.Unlock()
-	e := d.pins[index]
+	d.keysMu.Unlock()
 	if e == nil {
-		return err
+		return false, fmt.Errorf("key index %d is not open", index)
 	}
-	if e.rejected == nil {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.rejected != nil:
+		return false, e.rejected
+	case e.closed:
+		return false, fmt.Errorf("key index %d is not open", index)
+	case e.pin == nil:
+		return false, nil
+	}
+	if err := d.lib.getAccessRight(sess, index, e.pin); err != nil {
+		var se *Error
+		if errors.As(err, &se) && se.sessionFatal() {
+			return false, err
+		}
 		e.rejected = &accessError{index: index, source: e.source, err: err}
+		return false, e.rejected
 	}
-	return e.rejected
+	return true, nil
 }
 
 // accessError is a refused SDF_GetPrivateKeyAccessRight.
@@ -436,20 +452,11 @@ func (w *worker) attempt(req *request) error {
 		return err
 	}
 	if !w.authorised(req.index) {
-		pin, err := d.pin(req.index)
+		owed, err := d.authorise(w.sess, req.index)
 		if err != nil {
 			return err
 		}
-		if pin != nil {
-			if err := d.lib.getAccessRight(w.sess, req.index, pin); err != nil {
-				var se *Error
-				if errors.As(err, &se) && se.sessionFatal() {
-					return err
-				}
-				return d.rejectPIN(req.index, err)
-			}
-		}
-		w.rights[req.index] = pin != nil
+		w.rights[req.index] = owed
 	}
 	return req.op(d.lib, w.sess)
 }

@@ -110,7 +110,16 @@ func writeKey(t testing.TB, dir, name string) *sm2.PrivateKey {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := pkcs8.MarshalPrivateKey(k, []byte(testPIN), nil)
+	writeKeyWithPIN(t, dir, name, k, testPIN)
+	return k
+}
+
+// writeKeyWithPIN writes k and its public key as the key files name.pem
+// and name.pub.pem, encrypted with pin: rewriting a key with another PIN
+// changes the card's PIN for that key.
+func writeKeyWithPIN(t testing.TB, dir, name string, k *sm2.PrivateKey, pin string) {
+	t.Helper()
+	der, err := pkcs8.MarshalPrivateKey(k, []byte(pin), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +134,6 @@ func writeKey(t testing.TB, dir, name string) *sm2.PrivateKey {
 	}
 	write(name+".pem", "ENCRYPTED PRIVATE KEY", der)
 	write(name+".pub.pem", "PUBLIC KEY", pub)
-	return k
 }
 
 // ref builds an sdf: reference with the card's PIN file.

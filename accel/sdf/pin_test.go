@@ -1,0 +1,56 @@
+//go:build cgo
+
+package sdf_test
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/emmansun/gmsm/sm2"
+)
+
+// changePIN re-encrypts the keys of an index with pin, as when the card's
+// PIN is changed by its administrator.
+func (c *card) changePIN(t *testing.T, index uint32, pin string) {
+	t.Helper()
+	writeKeyWithPIN(t, c.dir, fmt.Sprintf("sign-%d", index), c.sign[index], pin)
+	writeKeyWithPIN(t, c.dir, fmt.Sprintf("enc-%d", index), c.enc[index], pin)
+}
+
+// TestPINRefusedWhileServingIsTriedOnce: when every session needs the
+// access right again (after a device reset) and the card no longer takes
+// the PIN, the PIN is offered once, not once per session: cards lock a
+// key after a few failures.
+func TestPINRefusedWhileServingIsTriedOnce(t *testing.T) {
+	lib := library(t)
+	c := newCard(t, 1)
+	sign := openKey(t, c.ref(lib, 1, "sign", "sessions=8"))
+	ctl := loadLib(t, lib)
+	c.changePIN(t, 1, "87654321")
+	ctl.Control("reset", 1)
+	before := ctl.Stats().AccessDenied
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := sign.Sign(rand.Reader, []byte("x"), sm2.DefaultSM2SignerOpts)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "the device refused the PIN") {
+			t.Errorf("sign with a refused PIN: %v", err)
+		}
+	}
+	if d := ctl.Stats().AccessDenied - before; d != 1 {
+		t.Errorf("the refused PIN was offered %d times, want once", d)
+	}
+}
