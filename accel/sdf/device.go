@@ -173,15 +173,20 @@ func (d *device) dropPIN(index uint32) {
 	}
 }
 
-// authorise obtains the access right to a key index for a session with
-// the index's PIN, and reports whether SDF_ReleasePrivateKeyAccessRight is
-// owed for it; without a PIN there is nothing to obtain. The PIN is
-// offered by one session at a time and not at all once the device refused
-// it.
-func (d *device) authorise(sess uintptr, index uint32) (owed bool, err error) {
+// entry returns the PIN entry of the keys open at an index, nil for
+// none.
+func (d *device) entry(index uint32) *pinEntry {
 	d.keysMu.Lock()
-	e := d.pins[index]
-	d.keysMu.Unlock()
+	defer d.keysMu.Unlock()
+	return d.pins[index]
+}
+
+// authorise obtains the access right to a key index for a session with
+// the PIN of e, the index's entry, and reports whether
+// SDF_ReleasePrivateKeyAccessRight is owed for it; without a PIN there is
+// nothing to obtain. The PIN is offered by one session at a time and not
+// at all once the device refused it.
+func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, err error) {
 	if e == nil {
 		return false, fmt.Errorf("key index %d is not open", index)
 	}
@@ -378,9 +383,18 @@ type worker struct {
 	sess uintptr
 	gen  uint64
 	has  bool
-	// rights holds the indexes the session may use; the value says
-	// whether SDF_ReleasePrivateKeyAccessRight is owed for it.
-	rights map[uint32]bool
+	// rights holds the indexes the session may use.
+	rights map[uint32]right
+}
+
+// right is a session's access right to a key index.
+type right struct {
+	// entry is the PIN entry the right was obtained for: when the keys of
+	// the index all closed and a key opened there again, with a PIN of
+	// its own, the right is obtained again with that PIN.
+	entry *pinEntry
+	// owed says whether SDF_ReleasePrivateKeyAccessRight is owed.
+	owed bool
 }
 
 func (w *worker) openSession() error {
@@ -409,7 +423,7 @@ func (w *worker) ensureSession() error {
 		return err
 	}
 	w.sess, w.gen, w.has = s, d.gen, true
-	w.rights = map[uint32]bool{}
+	w.rights = map[uint32]right{}
 	return nil
 }
 
@@ -435,7 +449,7 @@ func (w *worker) serve(req *request) error {
 			return err
 		case errors.As(err, &se) && se.sessionFatal():
 			w.drop()
-		case errors.As(err, &se) && se.unauthorised() && w.rights[req.index]:
+		case errors.As(err, &se) && se.unauthorised() && w.rights[req.index].owed:
 			// The device dropped the right it granted: acquire it again.
 			delete(w.rights, req.index)
 		default:
@@ -451,19 +465,15 @@ func (w *worker) attempt(req *request) error {
 	if err := w.ensureSession(); err != nil {
 		return err
 	}
-	if !w.authorised(req.index) {
-		owed, err := d.authorise(w.sess, req.index)
+	e := d.entry(req.index)
+	if r, ok := w.rights[req.index]; !ok || r.entry != e {
+		owed, err := d.authorise(w.sess, req.index, e)
 		if err != nil {
 			return err
 		}
-		w.rights[req.index] = owed
+		w.rights[req.index] = right{entry: e, owed: owed}
 	}
 	return req.op(d.lib, w.sess)
-}
-
-func (w *worker) authorised(index uint32) bool {
-	_, ok := w.rights[index]
-	return ok
 }
 
 // drop closes the worker's session after a failure (best effort: the
@@ -487,8 +497,8 @@ func (w *worker) close() {
 	if !w.has || w.gen != d.gen || !d.isOpen {
 		return
 	}
-	for index, owed := range w.rights {
-		if owed {
+	for index, r := range w.rights {
+		if r.owed {
 			_ = d.lib.releaseAccessRight(w.sess, index)
 		}
 	}

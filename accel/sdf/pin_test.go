@@ -54,3 +54,27 @@ func TestPINRefusedWhileServingIsTriedOnce(t *testing.T) {
 		t.Errorf("the refused PIN was offered %d times, want once", d)
 	}
 }
+
+// TestReopenedIndexOffersItsPIN: a key opened at an index whose earlier
+// keys all closed (while another key kept the device open) has its PIN
+// checked; the sessions' access right from the earlier PIN must not let a
+// wrong one pass until the next device reset.
+func TestReopenedIndexOffersItsPIN(t *testing.T) {
+	lib := library(t)
+	c := newCard(t, 1, 2)
+	openKey(t, c.ref(lib, 2, "sign", "sessions=1"))
+	first := openKey(t, c.ref(lib, 1, "sign", "sessions=1"))
+	first.Close()
+
+	bad := t.TempDir() + "/pin"
+	writeFile(t, bad, "99999999")
+	before := loadLib(t, lib).Stats().AccessDenied
+	openErr(t, strings.Replace(c.ref(lib, 1, "sign", "sessions=1"), c.pinFile, bad, 1),
+		"the device refused the PIN from file "+bad+" for key index 1")
+	if d := loadLib(t, lib).Stats().AccessDenied - before; d != 1 {
+		t.Errorf("the wrong PIN was offered %d times, want once", d)
+	}
+	// The right PIN opens the index again.
+	k := openKey(t, c.ref(lib, 1, "sign", "sessions=1"))
+	checkSign(t, k, c.sign[1])
+}
