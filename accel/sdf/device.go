@@ -143,18 +143,38 @@ func (d *device) compatible(cfg Config) error {
 func (d *device) addPIN(cfg Config) error {
 	d.keysMu.Lock()
 	defer d.keysMu.Unlock()
-	e := d.pins[cfg.Index]
+	e, refs := d.pins[cfg.Index], 0
+	if e != nil && ((e.pin == nil) != (cfg.PIN == nil) || subtle.ConstantTimeCompare(e.pin, cfg.PIN) != 1) {
+		if !e.retire() {
+			return fmt.Errorf("key index %d of %s is already open with a different PIN (from %s); both keys of an index share one PIN", cfg.Index, cfg.Library, e.source)
+		}
+		// The device refused the PIN of the keys open at the index, so
+		// none of them can serve: this one (a reload with the corrected
+		// PIN) replaces it for all of them.
+		e, refs = nil, e.refs
+	}
 	if e == nil {
-		e = &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource}
+		e = &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource, refs: refs}
 		if cfg.PIN == nil {
 			e.pin = nil
 		}
 		d.pins[cfg.Index] = e
-	} else if (e.pin == nil) != (cfg.PIN == nil) || subtle.ConstantTimeCompare(e.pin, cfg.PIN) != 1 {
-		return fmt.Errorf("key index %d of %s is already open with a different PIN (from %s); both keys of an index share one PIN", cfg.Index, cfg.Library, e.source)
 	}
 	e.refs++
 	return nil
+}
+
+// retire wipes and closes an entry whose PIN the device refused, and
+// reports whether it did.
+func (e *pinEntry) retire() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rejected == nil {
+		return false
+	}
+	clear(e.pin)
+	e.closed = true
+	return true
 }
 
 func (d *device) dropPIN(index uint32) {

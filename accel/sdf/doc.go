@@ -22,8 +22,9 @@
 //
 // Without a PIN the backend never calls SDF_GetPrivateKeyAccessRight (for
 // devices that log in by other means). A PIN the device refuses is not
-// offered again until the key is reopened, since cards lock a key after
-// a few failures.
+// offered again, by any session or by a key opened again with the same
+// PIN, since cards lock a key after a few failures; a key opened with
+// another PIN for the index replaces it.
 //
 // The device is opened once per library per process and its sessions are
 // shared by every key on it, so sessions= is what the card's licence

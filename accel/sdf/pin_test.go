@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm2"
+
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
 )
 
 // changePIN re-encrypts the keys of an index with pin, as when the card's
@@ -20,17 +23,29 @@ func (c *card) changePIN(t *testing.T, index uint32, pin string) {
 	writeKeyWithPIN(t, c.dir, fmt.Sprintf("enc-%d", index), c.enc[index], pin)
 }
 
+// changedPIN is the PIN the card takes after changePIN in the tests.
+const changedPIN = "87654321"
+
+// servingWhenPINChanged opens the signing key of index 1 with the
+// parameters extra, then changes the card's PIN to changedPIN and resets
+// the device, so that every session must obtain the access right again.
+func servingWhenPINChanged(t *testing.T, extra string) (lib string, c *card, sign accel.Key, ctl *softsdf.Lib) {
+	t.Helper()
+	lib = library(t)
+	c = newCard(t, 1)
+	sign = openKey(t, c.ref(lib, 1, "sign", extra))
+	ctl = loadLib(t, lib)
+	c.changePIN(t, 1, changedPIN)
+	ctl.Control("reset", 1)
+	return lib, c, sign, ctl
+}
+
 // TestPINRefusedWhileServingIsTriedOnce: when every session needs the
 // access right again (after a device reset) and the card no longer takes
 // the PIN, the PIN is offered once, not once per session: cards lock a
 // key after a few failures.
 func TestPINRefusedWhileServingIsTriedOnce(t *testing.T) {
-	lib := library(t)
-	c := newCard(t, 1)
-	sign := openKey(t, c.ref(lib, 1, "sign", "sessions=8"))
-	ctl := loadLib(t, lib)
-	c.changePIN(t, 1, "87654321")
-	ctl.Control("reset", 1)
+	_, _, sign, ctl := servingWhenPINChanged(t, "sessions=8")
 	before := ctl.Stats().AccessDenied
 
 	var wg sync.WaitGroup
@@ -77,4 +92,30 @@ func TestReopenedIndexOffersItsPIN(t *testing.T) {
 	// The right PIN opens the index again.
 	k := openKey(t, c.ref(lib, 1, "sign", "sessions=1"))
 	checkSign(t, k, c.sign[1])
+}
+
+// TestCorrectedPINAfterRefusal: once the device refused an index's PIN
+// while serving (its PIN was changed), a key opened with the new PIN, as a
+// reload with the corrected pin-file opens it, replaces the refused one
+// for every key at the index; the same PIN is not offered again.
+func TestCorrectedPINAfterRefusal(t *testing.T) {
+	lib, c, old, ctl := servingWhenPINChanged(t, "sessions=2")
+	if _, err := old.Sign(rand.Reader, []byte("x"), sm2.DefaultSM2SignerOpts); err == nil || !strings.Contains(err.Error(), "the device refused the PIN") {
+		t.Fatalf("sign after the PIN changed: %v", err)
+	}
+
+	denied := ctl.Stats().AccessDenied
+	openErr(t, c.ref(lib, 1, "enc", "sessions=2"), "the device refused the PIN")
+	if d := ctl.Stats().AccessDenied - denied; d != 0 {
+		t.Errorf("the refused PIN was offered %d more times", d)
+	}
+
+	newPIN := t.TempDir() + "/pin"
+	writeFile(t, newPIN, changedPIN+"\n")
+	ref := strings.Replace(c.ref(lib, 1, "sign", "sessions=2"), c.pinFile, newPIN, 1)
+	reloaded := openKey(t, ref)
+	checkSign(t, reloaded, c.sign[1])
+	checkSign(t, old, c.sign[1])
+	old.Close()
+	checkSign(t, reloaded, c.sign[1])
 }
