@@ -311,15 +311,20 @@ func (d *device) shutdown() {
 }
 
 // reopen closes and reopens the device handle after a device-level
-// failure seen at generation gen.
-func (d *device) reopen(gen uint64) error {
+// failure, down. A device that opens but still gives no session is not
+// reopened again before reopenHoldoff has passed either.
+func (d *device) reopen(down *deviceDown) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.gen != gen && d.isOpen {
+	if d.gen != down.gen && d.isOpen {
 		return nil // another worker reopened it already
 	}
-	if !d.isOpen && time.Since(d.lastTry) < reopenHoldoff {
-		return fmt.Errorf("the device of %s is unavailable: %w", d.lib.path(), d.lastErr)
+	if time.Since(d.lastTry) < reopenHoldoff {
+		cause := d.lastErr
+		if d.isOpen {
+			cause = down.err
+		}
+		return fmt.Errorf("the device of %s is unavailable: %w", d.lib.path(), cause)
 	}
 	d.lastTry = time.Now()
 	if d.isOpen {
@@ -462,7 +467,7 @@ func (w *worker) serve(req *request) error {
 		var ae *accessError
 		switch {
 		case errors.As(err, &down):
-			if rerr := w.d.reopen(down.gen); rerr != nil {
+			if rerr := w.d.reopen(down); rerr != nil {
 				return rerr
 			}
 		case errors.As(err, &ae):

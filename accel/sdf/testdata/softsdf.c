@@ -31,6 +31,8 @@
  *   "fail_next"   the next N private-key calls fail
  *   "down" 1|0    every call but the Close ones fails with SDR_COMMFAIL
  *   "reset"       every open session is lost, as after a device reset
+ *   "session_fail" CODE  SDF_OpenSession fails with CODE (0: it works), while
+ *                 SDF_OpenDevice still works
  * A session whose call failed with SDR_COMMFAIL or SDR_HARDFAIL is lost.
  * SOFTSDF_Stats fills counters (see enum stat).
  */
@@ -133,7 +135,7 @@ static struct {
 /* The device handle is the address of this byte. */
 static char device_token;
 
-static atomic_uint latency_us, fail_every, fail_next, down;
+static atomic_uint latency_us, fail_every, fail_next, down, session_fail;
 static atomic_uint fail_code = SDR_COMMFAIL;
 static atomic_ulong fail_counter;
 static atomic_ullong stats[ST_COUNT];
@@ -335,6 +337,9 @@ EXPORT int SDF_OpenSession(void *hDeviceHandle, void **phSessionHandle) {
 		return SDR_INARGERR;
 	if (atomic_load(&down))
 		return SDR_COMMFAIL;
+	unsigned int fail = atomic_load(&session_fail);
+	if (fail != 0)
+		return (int)fail;
 	struct session *s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return SDR_NOBUFFER;
@@ -702,6 +707,8 @@ EXPORT int SOFTSDF_Control(const char *name, long value) {
 		atomic_store(&fail_next, (unsigned int)value);
 	else if (strcmp(name, "down") == 0)
 		atomic_store(&down, value != 0);
+	else if (strcmp(name, "session_fail") == 0)
+		atomic_store(&session_fail, (unsigned int)value);
 	else if (strcmp(name, "reset") == 0) {
 		pthread_mutex_lock(&mu);
 		dev.epoch++;
