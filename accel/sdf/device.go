@@ -128,14 +128,19 @@ func (d *device) release(index uint32) {
 	}
 }
 
+// sharedSettings ends a refusal of compatible: the settings are the
+// device's, which stays open while any key on it serves, through reloads
+// too.
+const sharedSettings = "; the device is opened once for every key on it and keeps these settings while any key on it is open, so give the same in every reference to it, and restart gmgate to change them (a reload keeps the keys in service open)"
+
 func (d *device) compatible(cfg Config) error {
 	switch {
 	case cfg.Profile != d.profile:
-		return fmt.Errorf("SDF library %s is already open with %v, and this reference asks for %v; give the same profile settings in every reference to one library", cfg.Library, d.profile, cfg.Profile)
+		return fmt.Errorf("SDF library %s is already open with %v, and this reference asks for %v"+sharedSettings, cfg.Library, d.profile, cfg.Profile)
 	case cfg.Sessions != d.sessions:
-		return fmt.Errorf("SDF library %s is already open with sessions=%d, and this reference asks for sessions=%d; the keys of one library share its sessions, so give the same sessions= in every reference to it", cfg.Library, d.sessions, cfg.Sessions)
+		return fmt.Errorf("SDF library %s is already open with sessions=%d, and this reference asks for sessions=%d"+sharedSettings, cfg.Library, d.sessions, cfg.Sessions)
 	case cfg.LockThread != d.lockThread:
-		return fmt.Errorf("SDF library %s is already open with lock-thread=%v; give the same lock-thread= in every reference to it", cfg.Library, d.lockThread)
+		return fmt.Errorf("SDF library %s is already open with lock-thread=%v, and this reference asks for lock-thread=%v"+sharedSettings, cfg.Library, d.lockThread, cfg.LockThread)
 	}
 	return nil
 }

@@ -229,8 +229,9 @@ func TestOpenErrors(t *testing.T) {
 	})
 	t.Run("conflicting references", func(t *testing.T) {
 		openKey(t, c.ref(lib, 1, "sign", "sessions=2"))
-		openErr(t, c.ref(lib, 1, "enc", "sessions=3"), "already open with sessions=2")
-		openErr(t, c.ref(lib, 1, "enc", "sessions=2&profile=tongsuo"), "already open with profile=standard")
+		openErr(t, c.ref(lib, 1, "enc", "sessions=3"), "already open with sessions=2", "restart gmgate to change them")
+		openErr(t, c.ref(lib, 1, "enc", "sessions=2&profile=tongsuo"), "already open with profile=standard", "restart gmgate to change them")
+		openErr(t, c.ref(lib, 1, "enc", "sessions=2&lock-thread=true"), "already open with lock-thread=false, and this reference asks for lock-thread=true")
 	})
 	t.Run("inline PIN", func(t *testing.T) {
 		openErr(t, "sdf:"+lib+"?index=1&key=sign&pin="+testPIN, "may not be written in the key reference", "?REDACTED")
