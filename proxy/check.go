@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -285,8 +287,33 @@ func listenerProblem(cfg *config.Config, i int, err error) config.Problem {
 	return cfg.Problem(path, err.Error(), "")
 }
 
+// accessLogProblem explains why the access log file could not be opened,
+// with the fix for that cause.
 func accessLogProblem(cfg *config.Config, err error) config.Problem {
-	return cfg.Problem("log.access", strings.TrimPrefix(err.Error(), "log.access: "), "create the directory writable by the user gmgate runs as, or log to stdout")
+	path := cfg.Log.Access
+	dir := filepath.Dir(path)
+	fix := "create the directory " + dir + " writable by the user gmgate runs as, or log to stdout"
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		fix = "name a file in it, such as " + filepath.Join(path, "access.log")
+	case errors.Is(err, syscall.ENOTDIR):
+		fix = "a part of the path is a file, not a directory: choose a path in a directory"
+		for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+			if st, err := os.Stat(d); err == nil && !st.IsDir() {
+				fix = d + " is a file, not a directory: choose a path in a directory"
+				break
+			}
+		}
+	case errors.Is(err, syscall.EROFS):
+		fix = "choose a path on a writable file system, or log to stdout"
+	case errors.Is(err, fs.ErrPermission):
+		if _, serr := os.Lstat(path); serr == nil {
+			fix = "make " + path + " writable by the user gmgate runs as, or log to stdout"
+		} else {
+			fix = "make the directory " + dir + " writable by the user gmgate runs as, or log to stdout"
+		}
+	}
+	return cfg.Problem("log.access", strings.TrimPrefix(err.Error(), "log.access: "), fix)
 }
 
 // bindProblem explains why an address could not be bound.
