@@ -45,6 +45,10 @@ func (c *Config) Problem(path, msg, fix string) Problem {
 	return Problem{File: c.File, Line: c.idx.line(path), Path: path, Msg: msg, Fix: fix}
 }
 
+// InFile reports whether the configuration file sets the field at path
+// ("timeouts.client_hello"), rather than leaving it to its default.
+func (c *Config) InFile(path string) bool { return c.idx.has(path) }
+
 // Admin is the listener for /metrics, /healthz, /readyz and, when Pprof is
 // set, /debug/pprof/. The data plane never serves these.
 type Admin struct {

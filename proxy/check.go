@@ -347,6 +347,14 @@ func bindProblem(cfg *config.Config, path, addr string, err error) config.Proble
 // paths maps each certificate source to its field path.
 func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]string) []config.Problem {
 	var out []config.Problem
+	// The handshake timeout runs from accept too, so a longer wait for
+	// the ClientHello never happens. A default client_hello above a
+	// lowered handshake is taken down to it without a word.
+	if t := cfg.Timeouts; t.ClientHello > t.Handshake && cfg.InFile("timeouts.client_hello") {
+		out = append(out, cfg.Problem("timeouts.client_hello",
+			fmt.Sprintf("%s is longer than timeouts.handshake (%s), which closes a connection whose ClientHello has not arrived by then", t.ClientHello, t.Handshake),
+			fmt.Sprintf("set client_hello to at most %s, or raise handshake", t.Handshake)))
+	}
 	for i, lc := range cfg.Listeners {
 		p := fmt.Sprintf("listeners[%d]", i)
 		if st := gen.states[lc.Name]; st != nil {
