@@ -25,6 +25,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,9 +71,13 @@ type Server struct {
 	listeners map[string]*runningListener
 	admin     *http.Server
 	adminLn   net.Listener
-	started   bool
-	draining  atomic.Bool
-	closed    bool
+	// adminListen and accessDest are admin.listen and log.access as the
+	// process started with them; a reload does not change them.
+	adminListen string
+	accessDest  string
+	started     bool
+	draining    atomic.Bool
+	closed      bool
 	// pprof is admin.pprof of the running configuration.
 	pprof atomic.Bool
 
@@ -132,6 +137,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		probs = append(probs, accessLogProblem(cfg, err))
 	}
 	s.access, s.accessClose = access, closer
+	s.adminListen, s.accessDest = cfg.Admin.Listen, cfg.Log.Access
 
 	gen, err := s.build(cfg, nil, buildOptions{})
 	if err != nil {
@@ -651,12 +657,6 @@ func (s *Server) reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Admin.Listen != prev.cfg.Admin.Listen {
-		s.log.Warn("admin.listen changes take effect on restart", "running", prev.cfg.Admin.Listen)
-	}
-	if cfg.Log.Access != prev.cfg.Log.Access {
-		s.log.Warn("log.access changes take effect on restart", "running", prev.cfg.Log.Access)
-	}
 	s.level.Set(parseLevel(cfg.Log.Level))
 	// Bind new listeners first, so that a port in use fails the reload
 	// before anything changed.
@@ -716,7 +716,57 @@ func (s *Server) reload(cfg *config.Config) error {
 	for _, w := range gen.warnings {
 		s.log.Warn("configuration warning", "warning", w.String())
 	}
+	s.warnUnapplied(cfg)
 	return nil
+}
+
+// warnUnapplied logs each setting of cfg that differs from what the
+// process runs and that a reload does not apply, with the value in
+// service: at every reload until a restart applies it.
+func (s *Server) warnUnapplied(cfg *config.Config) {
+	if cfg.Admin.Listen != s.adminListen {
+		s.log.Warn("admin.listen changes take effect on restart", "running", s.adminListen)
+	}
+	if cfg.Log.Access != s.accessDest {
+		s.log.Warn("log.access changes take effect on restart", "running", s.accessDest)
+	}
+	// A listener's HTTP server is made when its socket is bound; one that
+	// a reload keeps serves on with the settings it was made with.
+	for _, setting := range []struct {
+		msg     string
+		want    any
+		running func(*http.Server) any
+	}{
+		{"timeouts.read_header changes take effect on restart for the listeners a reload keeps", cfg.Timeouts.ReadHeader.D(),
+			func(h *http.Server) any { return h.ReadHeaderTimeout }},
+		{"timeouts.idle changes take effect on restart for HTTP keep-alive and HTTP/2 writes on the listeners a reload keeps", cfg.Timeouts.Idle.D(),
+			func(h *http.Server) any { return h.IdleTimeout }},
+		{"limits.max_header_bytes changes take effect on restart for the listeners a reload keeps", cfg.Limits.MaxHeaderBytes,
+			func(h *http.Server) any { return h.MaxHeaderBytes }},
+	} {
+		// By the value in service, for listeners bound at different times.
+		names := map[any][]string{}
+		var order []any
+		for _, lc := range cfg.Listeners {
+			rl := s.listeners[lc.Name]
+			if rl == nil {
+				continue
+			}
+			if v := setting.running(rl.httpSrv); v != setting.want {
+				if names[v] == nil {
+					order = append(order, v)
+				}
+				names[v] = append(names[v], lc.Name)
+			}
+		}
+		for _, v := range order {
+			shown := v
+			if d, ok := v.(time.Duration); ok {
+				shown = d.String()
+			}
+			s.log.Warn(setting.msg, "running", shown, "listeners", strings.Join(names[v], ","))
+		}
+	}
 }
 
 func listenPath(cfg *config.Config, name string) string {
