@@ -113,9 +113,8 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 				probs = append(probs, cfg.Problem(p+".ca_root", err.Error(), "give the PEM file of the CA that issued the ACME server's HTTPS certificate"))
 				continue
 			}
-			roots = x509.NewCertPool()
-			if !roots.AppendCertsFromPEM(pem) {
-				probs = append(probs, cfg.Problem(p+".ca_root", ca+" holds no PEM certificate", "give the PEM file of the CA that issued the ACME server's HTTPS certificate"))
+			if roots, err = certs.TLSCAPool(ca, pem); err != nil {
+				probs = append(probs, cfg.Problem(p+".ca_root", err.Error(), "give the PEM file of the CA that issued the ACME server's HTTPS certificate"))
 				continue
 			}
 		}

@@ -526,16 +526,7 @@ func loadSMPool(file string) (*smx509.CertPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return smPoolFromPEM(file, pem)
-}
-
-// smPoolFromPEM is a pool of the certificates in pem, read from file.
-func smPoolFromPEM(file string, pem []byte) (*smx509.CertPool, error) {
-	pool := smx509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
+	return certs.CAPool(file, pem)
 }
 
 func tlcpClientAuth(s string) tlcp.ClientAuthType {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -376,9 +375,9 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 		if err != nil {
 			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &fieldError{sp.prefix() + "tls.client_ca", fmt.Errorf("%s holds no PEM certificate", t.ClientCA)}
+		pool, err := certs.TLSCAPool(t.ClientCA, pem)
+		if err != nil {
+			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
 		}
 		tc.ClientCAs = pool
 		caPEM = pem

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -56,11 +55,11 @@ func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
 	if c.CA != "" {
 		pem, err := os.ReadFile(c.CA)
 		if err != nil {
-			return nil, fmt.Errorf("tls.ca: %w", err)
+			return nil, &fieldError{"tls.ca", err}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca %s holds no PEM certificate", c.CA)
+		pool, err := certs.TLSCAPool(c.CA, pem)
+		if err != nil {
+			return nil, &fieldError{"tls.ca", err}
 		}
 		tc.RootCAs = pool
 	}

@@ -128,7 +128,7 @@ func loadTLCPRoots(file string) (*smx509.CertPool, [sha256.Size]byte, error) {
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
-	pool, err := smPoolFromPEM(file, pem)
+	pool, err := certs.CAPool(file, pem)
 	return pool, sha256.Sum256(pem), err
 }
 

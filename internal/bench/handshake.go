@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
 
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -599,11 +600,17 @@ func loadRoots(file string) (*certRoots, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading CA certificates: %w", err)
 	}
+	cas, err := certs.ParseCABundle(file, pem)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA certificates: %w", err)
+	}
 	r := &certRoots{sm: smx509.NewCertPool(), std: x509.NewCertPool()}
-	okSM := r.sm.AppendCertsFromPEM(pem)
-	okStd := r.std.AppendCertsFromPEM(pem)
-	if !okSM && !okStd {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	for _, c := range cas {
+		r.sm.AddCert(c)
+		// crypto/tls takes the CAs it can parse (not SM2 ones).
+		if std, err := x509.ParseCertificate(c.Raw); err == nil {
+			r.std.AddCert(std)
+		}
 	}
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -539,6 +541,13 @@ func TestHandshakeOptionErrors(t *testing.T) {
 		{"relative path", func(o *HandshakeOptions) { o.HTTPPath = "x" }, "must start with /"},
 		{"too many cores", func(o *HandshakeOptions) { o.ServerCores = 4096 }, "cannot have"},
 		{"missing CA file", func(o *HandshakeOptions) { o.CAFile = filepath.Join(t.TempDir(), "none.pem") }, "CA certificates"},
+		{"damaged CA file", func(o *HandshakeOptions) { o.CAFile = damagedCAFile(t) }, "PEM block 2 (line 12) is damaged"},
+		{"empty CA file", func(o *HandshakeOptions) {
+			o.CAFile = filepath.Join(t.TempDir(), "empty.pem")
+			if err := os.WriteFile(o.CAFile, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "empty.pem"},
 		{"metrics unreachable", func(o *HandshakeOptions) {
 			o.Target = "127.0.0.1:1"
 			o.MetricsURL = "http://127.0.0.1:1/metrics"
@@ -657,4 +666,20 @@ func TestSummarize(t *testing.T) {
 	if empty := summarize(nil); empty != (LatencyStats{}) {
 		t.Errorf("%+v", empty)
 	}
+}
+
+// damagedCAFile writes a CA certificate followed by a copy cut short (a
+// CA pasted without its last lines) and returns the file.
+func damagedCAFile(t *testing.T) string {
+	t.Helper()
+	ca, err := certs.NewCA(certs.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Root.Raw})
+	file := filepath.Join(t.TempDir(), "bundle.pem")
+	if err := os.WriteFile(file, append(good, good[:len(good)/2]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

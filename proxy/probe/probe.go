@@ -379,9 +379,9 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ca: %w", err)
 		}
-		pool := smx509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--ca %s holds no PEM certificate", o.CAFile)
+		pool, err := certs.CAPool(o.CAFile, pem)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
 		}
 		cfg.RootCAs = pool
 	}

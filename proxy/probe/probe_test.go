@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -513,4 +514,32 @@ func FuzzResumeAddrs(f *testing.F) {
 			t.Fatalf("%q gave %q, whose host is neither a name nor an address", at, addrs[0])
 		}
 	})
+}
+
+// A --ca bundle with a damaged block (a CA pasted without its last lines)
+// is refused with the block and its line, not used without that CA; so
+// is a file without a certificate.
+func TestProbeCADamaged(t *testing.T) {
+	url, dir, _ := server(t)
+	good, err := os.ReadFile(filepath.Join(dir, certs.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := filepath.Join(dir, "bundle.pem")
+	if err := os.WriteFile(damaged, append(bytes.Clone(good), good[:len(good)/2]...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.pem")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := bytes.Count(good, []byte("\n")) + 1
+	for file, want := range map[string]string{
+		damaged: fmt.Sprintf("--ca: %s: PEM block 2 (line %d) is damaged", damaged, line),
+		empty:   "--ca: " + empty + ": ",
+	} {
+		if _, err := Run(context.Background(), Options{URL: url, CAFile: file}, nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--ca %s: %v; want an error with %q", filepath.Base(file), err, want)
+		}
+	}
 }
