@@ -11,13 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/accel/sdf"
 	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -171,6 +174,8 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 		probs.add("enc_cert", fmt.Errorf("%s %s is the same certificate as %s %s; TLCP needs a separate encryption certificate with its own key (gmgate cert issue makes both)", n.EncCert, f.EncCert, n.SignCert, f.SignCert))
 	}
 	if opts.Offline {
+		readKeyRef(probs, "sign_key", n.SignKey, f.SignKey)
+		readKeyRef(probs, "enc_key", n.EncKey, f.EncKey)
 		if signChain != nil && encChain != nil && len(probs.errs) == 0 {
 			if err := checkPairUsages(f, n, signChain[0], encChain[0]); err != nil {
 				probs.add("", err)
@@ -263,6 +268,7 @@ func loadSignOnly(f TLCPFiles, opts LoadOptions, n FieldNames) (*tlcp.Certificat
 		}
 	}
 	if opts.Offline {
+		readKeyRef(probs, "sign_key", n.SignKey, f.SignKey)
 		if err := probs.err(); err != nil {
 			return nil, nil, err
 		}
@@ -405,6 +411,7 @@ func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, err
 	probs := &problems{side: "tls"}
 	leaf, chain := checkTLSChain(probs, f, n, opts)
 	if opts.Offline {
+		readKeyRef(probs, "key", n.Key, f.Key)
 		if err := probs.err(); err != nil {
 			return nil, nil, err
 		}
@@ -565,6 +572,43 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 		return nil, fmt.Errorf("%s: %w", field, explainKeyError(err))
 	}
 	return k, nil
+}
+
+// CheckKeyRef reads a key reference as opening its key would, and opens
+// nothing: no key file, library, crypto card, password or PIN (for an
+// offline check). The scheme must be known and an sdf: reference's
+// parameters valid. A file: reference's parameters are checked only when
+// the key is opened: accel reads them there.
+func CheckKeyRef(ref string) error {
+	r, err := accel.ParseRef(ref)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(accel.Schemes(), r.Scheme) {
+		return fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", r, r.Scheme, strings.Join(accel.Schemes(), ", "))
+	}
+	if r.Scheme == "sdf" {
+		// sdf.ParseConfig reads the PIN that pin-env or pin-file names,
+		// and nothing when none is named.
+		params := maps.Clone(r.Params)
+		delete(params, "pin-env")
+		delete(params, "pin-file")
+		if _, err := sdf.ParseConfig(r.Path, params); err != nil {
+			return fmt.Errorf("key %s: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// readKeyRef adds the problem CheckKeyRef finds in the key reference of
+// field; an empty one is the configuration's problem.
+func readKeyRef(probs *problems, field, name, ref string) {
+	if strings.TrimSpace(ref) == "" {
+		return
+	}
+	if err := CheckKeyRef(ref); err != nil {
+		probs.add(field, fmt.Errorf("%s: %w", name, err))
+	}
 }
 
 // missingFile says that the file a field names does not exist, and what

@@ -338,7 +338,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 				continue
 			}
 		}
-		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, store, s.log, s.metrics)
+		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, store, bo.offline, s.log, s.metrics)
 		if err != nil {
 			probs = append(probs, poolProblem(cfg, name, err))
 			continue

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -45,6 +46,13 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		return nil, nil, nil
 	}
 	if bo.offline {
+		// The TLS files are read, the client key's reference too; no
+		// secret is.
+		if ss.Redis.TLS != nil {
+			if _, err := upstreamTLSConfig(ss.Redis.TLS, true); err != nil {
+				return nil, []config.Problem{redisProblem(cfg, err)}, nil
+			}
+		}
 		return nil, nil, nil
 	}
 	var probs []config.Problem
@@ -58,7 +66,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 	}
 	opts, err := redisOptions(ss.Redis)
 	if err != nil {
-		probs = append(probs, cfg.Problem("session_store.redis", err.Error(), ""))
+		probs = append(probs, redisProblem(cfg, err))
 	}
 	if len(probs) > 0 {
 		return nil, probs, nil
@@ -136,6 +144,15 @@ func writeProblem(cfg *config.Config, r *config.Redis, err error) config.Problem
 	return cfg.Problem("session_store.redis.addrs", fmt.Sprintf("Redis answers PING but not a session's write (%v)%s", err, shared), "check the Redis log")
 }
 
+// redisProblem places an error of the redis section at its field.
+func redisProblem(cfg *config.Config, err error) config.Problem {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return cfg.Problem("session_store.redis."+fe.field, fe.err.Error(), "")
+	}
+	return cfg.Problem("session_store.redis", err.Error(), "")
+}
+
 // redisOptions turns the redis section into go-redis options: one address
 // is a server, several the nodes of a Redis Cluster, and with master_name
 // they are the Sentinels that say where the master is. Requests are not
@@ -164,7 +181,7 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		}
 	}
 	if r.TLS != nil {
-		tc, err := upstreamTLSConfig(r.TLS)
+		tc, err := upstreamTLSConfig(r.TLS, false)
 		if err != nil {
 			return nil, err
 		}

@@ -41,6 +41,8 @@ type transportSettings struct {
 	maxResponseHeader int
 	// store holds the client identities of tlcp:// upstreams.
 	store *certs.Store
+	// offline builds for an offline check: no key is opened.
+	offline bool
 }
 
 func (ts transportSettings) dialer() *net.Dialer {

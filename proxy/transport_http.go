@@ -30,7 +30,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	var tc *tls.Config
 	if scheme == "https" {
 		var err error
-		if tc, err = upstreamTLSConfig(uc.TLS); err != nil {
+		if tc, err = upstreamTLSConfig(uc.TLS, ts.offline); err != nil {
 			return nil, err
 		}
 	}
@@ -45,7 +45,10 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	return tr, nil
 }
 
-func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
+// upstreamTLSConfig is the TLS client configuration of c. Offline (a
+// check), the client certificate is checked and its key reference read,
+// but the key is not opened.
+func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c == nil {
 		return tc, nil
@@ -64,11 +67,17 @@ func upstreamTLSConfig(c *config.UpstreamTLS) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.Cert != "" {
-		cert, err := certs.LoadTLS(c.Cert, c.Key)
+		cert, _, err := certs.LoadTLSFiles(certs.TLSFiles{Cert: c.Cert, Key: c.Key}, certs.LoadOptions{Offline: offline})
+		var fe *certs.FieldError
+		if _, joined := err.(interface{ Unwrap() []error }); err != nil && !joined && errors.As(err, &fe) && fe.Field != "" {
+			return nil, &fieldError{"tls." + fe.Field, fe.Err}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tls client certificate: %w", err)
 		}
-		tc.Certificates = []tls.Certificate{*cert}
+		if !offline {
+			tc.Certificates = []tls.Certificate{*cert}
+		}
 	}
 	return tc, nil
 }

@@ -110,7 +110,7 @@ type pool struct {
 
 // newPool makes the pool of upstream name; store holds the client
 // identities of tlcp:// upstreams (nil in tests that have none).
-func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, log *slog.Logger, m *Metrics) (*pool, error) {
+func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, offline bool, log *slog.Logger, m *Metrics) (*pool, error) {
 	p := &pool{
 		name:              name,
 		scheme:            uc.Scheme(),
@@ -149,7 +149,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		t.healthy.Store(true)
 		p.targets = append(p.targets, t)
 	}
-	tr, err := newTransport(p, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store})
+	tr, err := newTransport(p, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store, offline: offline})
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
