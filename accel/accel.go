@@ -131,19 +131,49 @@ func Schemes() []string {
 	return out
 }
 
+// Checker is a Backend that can tell whether a reference is one it would
+// try to open (its parameters and how its secrets are named) without
+// opening a key, a device or a secret.
+type Checker interface {
+	Check(ref *Ref) error
+}
+
 // Open opens the key a reference names.
 func Open(ctx context.Context, ref string) (Key, error) {
-	r, err := ParseRef(ref)
+	r, b, err := backendOf(ref)
 	if err != nil {
 		return nil, err
+	}
+	return b.Open(ctx, r)
+}
+
+// Check reports what Open would refuse in a reference before it opens
+// anything: the scheme, and the parameters of backends that are
+// Checkers. It reads no key, secret or library.
+func Check(ref string) error {
+	r, b, err := backendOf(ref)
+	if err != nil {
+		return err
+	}
+	if c, ok := b.(Checker); ok {
+		return c.Check(r)
+	}
+	return nil
+}
+
+// backendOf parses a reference and finds its backend.
+func backendOf(ref string) (*Ref, Backend, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, nil, err
 	}
 	registryMu.RLock()
 	b, ok := registry[r.Scheme]
 	registryMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", r, r.Scheme, strings.Join(Schemes(), ", "))
+		return nil, nil, fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", r, r.Scheme, strings.Join(Schemes(), ", "))
 	}
-	return b.Open(ctx, r)
+	return r, b, nil
 }
 
 // Observer receives what backends do, for metrics. Implementations must be

@@ -14,6 +14,15 @@ func init() { Register("sdf", sdfBackend{}) }
 // library; see package sdf for the reference parameters.
 type sdfBackend struct{}
 
+// Check refuses what Open refuses in the reference's parameters, reading
+// no PIN and loading no library.
+func (sdfBackend) Check(ref *Ref) error {
+	if _, err := sdf.CheckConfig(ref.Path, ref.Params); err != nil {
+		return fmt.Errorf("key %s: %w", ref, err)
+	}
+	return nil
+}
+
 func (sdfBackend) Open(ctx context.Context, ref *Ref) (Key, error) {
 	cfg, err := sdf.ParseConfig(ref.Path, ref.Params)
 	if err != nil {

@@ -39,18 +39,29 @@ var ErrKeyEncrypted = errors.New("the key is encrypted")
 // algorithm gmgate does not implement; the message names it.
 var ErrKeyEncryption = errors.New("unsupported key encryption")
 
-func (softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
+// Check refuses the parameters Open refuses, reading nothing.
+func (softwareBackend) Check(ref *Ref) error {
 	for name, values := range ref.Params {
-		// "password" itself is refused by secret.Read, with its own fix.
+		// "password" itself is refused by secret.Check, with its own fix.
 		if name == "password" || name == "password-env" || name == "password-file" {
 			continue
 		}
 		// A word with no value may be a password written as the whole
 		// query: it is not repeated.
 		if slices.Contains(values, "") {
-			return nil, fmt.Errorf("key %s: the key reference has a parameter without a value; a file: key takes password-env=VAR or password-file=PATH", secret.Redact(ref.Path))
+			return fmt.Errorf("key %s: the key reference has a parameter without a value; a file: key takes password-env=VAR or password-file=PATH", secret.Redact(ref.Path))
 		}
-		return nil, fmt.Errorf("key %s: unknown parameter %q in the key reference; a file: key takes password-env or password-file", secret.Redact(ref.Path), name)
+		return fmt.Errorf("key %s: unknown parameter %q in the key reference; a file: key takes password-env or password-file", secret.Redact(ref.Path), name)
+	}
+	if err := secret.Check(ref.Params, "password"); err != nil {
+		return fmt.Errorf("key %s: %w", secret.Redact(ref.Path), err)
+	}
+	return nil
+}
+
+func (b softwareBackend) Open(_ context.Context, ref *Ref) (Key, error) {
+	if err := b.Check(ref); err != nil {
+		return nil, err
 	}
 	data, err := os.ReadFile(ref.Path)
 	if err != nil {

@@ -11,16 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
-	"github.com/gmgate/gmgate/accel/sdf"
 	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -576,28 +573,10 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 
 // CheckKeyRef reads a key reference as opening its key would, and opens
 // nothing: no key file, library, crypto card, password or PIN (for an
-// offline check). The scheme must be known and an sdf: reference's
-// parameters valid. A file: reference's parameters are checked only when
-// the key is opened: accel reads them there.
+// offline check). The scheme must be known and the parameters valid,
+// with each password or PIN named once (see accel.Check).
 func CheckKeyRef(ref string) error {
-	r, err := accel.ParseRef(ref)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(accel.Schemes(), r.Scheme) {
-		return fmt.Errorf("key reference %q: unknown scheme %q (known: %s)", r, r.Scheme, strings.Join(accel.Schemes(), ", "))
-	}
-	if r.Scheme == "sdf" {
-		// sdf.ParseConfig reads the PIN that pin-env or pin-file names,
-		// and nothing when none is named.
-		params := maps.Clone(r.Params)
-		delete(params, "pin-env")
-		delete(params, "pin-file")
-		if _, err := sdf.ParseConfig(r.Path, params); err != nil {
-			return fmt.Errorf("key %s: %w", r, err)
-		}
-	}
-	return nil
+	return accel.Check(ref)
 }
 
 // readKeyRef adds the problem CheckKeyRef finds in the key reference of

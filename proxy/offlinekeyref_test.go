@@ -41,34 +41,47 @@ upstreams:
 	if _, err := Check(parseConfig(t, good), CheckOptions{Offline: true}); err != nil {
 		t.Fatalf("offline check of well-formed references: %v", err)
 	}
-	bad := doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing&pin-file="+missingPIN,
-		"sdf:/opt/vendor/libsdf.so?idx=1&key=enc",
-		"hsm:/dev/hsm0?slot=1")
-	_, err := Check(parseConfig(t, bad), CheckOptions{Offline: true})
-	var ce *config.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("offline check of bad references: %v, want problems", err)
-	}
-	want := []struct {
+	// expect checks bad offline: one problem per key field, each at its
+	// line with its text, none naming the PIN file.
+	type problem struct {
 		line       int
 		path, text string
-	}{
-		{8, "listeners[0].tlcp.sign_key", `key="sing"; want key=sign or key=enc`},
-		{10, "listeners[0].tlcp.enc_key", `unknown parameter "idx"`},
-		{13, "listeners[0].tls.key", `unknown scheme "hsm"`},
 	}
-	if len(ce.Problems) != len(want) {
-		t.Fatalf("%d problems, want %d:\n%v", len(ce.Problems), len(want), err)
-	}
-	for i, w := range want {
-		pr := ce.Problems[i]
-		if pr.Line != w.line || pr.Path != w.path || !strings.Contains(pr.Msg, w.text) {
-			t.Errorf("problem %d = %s, want line %d %s with %q", i, pr, w.line, w.path, w.text)
+	expect := func(what, bad string, want ...problem) {
+		t.Helper()
+		_, err := Check(parseConfig(t, bad), CheckOptions{Offline: true})
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("offline check of %s: %v, want problems", what, err)
 		}
-		if strings.Contains(pr.String(), missingPIN) {
-			t.Errorf("problem %d names the PIN file: %s", i, pr)
+		if len(ce.Problems) != len(want) {
+			t.Fatalf("%s: %d problems, want %d:\n%v", what, len(ce.Problems), len(want), err)
+		}
+		for i, w := range want {
+			pr := ce.Problems[i]
+			if pr.Line != w.line || pr.Path != w.path || !strings.Contains(pr.Msg, w.text) {
+				t.Errorf("%s: problem %d = %s, want line %d %s with %q", what, i, pr, w.line, w.path, w.text)
+			}
+			if strings.Contains(pr.String(), missingPIN) {
+				t.Errorf("%s: problem %d names the PIN file: %s", what, i, pr)
+			}
 		}
 	}
+	expect("bad references", doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing&pin-file="+missingPIN,
+		"sdf:/opt/vendor/libsdf.so?idx=1&key=enc",
+		"hsm:/dev/hsm0?slot=1"),
+		problem{8, "listeners[0].tlcp.sign_key", `key="sing"; want key=sign or key=enc`},
+		problem{10, "listeners[0].tlcp.enc_key", `unknown parameter "idx"`},
+		problem{13, "listeners[0].tls.key", `unknown scheme "hsm"`})
+	// What opening would refuse in a reference's secrets, before it
+	// reads one: two sources of one PIN or password, a file: key's
+	// misspelt password parameter.
+	expect("bad secrets", doc("sdf:/opt/vendor/libsdf.so?index=1&key=sign&pin-env=GMGATE_TEST_NO_SUCH_PIN&pin-file="+missingPIN,
+		"file:"+p.dual.EncKey+"?password-env=GMGATE_TEST_NO_SUCH_PASSWORD&password-file="+missingPIN,
+		"file:"+p.tlsKey+"?password_env=GMGATE_TEST_NO_SUCH_PASSWORD"),
+		problem{8, "listeners[0].tlcp.sign_key", "give either pin-env or pin-file, not both"},
+		problem{10, "listeners[0].tlcp.enc_key", "give either password-env or password-file, not both"},
+		problem{13, "listeners[0].tls.key", `unknown parameter "password_env"`})
 }
 
 // The client key of an https:// upstream and of the session store's

@@ -93,8 +93,24 @@ func knownParams() string {
 
 // ParseConfig reads the parameters of an sdf: key reference for the
 // library at path. The PIN is read here, from the environment variable or
-// file the reference names.
+// file the reference names, once every other parameter is found good.
 func ParseConfig(library string, q url.Values) (Config, error) {
+	cfg, err := CheckConfig(library, q)
+	if err != nil {
+		return cfg, err
+	}
+	pin, err := secret.Read(q, "pin")
+	if err != nil {
+		return cfg, fmt.Errorf("sdf key reference: %w", err)
+	}
+	cfg.PIN, cfg.PINSource = pin, secret.Source(q, "pin")
+	return cfg, nil
+}
+
+// CheckConfig is ParseConfig without reading the PIN: it refuses what
+// ParseConfig refuses, a PIN named twice or written into the reference
+// included, and reads nothing.
+func CheckConfig(library string, q url.Values) (Config, error) {
 	cfg := Config{Library: library, Sessions: DefaultSessions, Timeout: DefaultTimeout}
 	if library == "" {
 		return cfg, fmt.Errorf("sdf key reference has no library path; write sdf:/path/to/libsdf.so?index=1&key=sign")
@@ -107,11 +123,9 @@ func ParseConfig(library string, q url.Values) (Config, error) {
 			return cfg, fmt.Errorf("sdf key reference: parameter %s given %d times", name, len(vals))
 		}
 	}
-	pin, err := secret.Read(q, "pin")
-	if err != nil {
+	if err := secret.Check(q, "pin"); err != nil {
 		return cfg, fmt.Errorf("sdf key reference: %w", err)
 	}
-	cfg.PIN, cfg.PINSource = pin, secret.Source(q, "pin")
 
 	switch v := q.Get("index"); {
 	case v == "":
@@ -159,6 +173,7 @@ func ParseConfig(library string, q url.Values) (Config, error) {
 		}
 		cfg.LockThread = b
 	}
+	var err error
 	if cfg.Profile, err = parseProfile(q); err != nil {
 		return cfg, fmt.Errorf("sdf key reference: %w", err)
 	}

@@ -14,16 +14,26 @@ import (
 	"github.com/gmgate/gmgate/internal/keyref"
 )
 
+// Check refuses what Read refuses before it reads anything: the secret
+// written into the reference, or named twice.
+func Check(params url.Values, name string) error {
+	if params.Has(name) {
+		return fmt.Errorf("the %s may not be written in the key reference; use %s-env=VAR or %s-file=PATH", name, name, name)
+	}
+	if params.Get(name+"-env") != "" && params.Get(name+"-file") != "" {
+		return fmt.Errorf("give either %s-env or %s-file, not both", name, name)
+	}
+	return nil
+}
+
 // Read returns the secret that params name under name ("pin",
 // "password"), or nil when neither NAME-env nor NAME-file is given.
 func Read(params url.Values, name string) ([]byte, error) {
-	if params.Has(name) {
-		return nil, fmt.Errorf("the %s may not be written in the key reference; use %s-env=VAR or %s-file=PATH", name, name, name)
+	if err := Check(params, name); err != nil {
+		return nil, err
 	}
 	env, file := params.Get(name+"-env"), params.Get(name+"-file")
 	switch {
-	case env != "" && file != "":
-		return nil, fmt.Errorf("give either %s-env or %s-file, not both", name, name)
 	case env != "":
 		s, ok := os.LookupEnv(env)
 		if !ok {
