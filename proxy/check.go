@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
@@ -184,16 +185,21 @@ func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {
 
 // listen binds a listener's address the way every listener is bound.
 func listen(cfg *config.Config, lc config.Listener) (net.Listener, error) {
-	// The client of a tlcp, tls, auto or http listener speaks first
-	// (TLCP, TLS, HTTP or a PROXY header): the kernel hands a connection
-	// over once its first bytes are in, or after the handshake timeout.
-	// On a tcp listener the server may speak first (SMTP, MySQL), so
-	// connections are handed over at once.
-	tl := tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: cfg.Timeouts.Handshake.D()}
-	if lc.Protocol == config.ProtocolTCP {
-		tl.DeferAccept = 0
-	}
+	tl := tcplisten.Config{KeepAlive: tcplisten.KeepAlive, DeferAccept: deferAccept(cfg, lc)}
 	return tl.Listen(context.Background(), lc.Listen)
+}
+
+// deferAccept is how long the kernel holds a connection to lc until its
+// first bytes are in. The client of a tlcp, tls, auto or http listener
+// speaks first (TLCP, TLS, HTTP or a PROXY header): the kernel hands a
+// connection over once its first bytes are in, or after the handshake
+// timeout. On a tcp listener the server may speak first (SMTP, MySQL),
+// so connections are handed over at once.
+func deferAccept(cfg *config.Config, lc config.Listener) time.Duration {
+	if lc.Protocol == config.ProtocolTCP {
+		return 0
+	}
+	return cfg.Timeouts.Handshake.D()
 }
 
 // problemsOf returns the problems of a *config.Error, or err as one

@@ -34,6 +34,7 @@ import (
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -684,6 +685,13 @@ func (s *Server) reload(cfg *config.Config) error {
 	for name, rl := range s.listeners {
 		if nl, ok := gen.states[name]; ok && keep[name] && rl.listen == listenAddr(cfg, name) {
 			rl.state.Store(nl)
+			// The socket stays; its deferred accept follows the
+			// listener's protocol and timeouts.handshake now.
+			if lc, ok := listenerConfig(cfg, name); ok {
+				if err := tcplisten.SetDeferAccept(rl.ln, deferAccept(cfg, lc)); err != nil {
+					s.log.Warn("deferred accept of a kept listener not changed", "listener", name, "cause", err.Error())
+				}
+			}
 			continue
 		}
 		s.stopListener(rl, cfg.Timeouts.Shutdown.D())
@@ -770,12 +778,18 @@ func listenPath(cfg *config.Config, name string) string {
 }
 
 func listenAddr(cfg *config.Config, name string) string {
+	lc, _ := listenerConfig(cfg, name)
+	return lc.Listen
+}
+
+// listenerConfig returns the listener called name in cfg.
+func listenerConfig(cfg *config.Config, name string) (config.Listener, bool) {
 	for _, l := range cfg.Listeners {
 		if l.Name == name {
-			return l.Listen
+			return l, true
 		}
 	}
-	return ""
+	return config.Listener{}, false
 }
 
 // ReloadCertificates loads the certificate files again (SIGHUP without a

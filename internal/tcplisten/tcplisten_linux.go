@@ -1,6 +1,7 @@
 package tcplisten
 
 import (
+	"fmt"
 	"net"
 	"syscall"
 	"time"
@@ -47,6 +48,33 @@ func setOptions(fd int, c Config) error {
 		if err := syscall.SetsockoptInt(fd, o.level, o.name, o.value); err != nil {
 			return &net.OpError{Op: "setsockopt " + o.what, Net: "tcp", Err: err}
 		}
+	}
+	return nil
+}
+
+// SetDeferAccept changes the deferred accept of a listening socket ln
+// (from Listen): d as Config.DeferAccept, none when d is not positive.
+func SetDeferAccept(ln net.Listener, d time.Duration) error {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return fmt.Errorf("%T has no socket", ln)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	v := 0
+	if d > 0 {
+		v = seconds(d)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, v)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &net.OpError{Op: "setsockopt TCP_DEFER_ACCEPT", Net: "tcp", Err: serr}
 	}
 	return nil
 }
