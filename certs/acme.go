@@ -168,7 +168,7 @@ func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) err
 	case "cert_obtained":
 		a.log.Info("ACME certificate obtained", "name", a.name, "domain", name, "kind", kind)
 	case "cert_failed":
-		a.log.Error("ACME certificate not obtained; certmagic retries", "name", a.name, "domain", name, "kind", kind, "cause", fmt.Sprint(data["error"]))
+		a.log.Error("ACME certificate not obtained; the order is tried again later unless the CA's answer rules it out (\"ACME gave up\" then says so)", "name", a.name, "domain", name, "kind", kind, "cause", fmt.Sprint(data["error"]))
 	}
 	a.signalChanged()
 	return nil
