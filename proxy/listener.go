@@ -327,7 +327,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	// nothing and starts with the HTTP/2 preface (prior knowledge); one
 	// that chose http/1.1 speaks HTTP/1.1.
 	h2 := st.http2 && (info.alpn == "h2" || info.alpn == "")
-	hc := &httpConn{Conn: established, info: info, writeTimeout: st.idle, listener: rl.httpConns, h2Allowed: h2}
+	hc := &httpConn{Conn: established, info: info, write: writeBound{timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
 	hc.sock = parkSocket(tc.Conn)
 	if !rl.httpConns.push(hc) {
 		hc.Close()
@@ -369,13 +369,10 @@ func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *con
 type httpConn struct {
 	net.Conn
 	info *connInfo
-	// writeTimeout bounds each write, so that a client that stops
-	// reading does not hold its connection (and the upstream's) forever;
-	// a long response to a client that keeps reading is not limited.
-	writeTimeout time.Duration
-	// writeDeadline is the write deadline Write set last, in Unix
-	// nanoseconds (0: none, or another was set since).
-	writeDeadline atomic.Int64
+	// write bounds each write, so that a client that stops reading does
+	// not hold its connection (and the upstream's) forever; a long
+	// response to a client that keeps reading is not limited.
+	write writeBound
 	// framing watches the request headers (read by one goroutine at a
 	// time: net/http's) of HTTP/1.
 	framing framingSniffer
@@ -417,20 +414,9 @@ func (c *httpConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Write bounds each write by writeTimeout. The deadline is moved only
-// once the one set is nearer than writeTimeout, and then set an eighth of
-// writeTimeout further, so that a connection's writes move it once in
-// that eighth rather than each time: a write that blocks gives up after
-// writeTimeout at the earliest and 9/8 of it at the latest.
+// Write bounds each write (see writeBound).
 func (c *httpConn) Write(b []byte) (int, error) {
-	if c.writeTimeout > 0 {
-		now := time.Now()
-		if now.Add(c.writeTimeout).UnixNano() > c.writeDeadline.Load() {
-			d := now.Add(c.writeTimeout + c.writeTimeout/8)
-			c.writeDeadline.Store(d.UnixNano())
-			_ = c.Conn.SetWriteDeadline(d)
-		}
-	}
+	c.write.arm(c.Conn)
 	return c.Conn.Write(b)
 }
 
@@ -441,13 +427,13 @@ func (c *httpConn) SetWriteDeadline(t time.Time) error {
 	if t.IsZero() {
 		return nil
 	}
-	c.writeDeadline.Store(0)
+	c.write.forget()
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline passes the deadline on; the next Write sets its own again.
 func (c *httpConn) SetDeadline(t time.Time) error {
-	c.writeDeadline.Store(0)
+	c.write.forget()
 	return c.Conn.SetDeadline(t)
 }
 
@@ -698,7 +684,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(idleWriter{upstream, st.idle}, idleReader{client, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: upstream, bound: writeBound{timeout: st.idle}}, idleReader{client, st.idle, moved})
 		in.Store(n)
 		if err != nil {
 			abort()
@@ -708,7 +694,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	}()
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(idleWriter{client, st.idle}, idleReader{upstream, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: client, bound: writeBound{timeout: st.idle}}, idleReader{upstream, st.idle, moved})
 		out.Store(n)
 		if err != nil {
 			abort()
@@ -762,16 +748,15 @@ func (r idleReader) Read(b []byte) (int, error) {
 	}
 }
 
-// idleWriter fails a write that blocks longer than idle.
+// idleWriter fails a write that blocks longer than idle (see
+// writeBound); nothing else sets c's write deadline meanwhile.
 type idleWriter struct {
-	c    net.Conn
-	idle time.Duration
+	c     net.Conn
+	bound writeBound
 }
 
-func (w idleWriter) Write(b []byte) (int, error) {
-	if w.idle > 0 {
-		_ = w.c.SetWriteDeadline(time.Now().Add(w.idle))
-	}
+func (w *idleWriter) Write(b []byte) (int, error) {
+	w.bound.arm(w.c)
 	return w.c.Write(b)
 }
 

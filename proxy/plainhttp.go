@@ -72,7 +72,7 @@ func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.A
 	_ = conn.SetDeadline(time.Time{})
 	info := &connInfo{listener: rl.name, client: client, protocol: "http", site: config.DefaultSiteName}
 	st := rl.state.Load()
-	hc := &httpConn{Conn: conn, info: info, writeTimeout: st.idle}
+	hc := &httpConn{Conn: conn, info: info, write: writeBound{timeout: st.idle}}
 	if !rl.httpConns.push(hc) {
 		hc.Close()
 	}

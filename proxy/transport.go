@@ -61,7 +61,7 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 		if err != nil {
 			return nil, err
 		}
-		return &writeBoundConn{Conn: c, timeout: timeout}, nil
+		return &writeBoundConn{Conn: c, bound: writeBound{timeout: timeout}}, nil
 	}
 }
 
@@ -75,12 +75,25 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 // ReverseProxy writes to this connection.
 type writeBoundConn struct {
 	net.Conn
-	timeout time.Duration
+	bound writeBound
 }
 
 func (c *writeBoundConn) Write(b []byte) (int, error) {
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	c.bound.arm(c.Conn)
 	return c.Conn.Write(b)
+}
+
+// SetWriteDeadline passes a deadline on; the next Write sets its own
+// again.
+func (c *writeBoundConn) SetWriteDeadline(t time.Time) error {
+	c.bound.forget()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline passes a deadline on; the next Write sets its own again.
+func (c *writeBoundConn) SetDeadline(t time.Time) error {
+	c.bound.forget()
+	return c.Conn.SetDeadline(t)
 }
 
 // httpTransport is the keep-alive HTTP/1.1 client every HTTP-carrying

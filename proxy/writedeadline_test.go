@@ -17,13 +17,13 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	const timeout = 400 * time.Millisecond
-	c := &httpConn{Conn: a, writeTimeout: timeout}
+	c := &httpConn{Conn: a, write: writeBound{timeout: timeout}}
 	go func() { _, _ = io.CopyN(io.Discard, b, 3) }()
 	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	first := c.writeDeadline.Load()
+	first := c.write.deadline.Load()
 	if d := time.Unix(0, first).Sub(start); d < timeout || d > timeout+timeout/8+time.Second {
 		t.Fatalf("write deadline %v after the first write, want %v to %v", d, timeout, timeout+timeout/8)
 	}
@@ -35,7 +35,7 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.writeDeadline.Load(); got != first && time.Since(start) < timeout/8 {
+	if got := c.write.deadline.Load(); got != first && time.Since(start) < timeout/8 {
 		t.Errorf("the second write, %v after the first, moved the deadline", time.Since(start))
 	}
 
