@@ -159,7 +159,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ci := infoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
 	if r.ProtoMajor == 2 && st.idle > 0 {
-		rec.stall = &writeStall{w: w, timeout: st.idle}
+		rec.stall.w, rec.stall.timeout = w, st.idle
 		defer rec.stall.finish()
 	}
 	dropH2CUpgrade(r.Header)
@@ -451,9 +451,9 @@ type recorder struct {
 	closeConn bool
 	// target is the upstream address that answered (or failed).
 	target string
-	// stall bounds the writes of an HTTP/2 response (nil for HTTP/1,
-	// whose connection bounds its own: httpConn.Write).
-	stall *writeStall
+	// stall bounds the writes of an HTTP/2 response (its w is nil for
+	// HTTP/1, whose connection bounds its own: httpConn.Write).
+	stall writeStall
 }
 
 // noteTarget records which target answered; a ReverseProxy's
@@ -486,7 +486,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.code == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
-	if r.stall != nil {
+	if r.stall.w != nil {
 		r.stall.start()
 		defer r.stall.stop()
 	}
@@ -497,7 +497,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 func (r *recorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		if r.stall != nil {
+		if r.stall.w != nil {
 			r.stall.start()
 			defer r.stall.stop()
 		}
