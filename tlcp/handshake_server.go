@@ -594,7 +594,7 @@ func (hs *serverHandshakeState) processClientKeyExchange(ckx *clientKeyExchangeM
 	}
 	pms, err := dec.Decrypt(hs.config.rand(), ct, nil)
 	if err != nil {
-		return nil, c.sendAlert(AlertDecryptError, errors.New("cannot decrypt the pre-master secret"))
+		return nil, c.sendAlert(AlertDecryptError, fmt.Errorf("cannot decrypt the pre-master secret: %w", err))
 	}
 	if len(pms) != preMasterSecretLength {
 		return nil, c.sendAlert(AlertDecryptError, fmt.Errorf("pre-master secret of %d bytes, want %d", len(pms), preMasterSecretLength))

@@ -93,6 +93,34 @@ func TestClientRejectsBadServerKeyExchangeSignature(t *testing.T) {
 	}
 }
 
+// failingDecrypter is an encryption key whose device fails.
+type failingDecrypter struct{ k *sm2.PrivateKey }
+
+func (d failingDecrypter) Public() crypto.PublicKey { return d.k.Public() }
+
+func (d failingDecrypter) Decrypt(io.Reader, []byte, crypto.DecrypterOpts) ([]byte, error) {
+	return nil, errors.New("the device of libsdf.so is unavailable: SDR_COMMFAIL")
+}
+
+// TestServerDecryptFailureNamesCause: when the encryption key cannot
+// decrypt the pre-master secret, the client gets decrypt_error and the
+// server's handshake error says why (a failing crypto card is told apart
+// from a client's bad ciphertext in the server's log).
+func TestServerDecryptFailureNamesCause(t *testing.T) {
+	ccfg, scfg := suiteConfigs(t, ECC_SM4_GCM_SM3, false)
+	cert := getPKI(t).server
+	cert.EncKey = failingDecrypter{cert.EncKey.(*sm2.PrivateKey)}
+	scfg.Certificates = []Certificate{cert}
+	_, _, cerr, serr := handshakePair(t, ccfg, scfg)
+	assertAlert(t, serr, cerr, AlertDecryptError)
+	if !strings.Contains(serr.Error(), "cannot decrypt the pre-master secret") || !strings.Contains(serr.Error(), "SDR_COMMFAIL") {
+		t.Fatalf("server error %q does not give the key's error", serr)
+	}
+	if strings.Contains(cerr.Error(), "SDR_COMMFAIL") {
+		t.Fatalf("client error %q carries the server's cause", cerr)
+	}
+}
+
 func TestClientRejectsEncCertWithoutEncryptionUsage(t *testing.T) {
 	p := getPKI(t)
 	cert := issueDual(t, p.ca, "server.test", []string{"server.test"}, func(sign, enc *smx509.Certificate) {
