@@ -2,6 +2,7 @@ package sdf
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -76,6 +77,12 @@ type pinEntry struct {
 	// closed is set when the last key at the index closed and pin was
 	// wiped.
 	closed bool
+	// pubs are the public keys of the keys open at the index, by usage,
+	// as exported when each was opened and checked against its
+	// certificate: a session that obtains the access right to the index
+	// (a new session, after a device reset or a reopen) checks that the
+	// device still holds them. Under mu.
+	pubs [UsageEnc + 1]*ecdsa.PublicKey
 }
 
 type request struct {
@@ -159,7 +166,11 @@ func (d *device) addPIN(cfg Config) error {
 		e, refs = nil, e.refs
 	}
 	if e == nil {
-		e = &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource, refs: refs}
+		ne := &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource, refs: refs}
+		if e != nil {
+			ne.pubs = e.pubs
+		}
+		e = ne
 		if cfg.PIN == nil {
 			e.pin = nil
 		}
@@ -180,6 +191,16 @@ func (e *pinEntry) retire() bool {
 	clear(e.pin)
 	e.closed = true
 	return true
+}
+
+// setPublic records the public key a key at index exported when it
+// opened, for the checks of later sessions.
+func (d *device) setPublic(index uint32, u Usage, pub *ecdsa.PublicKey) {
+	if e := d.entry(index); e != nil {
+		e.mu.Lock()
+		e.pubs[u] = pub
+		e.mu.Unlock()
+	}
 }
 
 func (d *device) dropPIN(index uint32) {
@@ -234,6 +255,47 @@ func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, 
 		return false, e.rejected
 	}
 	return true, nil
+}
+
+// checkKeys checks, on a session that has just obtained the access right
+// to index, that the device holds there the keys that were open at the
+// index when they were checked against their certificates: a device reset
+// or a failover to another device with other keys at the index would
+// otherwise make handshakes fail with signatures that do not verify and
+// pre-master secrets that do not decrypt, and nothing would say why.
+func (d *device) checkKeys(sess uintptr, index uint32, e *pinEntry) error {
+	e.mu.Lock()
+	pubs := e.pubs
+	e.mu.Unlock()
+	for u, want := range pubs {
+		if want == nil {
+			continue
+		}
+		buf := make([]byte, pubBufLen)
+		if err := d.lib.exportPublicKey(sess, Usage(u), index, buf); err != nil {
+			return err
+		}
+		got, err := d.profile.decodePublicKey(buf)
+		if err != nil {
+			return fmt.Errorf("exporting the %s public key of index %d again: %w", Usage(u), index, err)
+		}
+		if !got.Equal(want) {
+			return &keyChangedError{lib: d.lib.path(), index: index, usage: Usage(u)}
+		}
+	}
+	return nil
+}
+
+// keyChangedError says that the device no longer holds the key that was
+// checked against the certificate when the key was opened.
+type keyChangedError struct {
+	lib   string
+	index uint32
+	usage Usage
+}
+
+func (e *keyChangedError) Error() string {
+	return fmt.Sprintf("the device of %s now holds another %s key at index %d than the one checked against its certificate when it was opened (a device replaced, reinitialised or failed over to one with other keys); it is not used: put the key back at index %d, or restart gmgate with certificates for the device's keys", e.lib, e.usage, e.index, e.index)
 }
 
 // accessError is a refused SDF_GetPrivateKeyAccessRight.
@@ -499,6 +561,12 @@ func (w *worker) attempt(req *request) error {
 	if r, ok := w.rights[req.index]; !ok || r.entry != e {
 		owed, err := d.authorise(w.sess, req.index, e)
 		if err != nil {
+			return err
+		}
+		if err := d.checkKeys(w.sess, req.index, e); err != nil {
+			if owed {
+				_ = d.lib.releaseAccessRight(w.sess, req.index)
+			}
 			return err
 		}
 		w.rights[req.index] = right{entry: e, owed: owed}

@@ -37,7 +37,10 @@
 // returns). A session whose link fails (SDR_COMMFAIL, SDR_HARDFAIL,
 // SDR_OPENSESSION) is replaced and the call tried once more on the new
 // one; when sessions cannot be opened any more the device handle is
-// closed and reopened, at most every 200ms while it keeps failing.
+// closed and reopened, at most every 200ms while it keeps failing. A
+// session that obtains the access right to an index checks that the
+// device still exports there the public keys checked when the keys
+// opened; if not, the call fails and says so.
 //
 // Signing computes e = SM3(Z || M) on the host, with the user ID of the
 // sm2.SM2SignerOption (the default 1234567812345678 for TLCP) and the

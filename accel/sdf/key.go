@@ -113,10 +113,15 @@ func (k *Key) start(ctx context.Context) error {
 	if k.pub, err = k.cfg.Profile.decodePublicKey(buf); err != nil {
 		return fmt.Errorf("the public key the device exported is not valid (%v); the coordinate width of %v probably does not fit this library (try coord=32 or profile=sansec2008)", err, k.cfg.Profile)
 	}
+	test := k.testDecrypt
 	if k.cfg.Usage == UsageSign {
-		return k.testSign(ctx)
+		test = k.testSign
 	}
-	return k.testDecrypt(ctx)
+	if err := test(ctx); err != nil {
+		return err
+	}
+	k.d.setPublic(k.cfg.Index, k.cfg.Usage, k.pub)
+	return nil
 }
 
 // testSign checks that a signature made on the device verifies with gmsm.
@@ -272,7 +277,8 @@ func (k *Key) decryptOpts(ctx context.Context, ct []byte, opts crypto.DecrypterO
 		return nil, err
 	}
 	var ae *accessError
-	if errors.As(err, &ae) {
+	var kc *keyChangedError
+	if errors.As(err, &ae) || errors.As(err, &kc) {
 		return nil, err
 	}
 	return nil, ErrDecryption

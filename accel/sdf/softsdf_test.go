@@ -393,6 +393,45 @@ func TestDeviceFaults(t *testing.T) {
 	})
 }
 
+// TestReplacedKeyIsRefused: a device that, after a reset, holds other keys
+// at the index than those opened and checked against their certificates
+// (a card reinitialised, a failover to an HSM with other keys) is refused
+// with an error that says so, for signing and for decryption, instead of
+// making signatures that do not verify; with the keys back, both work
+// again.
+func TestReplacedKeyIsRefused(t *testing.T) {
+	lib, c, sign, encKey := cardServer(t, "sessions=2")
+	enc := encKey.(crypto.Decrypter)
+	ctl := loadLib(t, lib)
+	msg := []byte("replaced")
+	ct, err := sm2.EncryptASN1(rand.Reader, &c.enc[1].PublicKey, make([]byte, 48))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	writeKey(t, c.dir, "sign-1")
+	writeKey(t, c.dir, "enc-1")
+	ctl.Control("reset", 1)
+	_, err = sign.Sign(rand.Reader, msg, sm2.DefaultSM2SignerOpts)
+	if err == nil || !strings.Contains(err.Error(), "now holds another sign key at index 1") || !strings.Contains(err.Error(), "put the key back") {
+		t.Fatalf("sign with the key replaced: %v", err)
+	}
+	_, err = enc.Decrypt(rand.Reader, ct, nil)
+	if err == nil || errors.Is(err, sdf.ErrDecryption) || !strings.Contains(err.Error(), "now holds another") {
+		t.Fatalf("decrypt with the key replaced: %v, want the replaced key named", err)
+	}
+
+	writeKeyWithPIN(t, c.dir, "sign-1", c.sign[1], testPIN)
+	writeKeyWithPIN(t, c.dir, "enc-1", c.enc[1], testPIN)
+	sig, err := sign.Sign(rand.Reader, msg, sm2.DefaultSM2SignerOpts)
+	if err != nil || !sm2.VerifyASN1WithSM2(&c.sign[1].PublicKey, nil, msg, sig) {
+		t.Fatalf("sign with the key back: %v", err)
+	}
+	if pt, err := enc.Decrypt(rand.Reader, ct, nil); err != nil || len(pt) != 48 {
+		t.Fatalf("decrypt with the key back: %v", err)
+	}
+}
+
 // recovered retries op until it succeeds (the backend waits a little
 // between attempts to reopen a failed device), failing after 5 seconds.
 func recovered(t *testing.T, op func() error) {
