@@ -473,6 +473,12 @@ func (r *recorder) noteTarget(resp *http.Response) error {
 }
 
 func (r *recorder) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		// An informational response (103 Early Hints) passed on from the
+		// upstream: its hop-by-hop headers stay behind, as the final
+		// response's do; in HTTP/2 they would make it malformed.
+		removeHopByHop(r.Header())
+	}
 	if r.code == 0 && code >= 200 {
 		r.code = code
 		if r.closeConn {
