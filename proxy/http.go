@@ -18,6 +18,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/tlcp"
+	"golang.org/x/net/http/httpguts"
 )
 
 // connInfo describes an established client connection: what the
@@ -183,6 +184,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	site := st.sites.all.lookup(r.Host)
 	var rt *route
 	switch {
+	case r.ProtoMajor == 2 && !httpguts.ValidHostHeader(r.Host):
+		// HTTP/1 requests had their Host checked by net/http; Go's
+		// HTTP/2 server takes any :authority.
+		plainError(rec, http.StatusBadRequest, "the :authority is not a valid host")
 	case st.plain != nil && st.plain.intercept(rec, r):
 	case site == nil || site.name != ci.site:
 		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+sanitizedHost(r.Host))
