@@ -3,10 +3,13 @@ package proxy
 import (
 	"bytes"
 	"crypto/tls"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,6 +136,41 @@ func TestHTTP2AuthorityChecked(t *testing.T) {
 	for _, good := range []string{"localhost", "localhost:443", "LOCALHOST.", "127.0.0.1", "[::1]:443"} {
 		if got := h2Status(t, p, s, request(good)...); got != "200" {
 			t.Errorf(":authority %q: status %q, want 200", good, got)
+		}
+	}
+}
+
+// TestRequestTrailersForwarded: trailers a client sends after its request
+// body reach the upstream with their values, from HTTP/1.1 and HTTP/2
+// clients, to HTTP/1.1 and HTTP/2 upstreams. ReverseProxy copies the
+// request's trailer before the body has been read, so the upstream got
+// the names with no values.
+func TestRequestTrailersForwarded(t *testing.T) {
+	p := getPKI(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", body, r.Trailer.Get("X-Checksum"))
+	})
+	h1 := httptest.NewServer(h)
+	defer h1.Close()
+	h2c := httptest.NewUnstartedServer(h)
+	h2c.Config.Protocols = &http.Protocols{}
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	defer h2c.Close()
+	for _, target := range []string{h1.URL, "h2c://" + h2c.Listener.Addr().String()} {
+		s := startServer(t, testConfig(p, target), nil)
+		for name, client := range map[string]*http.Client{"http1": tlsClient(t, p), "http2": h2TLSClient(t, p)} {
+			req, _ := http.NewRequest("PUT", gatewayURL(s, "/upload"), io.NopCloser(strings.NewReader("payload")))
+			req.ContentLength = -1
+			req.Trailer = http.Header{"X-Checksum": {"c0ffee"}}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("%s to %s: %v", name, target, err)
+			}
+			if body := readAll(t, resp); body != "payload c0ffee" {
+				t.Errorf("%s to %s: the upstream read %q, want the body and the trailer's value", name, target, body)
+			}
 		}
 	}
 }

@@ -335,6 +335,11 @@ func rewrite(pr *httputil.ProxyRequest, site *site) {
 	removeSpoofable(pr.Out.Header, site.forwarding.spoofable)
 	pr.Out.URL.Scheme = "http"
 	pr.Out.Host = pr.In.Host
+	// The trailer the client sends after its body: ReverseProxy's copy
+	// is made before the body is read, and would go out with no values.
+	// The server fills the inbound one before the body's end is read,
+	// and the transport reads the outbound one after that.
+	pr.Out.Trailer = pr.In.Trailer
 	site.forwarding.apply(pr.Out.Header, pr.In, infoFrom(pr.In.Context()))
 }
 
