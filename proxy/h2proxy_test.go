@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/config"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -170,6 +171,60 @@ func TestRequestTrailersForwarded(t *testing.T) {
 			}
 			if body := readAll(t, resp); body != "payload c0ffee" {
 				t.Errorf("%s to %s: the upstream read %q, want the body and the trailer's value", name, target, body)
+			}
+		}
+	}
+}
+
+// TestUpgradeNotSentOverHTTP2: a request that offers to switch protocols
+// (WebSocket, say) and goes to an upstream over HTTP/2, which has no such
+// switch, is sent as the plain request it also is. net/http's HTTP/2
+// client refused it before sending anything, which counted as a failure
+// of the target: every such request got 502, and a few of them ejected
+// the target for everyone.
+func TestUpgradeNotSentOverHTTP2(t *testing.T) {
+	p := getPKI(t)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upgrade=%q connection=%q", r.Header.Get("Upgrade"), r.Header.Get("Connection"))
+	})
+	h2c := httptest.NewUnstartedServer(app)
+	h2c.Config.Protocols = &http.Protocols{}
+	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
+	h2c.Start()
+	defer h2c.Close()
+	tlsApp := httptest.NewUnstartedServer(app)
+	tlsApp.EnableHTTP2 = true
+	tlsApp.StartTLS()
+	defer tlsApp.Close()
+	httpsCfg := testConfig(p, tlsApp.URL)
+	httpsCfg.Upstreams["app"].HTTP2 = true
+	httpsCfg.Upstreams["app"].TLS = &config.UpstreamTLS{InsecureSkipVerify: true}
+	plainApp := httptest.NewServer(app)
+	defer plainApp.Close()
+	id, _ := clientIdentity(t, p)
+	svc := tlcpService(t, p, plainApp.URL)
+	tlcpGW, _ := clientGateway(t, "http", fmt.Sprintf("%q", "tlcp://"+svc.Addr("edge").String()), identitySection(p, id, "ECC_SM4_GCM_SM3"), "http2: true")
+
+	for _, c := range []struct {
+		name, url, upgrade string
+		client             *http.Client
+	}{
+		{"h2c", gatewayURL(startServer(t, testConfig(p, "h2c://"+h2c.Listener.Addr().String()), nil), "/ws"), "websocket", tlsClient(t, p)},
+		// WebSocket goes to an https:// target over HTTP/1.1; other
+		// upgrades go over HTTP/2 when the target speaks it.
+		{"https", gatewayURL(startServer(t, httpsCfg, nil), "/ws"), "example/1", tlsClient(t, p)},
+		{"tlcp", "http://" + tlcpGW.Addr("app").String() + "/ws", "websocket", &http.Client{Timeout: 20 * time.Second}},
+	} {
+		for i := range 4 {
+			req, _ := http.NewRequest("GET", c.url, nil)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", c.upgrade)
+			resp, err := c.client.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if body := readAll(t, resp); resp.StatusCode != http.StatusOK || body != `upgrade="" connection=""` {
+				t.Errorf("%s, request %d: %d %q, want the upstream's answer to the plain request", c.name, i, resp.StatusCode, body)
 			}
 		}
 	}

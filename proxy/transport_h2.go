@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
+	"golang.org/x/net/http/httpguts"
 )
 
 // HTTP/2 to upstreams: h2c:// targets speak HTTP/2 without TLS (prior
@@ -47,6 +49,30 @@ func setUpstreamProtocols(tr *http.Transport, uc *config.Upstream) {
 		p.SetHTTP1(true)
 	}
 	tr.Protocols = p
+}
+
+// withoutUpgrade is req without its offer to switch protocols (Upgrade,
+// and the Connection header that names it), for a target spoken to in
+// HTTP/2, which has no such switch (RFC 9113 §8.6): net/http's HTTP/2
+// client refuses such a request before sending any of it, which would
+// count against the target. The target answers the plain request it
+// also is, as RFC 9110 §7.8 lets a server do; a WebSocket client then
+// sees that its upgrade was not taken.
+func withoutUpgrade(req *http.Request) *http.Request {
+	if _, ok := req.Header["Upgrade"]; !ok {
+		return req
+	}
+	r := *req
+	r.Header = req.Header.Clone()
+	delete(r.Header, "Upgrade")
+	delete(r.Header, "Connection")
+	return &r
+}
+
+// webSocket reports whether net/http's transport sends req over HTTP/1.1
+// whatever the target speaks: a WebSocket upgrade.
+func webSocket(req *http.Request) bool {
+	return httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade") && strings.EqualFold(req.Header.Get("Upgrade"), "websocket")
 }
 
 // HTTP/2 over TLCP. With http2, the HTTP connections of a tlcp:// pool
@@ -149,11 +175,11 @@ func (h *tlcpHTTP2) roundTrip(req *http.Request, t *target) (*http.Response, err
 	var resp *http.Response
 	var err error
 	for range 2 {
-		rt := h.http
+		rt, out := h.http, withoutUpgrade(req)
 		if vc.chosen.Load() == versionHTTP1 {
-			rt = h.tr.http
+			rt, out = h.tr.http, req
 		}
-		resp, err = rt.RoundTrip(req)
+		resp, err = rt.RoundTrip(out)
 		if !errors.Is(err, errOtherVersion) || body.wasRead() {
 			break
 		}

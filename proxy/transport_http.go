@@ -23,6 +23,9 @@ type httpTransport struct {
 	// h1 carries the requests without a body to http:// targets
 	// (transport_http1.go).
 	h1 *h1Client
+	// http2 is set when requests may go over HTTP/2: to h2c:// targets,
+	// and to https:// ones with http2 that choose h2.
+	http2 bool
 }
 
 func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) (*httpTransport, error) {
@@ -39,6 +42,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	tr.http.TLSClientConfig = tc
 	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
 	setUpstreamProtocols(tr.http, uc)
+	tr.http2 = tr.http.Protocols.HTTP2() || tr.http.Protocols.UnencryptedHTTP2()
 	if scheme == "http" {
 		tr.h1 = newH1Client(tr.dialer, ts)
 	}
@@ -87,6 +91,9 @@ func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response
 	req.URL.Host = t.url.Host
 	if tr.h1 != nil && tr.h1.takes(req) {
 		return tr.h1.roundTrip(req, t)
+	}
+	if tr.http2 && !(tr.scheme == "https" && webSocket(req)) {
+		req = withoutUpgrade(req)
 	}
 	return tr.http.RoundTrip(req)
 }
