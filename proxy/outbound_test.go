@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
@@ -799,5 +800,111 @@ func TestOutboundGmSSLProfile(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Headers.Get("X-Client-Subject") != "CN=legacy-app" {
 			t.Fatalf("%s: %d %s", suite, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestOutboundRotationDuringHandshake: a client certificate rotated while
+// a handshake that presented the old one is under way does not let that
+// handshake's session be resumed under the new certificate: the next
+// connection presents the new one.
+func TestOutboundRotationDuringHandshake(t *testing.T) {
+	p := getPKI(t)
+	first, _ := clientIdentityFor(t, p, "app-2025")
+	second, _ := clientIdentityFor(t, p, "app-2026")
+	dir := tempDir(t)
+	live := certs.DualFileNames(dir, "client")
+	install := func(from certs.DualFiles) {
+		for _, f := range [][2]string{{from.SignCert, live.SignCert}, {from.SignKey, live.SignKey}, {from.EncCert, live.EncCert}, {from.EncKey, live.EncKey}} {
+			data, err := os.ReadFile(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f[1], data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(first)
+
+	// The partner holds its first full handshake after the client's
+	// certificate arrived, until the rotation is done; it answers every
+	// connection with the client's subject and whether it resumed.
+	cert, err := certs.LoadTLCP(p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	var held atomic.Bool
+	scfg := &tlcp.Config{
+		Certificates: []tlcp.Certificate{*cert},
+		ClientAuth:   tlcp.RequireAndVerifyClientCert,
+		ClientCAs:    p.roots,
+		VerifyPeerCertificate: func([][]byte, [][]*smx509.Certificate) error {
+			if held.CompareAndSwap(false, true) {
+				close(reached)
+				<-release
+			}
+			return nil
+		},
+	}
+	partner := testnet.Serve(t, func(c net.Conn) {
+		tc := tlcp.Server(c, scfg)
+		defer tc.Close()
+		_ = tc.SetDeadline(time.Now().Add(20 * time.Second))
+		if tc.Handshake() != nil {
+			return
+		}
+		st := tc.ConnectionState()
+		fmt.Fprintf(tc, "%s %t\n", st.PeerCertificates[0].Subject, st.DidResume)
+	})
+
+	doc := fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+listeners:
+  - {name: app, listen: "127.0.0.1:0", protocol: tcp, routes: [{upstream: partner}]}
+upstreams:
+  partner:
+    targets: ["tlcp://%s"]
+    health: {disabled: true}
+    tlcp:
+%s
+`, partner, indent(identitySection(p, live, "ECC_SM4_GCM_SM3"), "      "))
+	gw := startServer(t, parseConfig(t, doc), nil)
+	seen := make(chan string, 1)
+	call := func() {
+		c, err := net.Dial("tcp", gw.Addr("app").String())
+		if err != nil {
+			seen <- err.Error()
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			line = err.Error()
+		}
+		seen <- strings.TrimSpace(line)
+	}
+	go call()
+	select {
+	case <-reached:
+	case s := <-seen:
+		t.Fatalf("the first connection ended before the partner saw its certificate: %s", s)
+	}
+	install(second)
+	if err := gw.Reload(parseConfig(t, doc)); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if s := <-seen; s != "CN=app-2025 false" {
+		t.Fatalf("first connection: %q", s)
+	}
+	go call()
+	if s := <-seen; s != "CN=app-2026 false" {
+		t.Fatalf("after the rotation: %q; want the new certificate in a full handshake", s)
+	}
+	go call()
+	if s := <-seen; s != "CN=app-2026 true" {
+		t.Fatalf("the new certificate's session: %q", s)
 	}
 }

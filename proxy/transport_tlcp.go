@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,7 +99,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 			cfg.ServerName = t.url.Hostname()
 		}
 		if sessions != nil {
-			cfg.ClientSessionCache = targetSessions{cache: sessions, target: t.addr, identity: tr.identityTag}
+			cfg.ClientSessionCache = targetSessions{cache: sessions, target: t.addr, identity: tr.identityInService}
 		}
 		if tc.HasIdentity() {
 			cfg.GetClientCertificate = tr.clientCertificate
@@ -189,18 +190,21 @@ type identityTag struct {
 	tag  string
 }
 
-func (tr *tlcpTransport) identityTag() string {
+// identityInService returns the tag of the client certificate in service and the
+// certificate itself (DER), "" and nil without one.
+func (tr *tlcpTransport) identityInService() (tag string, leaf []byte) {
 	c, _ := tr.clientCertificate(nil)
 	if c == nil || len(c.SignCertificate) == 0 {
-		return ""
+		return "", nil
 	}
+	leaf = c.SignCertificate[0]
 	if t := tr.tag.Load(); t != nil && t.cert == c {
-		return t.tag
+		return t.tag, leaf
 	}
-	sum := sha256.Sum256(c.SignCertificate[0])
+	sum := sha256.Sum256(leaf)
 	t := &identityTag{cert: c, tag: hex.EncodeToString(sum[:8])}
 	tr.tag.Store(t)
-	return t.tag
+	return t.tag, leaf
 }
 
 // useStore takes the client identity from the store of the generation in
@@ -294,15 +298,25 @@ func (tr *tlcpTransport) closeIdle() {
 type targetSessions struct {
 	cache    tlcp.ClientSessionCache
 	target   string
-	identity func() string
+	identity func() (tag string, leaf []byte)
 }
 
-func (s targetSessions) key(k string) string { return s.target + " " + s.identity() + " " + k }
+func (s targetSessions) key(k, tag string) string { return s.target + " " + tag + " " + k }
 
 func (s targetSessions) Get(key string) (*tlcp.ClientSessionState, bool) {
-	return s.cache.Get(s.key(key))
+	tag, _ := s.identity()
+	return s.cache.Get(s.key(key, tag))
 }
 
+// Put files a session under the identity in service, unless its handshake
+// presented another certificate: one rotated out while the handshake was
+// under way, whose session would present it again.
 func (s targetSessions) Put(key string, cs *tlcp.ClientSessionState) {
-	s.cache.Put(s.key(key), cs)
+	tag, leaf := s.identity()
+	if cs != nil {
+		if sent := cs.ClientCertificate(); sent != nil && !bytes.Equal(sent, leaf) {
+			return
+		}
+	}
+	s.cache.Put(s.key(key, tag), cs)
 }

@@ -325,7 +325,17 @@ type ClientSessionState struct {
 	serverCertificates []*smx509.Certificate
 	verifiedChains     [][]*smx509.Certificate
 	createdAt          time.Time
+	// clientCertificate is the signing certificate the client presented
+	// (DER), nil when it presented none.
+	clientCertificate []byte
 }
+
+// ClientCertificate returns the signing certificate (DER) the client
+// presented in the handshake that made the session, nil when it presented
+// none. A resumption presents it again, whatever the client's
+// configuration holds by then: a cache that keeps sessions per client
+// identity files a session under this one.
+func (s *ClientSessionState) ClientCertificate() []byte { return s.clientCertificate }
 
 // ClientSessionCache stores client sessions by server (its name, or its
 // address when no name is set). Put with a nil state deletes.

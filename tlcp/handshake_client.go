@@ -18,13 +18,15 @@ import (
 
 // clientHandshakeState holds one client handshake in progress.
 type clientHandshakeState struct {
-	c            *Conn
-	ctx          context.Context
-	hello        *clientHelloMsg
-	serverHello  *serverHelloMsg
-	suite        *cipherSuite
-	session      *ClientSessionState
-	sessionKey   string
+	c           *Conn
+	ctx         context.Context
+	hello       *clientHelloMsg
+	serverHello *serverHelloMsg
+	suite       *cipherSuite
+	session     *ClientSessionState
+	sessionKey  string
+	// clientCert is the signing certificate sent in a full handshake.
+	clientCert   []byte
 	masterSecret []byte
 	// mac is HMAC-SM3 keyed with the master secret, for the key schedule.
 	mac        *hmacSM3
@@ -315,6 +317,9 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 		if cert != nil {
 			list = cert.wireList(hs.suite.ecdhe || !cfg.ClientSignCertOnly)
 		}
+		if len(list) > 0 {
+			hs.clientCert = list[0]
+		}
 		if err := c.writeHandshake(&certificateMsg{certificates: list}, &hs.transcript); err != nil {
 			return err
 		}
@@ -530,6 +535,7 @@ func (hs *clientHandshakeState) saveSession() {
 		serverCertificates: c.peerCertificates,
 		verifiedChains:     c.verifiedChains,
 		createdAt:          cfg.now(),
+		clientCertificate:  hs.clientCert,
 	})
 }
 

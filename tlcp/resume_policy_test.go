@@ -596,3 +596,35 @@ func TestServerForgetsSessionVerifyConnectionRejects(t *testing.T) {
 		t.Fatal("the rejected session was resumed")
 	}
 }
+
+// TestClientSessionRecordsClientCertificate: a client session names the
+// signing certificate its handshake presented, so that a cache can keep
+// it apart from the sessions of another identity; nil when none was
+// asked for.
+func TestClientSessionRecordsClientCertificate(t *testing.T) {
+	p := getPKI(t)
+	for _, policy := range []ClientAuthType{NoClientCert, RequireAndVerifyClientCert} {
+		t.Run(policy.String(), func(t *testing.T) {
+			cache := &oneSessionCache{}
+			ccfg := clientConfig(t)
+			ccfg.Certificates = []Certificate{p.client}
+			ccfg.CipherSuites = []uint16{ECC_SM4_GCM_SM3}
+			ccfg.ClientSessionCache = cache
+			scfg := serverConfig(t)
+			scfg.ClientAuth = policy
+			if _, _, cerr, serr := handshakePair(t, ccfg, scfg); cerr != nil || serr != nil {
+				t.Fatal(cerr, serr)
+			}
+			if cache.s == nil {
+				t.Fatal("no session")
+			}
+			got := cache.s.ClientCertificate()
+			if policy == NoClientCert && got != nil {
+				t.Fatal("a certificate recorded that was not presented")
+			}
+			if policy != NoClientCert && !bytes.Equal(got, p.client.SignCertificate[0]) {
+				t.Fatal("the presented signing certificate is not recorded")
+			}
+		})
+	}
+}
