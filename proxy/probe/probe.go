@@ -432,7 +432,7 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 	t0 := time.Now()
 	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, p.overTime(ctx, err, "could not connect to "+addr)
 	}
 	ex.connect = time.Since(t0)
 	if check == "" {
@@ -442,6 +442,9 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 	c := tlcp.Client(raw, p.cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
+		if timedOut(ctx) {
+			return nil, fmt.Errorf("the TLCP handshake with %s did not finish within --timeout %s: the server took the connection and did not answer as a TLCP server; it may speak another protocol on this port, or be overloaded", addr, p.o.Timeout)
+		}
 		return nil, describeHandshakeError(err, len(p.cfg.NextProtos) > 0)
 	}
 	ex.handshake = time.Since(t1)
@@ -533,7 +536,7 @@ func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
-		return ex, err
+		return ex, p.overTime(ctx, err, "no response from "+addr)
 	}
 	defer resp.Body.Close()
 	ex.status, ex.proto, ex.header = resp.StatusCode, resp.Proto, resp.Header
@@ -545,7 +548,7 @@ func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error
 	}
 	ex.body, err = io.ReadAll(io.LimitReader(resp.Body, p.o.MaxBody))
 	if err != nil {
-		return ex, fmt.Errorf("reading the body: %w", err)
+		return ex, p.overTime(ctx, fmt.Errorf("reading the body: %w", err), "the body from "+addr+" did not end")
 	}
 	ex.total = time.Since(start)
 	fmt.Fprintf(p.info, "* first byte after %s, total %s, %d body bytes\n", round(ex.firstByte), round(ex.total), len(ex.body))
@@ -587,7 +590,23 @@ func (p *prober) raw(ctx context.Context, addr, check string) (*exchange, error)
 	ex.body, err = readUntilClose(c, p.o.MaxBody, &ex.firstByte, start)
 	ex.total = time.Since(start)
 	fmt.Fprintf(p.info, "< %d bytes received in %s\n", len(ex.body), round(ex.total))
-	return ex, err
+	return ex, p.overTime(ctx, err, "the answer from "+addr+" did not end")
+}
+
+// overTime says that the probe's time ran out during what, when err
+// came from that (the context's end, or the connection's deadline, which
+// is the context's); other errors are returned as they are.
+func (p *prober) overTime(ctx context.Context, err error, what string) error {
+	if err == nil || !timedOut(ctx) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%s within --timeout %s", what, p.o.Timeout)
+}
+
+// timedOut reports whether ctx ended at its deadline (the probe's
+// timeout), not by a cancel.
+func timedOut(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // readUntilClose reads what the server sends until it closes the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/internal/testnet"
@@ -541,5 +542,37 @@ func TestProbeCADamaged(t *testing.T) {
 		if _, err := Run(context.Background(), Options{URL: url, CAFile: file}, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--ca %s: %v; want an error with %q", filepath.Base(file), err, want)
 		}
+	}
+}
+
+// A server that stops answering is reported with the step that waited
+// and the bound that ended it, not as a bare context error.
+func TestProbeTimeoutNamesTheStep(t *testing.T) {
+	caFile, cert := localPair(t)
+	silent := testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	ended := make(chan struct{})
+	mute := testnet.Serve(t, func(c net.Conn) {
+		tc := tlcp.Server(c, &tlcp.Config{Certificates: []tlcp.Certificate{cert}})
+		_, _ = io.Copy(io.Discard, tc)
+		// The client has sent all: keep its connection, without a word.
+		<-ended
+	})
+	t.Cleanup(func() { close(ended) })
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"handshake", Options{URL: "https://" + silent + "/", Insecure: true}, "the TLCP handshake with " + silent + " did not finish within --timeout 300ms"},
+		{"response", Options{URL: "https://" + mute + "/", CAFile: caFile}, "no response from " + mute + " within --timeout 300ms"},
+		{"raw answer", Options{URL: mute, CAFile: caFile, Raw: true, Send: []byte("x")}, "the answer from " + mute + " did not end within --timeout 300ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Timeout = 300 * time.Millisecond
+			_, err := Run(context.Background(), tc.o, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
