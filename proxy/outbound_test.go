@@ -402,7 +402,7 @@ func TestOutboundFailures(t *testing.T) {
 		{"plain HTTP instead of TLCP", plainHTTP, "insecure_skip_verify: true",
 			http.StatusBadGateway, "alert_sent_unexpected_message", ""},
 		{"silent", silent, "insecure_skip_verify: true",
-			http.StatusGatewayTimeout, "timeout", ""},
+			http.StatusGatewayTimeout, "timeout", "timeouts.upstream_connect"},
 		{"hangs up after the handshake", hangsUp, "ca: " + p.dual.CACert + "\nserver_name: localhost",
 			http.StatusBadGateway, "closed", ""},
 	} {

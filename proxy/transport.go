@@ -206,6 +206,8 @@ func failureHint(stage, reason string) string {
 		return "the target refused the handshake; if it asks for a client certificate, check sign_cert and enc_cert under tlcp, and use profile: gmssl for a GmSSL server"
 	case "alert_sent_unknown_certificate_authority", "alert_sent_bad_certificate", "alert_sent_expired_certificate", "alert_sent_unsupported_certificate":
 		return "the target's certificate did not verify; check tlcp.ca and tlcp.server_name"
+	case "timeout":
+		return "the target took the connection but did not finish the handshake within timeouts.upstream_connect; it may speak another protocol on this port, or be overloaded"
 	}
 	return ""
 }
