@@ -540,7 +540,7 @@ func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error
 	}
 	defer resp.Body.Close()
 	ex.status, ex.proto, ex.header = resp.StatusCode, resp.Proto, resp.Header
-	fmt.Fprintf(p.info, "< %s %s\n", resp.Proto, resp.Status)
+	fmt.Fprintf(p.info, "< %s %s\n", resp.Proto, printable(resp.Status))
 	for _, k := range sortedKeys(resp.Header) {
 		for _, v := range resp.Header[k] {
 			fmt.Fprintf(p.info, "< %s: %s\n", k, v)
@@ -681,7 +681,10 @@ func writeState(w io.Writer, st tlcp.ConnectionState, d time.Duration, verified 
 		fmt.Fprintf(w, "*   issuer %q, serial %s\n", c.Issuer.String(), strings.ToUpper(c.SerialNumber.Text(16)))
 		fmt.Fprintf(w, "*   valid %s to %s", c.NotBefore.UTC().Format(time.DateOnly), c.NotAfter.UTC().Format(time.DateOnly))
 		if len(c.DNSNames) > 0 || len(c.IPAddresses) > 0 {
-			names := append([]string{}, c.DNSNames...)
+			names := make([]string, 0, len(c.DNSNames)+len(c.IPAddresses))
+			for _, n := range c.DNSNames {
+				names = append(names, printable(n))
+			}
 			for _, ip := range c.IPAddresses {
 				names = append(names, ip.String())
 			}
@@ -696,6 +699,19 @@ func writeState(w io.Writer, st tlcp.ConnectionState, d time.Duration, verified 
 		chain := st.VerifiedChains[0]
 		fmt.Fprintf(w, "* server certificate verified up to %q\n", chain[len(chain)-1].Subject.String())
 	}
+}
+
+// printable returns s as it is when every byte is printable ASCII, and
+// quoted otherwise: a certificate's names and a status line come from the
+// server, and a control character in them must not reach the terminal as
+// a command.
+func printable(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] >= 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func round(d time.Duration) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
@@ -574,5 +576,38 @@ func TestProbeTimeoutNamesTheStep(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Names in a server's certificate and its status line are the server's
+// words: control characters in them reach the terminal escaped, not as
+// commands.
+func TestProbeEscapesServerText(t *testing.T) {
+	c := &smx509.Certificate{
+		DNSNames:     []string{"ok.example.cn", "evil\x1b]0;owned\x07.example.cn"},
+		SerialNumber: big.NewInt(1),
+	}
+	var out bytes.Buffer
+	writeState(&out, tlcp.ConnectionState{PeerCertificates: []*smx509.Certificate{c}}, 0, false)
+	if strings.ContainsAny(out.String(), "\x1b\x07") {
+		t.Fatalf("control characters printed as they are:\n%q", out.String())
+	}
+	if !strings.Contains(out.String(), `names ok.example.cn "evil\x1b]0;owned\a.example.cn"`) {
+		t.Fatalf("names not shown:\n%s", out.String())
+	}
+
+	caFile, cert := localPair(t)
+	addr := testnet.Serve(t, func(c net.Conn) {
+		tc := tlcp.Server(c, &tlcp.Config{Certificates: []tlcp.Certificate{cert}})
+		defer tc.Close()
+		_, _ = tc.Read(make([]byte, 4096))
+		_, _ = io.WriteString(tc, "HTTP/1.1 200 OK\x1b[2J\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	})
+	out.Reset()
+	if _, err := Run(context.Background(), Options{URL: "https://" + addr + "/", CAFile: caFile}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "\x1b") || !strings.Contains(out.String(), `< HTTP/1.1 "200 OK\x1b[2J"`) {
+		t.Fatalf("status line:\n%q", out.String())
 	}
 }
