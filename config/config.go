@@ -474,6 +474,12 @@ type Passive struct {
 // Duration is a time.Duration written as "5s", "250ms", "1m30s".
 type Duration time.Duration
 
+// durationType names Duration in decoding problems.
+const durationType = "duration"
+
+// durationFix is how to write a duration.
+const durationFix = `write it as "5s", "250ms" or "1m30s"`
+
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
@@ -483,11 +489,13 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // error so that decoding goes on and every problem is reported.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a duration must be a string such as \"5s\" or \"250ms\"", n.Line)}}
+		// In yaml.v3's own words, so that the problem is placed at the
+		// value's field rather than at a key inside it.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into %s", n.Line, n.ShortTag(), durationType)}}
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration; write it as \"5s\", \"250ms\" or \"1m30s\"", n.Line, n.Value)}}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration; %s", n.Line, n.Value, durationFix)}}
 	}
 	*d = Duration(v)
 	return nil

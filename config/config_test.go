@@ -533,3 +533,29 @@ upstreams:
 		})
 	}
 }
+
+// A duration written as a mapping or a list is placed at its key, with
+// how to write one.
+func TestDurationOfTheWrongKind(t *testing.T) {
+	doc := "timeouts:\n  idle:\n    s: 5\n  shutdown:\n    - 5s\n"
+	_, err := Parse("gmgate.yaml", []byte(doc))
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("got %v, want a configuration error", err)
+	}
+	want := map[string]string{
+		"timeouts.idle":     `gmgate.yaml:2: timeouts.idle: expected a duration, found a mapping; write it as "5s", "250ms" or "1m30s"`,
+		"timeouts.shutdown": `gmgate.yaml:4: timeouts.shutdown: expected a duration, found a list; write it as "5s", "250ms" or "1m30s"`,
+	}
+	for _, p := range cerr.Problems {
+		if w, ok := want[p.Path]; ok {
+			if p.String() != w {
+				t.Errorf("got  %s\nwant %s", p, w)
+			}
+			delete(want, p.Path)
+		}
+	}
+	for path := range want {
+		t.Errorf("no problem at %s in %v", path, err)
+	}
+}

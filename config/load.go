@@ -402,10 +402,15 @@ func (idx *nodeIndex) typeProblem(msg string) (Problem, bool) {
 	p.Path = idx.pathAtLine(p.Line)
 	if t := typeRE.FindStringSubmatch(rest); t != nil {
 		if vp, ok := idx.valueAt[m[1]+":"+t[1]]; ok {
-			p.Path = vp
+			// A block value starts on the line after its key: name the
+			// key's line.
+			p.Path, p.Line = vp, idx.line(vp)
 		}
 		p.Msg = fmt.Sprintf("expected %s, found a %s%s", kindName(t[3]), yamlKindName(t[1]), t[2])
 		p.Fix = "write a value of the expected kind"
+		if t[3] == durationType {
+			p.Fix = durationFix
+		}
 		return p, false
 	}
 	p.Msg, p.Fix, _ = strings.Cut(rest, "; ")
@@ -424,6 +429,8 @@ func kindName(goType string) string {
 		return "true or false"
 	case goType == "string":
 		return "a string"
+	case goType == durationType:
+		return "a duration"
 	}
 	return goType
 }
