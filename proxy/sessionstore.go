@@ -270,7 +270,7 @@ func (m *Metrics) storeObserver() *storeMetrics {
 		}, []string{"result"})
 		sm.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gmgate_session_store_writes_total",
-			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, dropped (queue full), unavailable (Redis known down: kept locally).",
+			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, refused (Redis answered with a refusal: out of memory, read-only, no write right), dropped (queue full), unavailable (Redis known down: kept locally).",
 		}, []string{"op", "result"})
 		sm.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gmgate_session_store_duration_seconds",
