@@ -2,6 +2,7 @@ package config
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
@@ -394,4 +395,81 @@ func schemaField(path string) (reflect.StructField, bool) {
 		parent = f.Type
 	}
 	return f, true
+}
+
+var yamlBlockRE = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+
+// The YAML examples of the documentation are configurations gmgate
+// accepts: a whole file is valid but for the pools and listeners an
+// example leaves out, and a fragment (a listener, a tlcp section, its
+// keys) decodes in its place with no unknown key or wrong value.
+func TestDocYAMLExamples(t *testing.T) {
+	indent := func(s, pad string) string {
+		return pad + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+pad) + "\n"
+	}
+	places := []func(string) string{
+		func(s string) string { return s },
+		func(s string) string { return "listeners:\n" + indent(s, "    ")[:2] + "-" + indent(s, "    ")[3:] },
+		func(s string) string { return "listeners:\n  - tlcp:\n" + indent(s, "      ") },
+	}
+	files := []string{"../README.md", "../docs/config.md", "../docs/operations.md", "../docs/keys.md", "../docs/certificates.md", "../docs/bench.md", "../docs/protocol.md"}
+	blocks := 0
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range yamlBlockRE.FindAllStringSubmatchIndex(string(data), -1) {
+			blocks++
+			line := 1 + strings.Count(string(data[:m[2]]), "\n")
+			var kept []string
+			elided := false
+			for _, l := range strings.Split(string(data[m[2]:m[3]]), "\n") {
+				if strings.TrimSpace(l) == "..." { // the rest left out
+					elided = true
+					continue
+				}
+				kept = append(kept, l)
+			}
+			block := strings.Join(kept, "\n")
+			var decodeProbs []Problem
+			placed := -1
+			for i, place := range places {
+				cfg, _, probs := decode(file, []byte(place(block)))
+				if cfg != nil && len(probs) == 0 {
+					placed = i
+					break
+				}
+				if i == 0 {
+					decodeProbs = probs
+				}
+			}
+			if placed < 0 {
+				t.Errorf("%s:%d: the example does not decode, as a file or as a fragment: %v", file, line, decodeProbs)
+				continue
+			}
+			if placed > 0 || elided {
+				continue
+			}
+			_, err := Parse(file, []byte(block))
+			var cerr *Error
+			if err != nil && !errors.As(err, &cerr) {
+				t.Errorf("%s:%d: %v", file, line, err)
+				continue
+			}
+			if cerr == nil {
+				continue
+			}
+			for _, p := range cerr.Problems {
+				leftOut := strings.Contains(p.Msg, "no upstream is called") ||
+					(p.Path == "listeners" && strings.Contains(p.Msg, "no listener"))
+				if !leftOut {
+					t.Errorf("%s:%d: the example has a problem: %s", file, line, p)
+				}
+			}
+		}
+	}
+	if blocks < 10 {
+		t.Errorf("only %d YAML examples found", blocks)
+	}
 }
