@@ -26,7 +26,7 @@ with --key (file:..., sdf:...) are measured through their accel backend.
 Examples:
   gmgate bench crypto
   gmgate bench crypto --only sm2,sm4 --duration 2s
-  gmgate bench crypto --key 'sdf:/opt/vendor/libsdf.so?index=2&pin-env=SDF_PIN'
+  gmgate bench crypto --key 'sdf:/opt/vendor/libsdf.so?index=2&key=sign&pin-env=SDF_PIN'
   gmgate bench crypto --json > crypto.json --chart crypto.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -47,7 +47,7 @@ Examples:
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --concurrency 256 --duration 30s
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --resume 0.8 --http / --rate 500
   gmgate bench handshake --suite ECC_SM4_GCM_SM3,TLS1.2 --server-profile prof && go tool pprof -top prof/ECC_SM4_GCM_SM3.cpu.pprof
-  gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2'
+  gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2&key=enc&pin-env=SDF_PIN'
   gmgate bench handshake --target gw.example.cn:443 --metrics http://gw.example.cn:9180/metrics --peak 20000
   taskset -c 0 gmgate bench handshake --target 127.0.0.1:8443 --server-pid $(pgrep -o nginx) --suite TLS1.3,TLS1.2`,
 		Args: cobra.NoArgs,
