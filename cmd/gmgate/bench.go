@@ -6,7 +6,6 @@ import (
 
 	"github.com/gmgate/gmgate/internal/bench"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // benchCmd groups the measuring commands.
@@ -31,7 +30,11 @@ type benchOutput struct {
 	quiet bool
 }
 
-func (o *benchOutput) flags(f *pflag.FlagSet) {
+// flags registers the output flags on cmd, whose chart file is checked
+// before it runs, so that a run is never measured for nothing.
+func (o *benchOutput) flags(cmd *cobra.Command) {
+	cmd.PreRunE = func(*cobra.Command, []string) error { return o.Check() }
+	f := cmd.Flags()
 	f.BoolVar(&o.JSON, "json", false, "write the report as JSON")
 	f.StringVar(&o.Chart, "chart", "", "also write a chart to this file (.svg, or .html with the table)")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "do not show progress on stderr while measuring")

@@ -48,6 +48,6 @@ Examples:
 	f.IntVar(&opts.CPU, "cpu", -1, "CPU to pin the measuring goroutine to (default: the last one allowed)")
 	f.StringSliceVar(&opts.Only, "only", nil, "measure only algorithms whose name contains one of these words (e.g. sm2,sm4)")
 	f.StringArrayVar(&opts.Keys, "key", nil, "an SM2 key reference to measure through its accel backend (repeatable)")
-	out.flags(f)
+	out.flags(cmd)
 	benchCmd.AddCommand(cmd)
 }

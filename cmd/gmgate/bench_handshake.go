@@ -99,7 +99,7 @@ Examples:
 	f.StringVar(&opts.Identity.SignKey, "sign-key", "", "self-started server: signing key reference (path, file:..., sdf:...)")
 	f.StringVar(&opts.Identity.EncCert, "enc-cert", "", "self-started server: encryption certificate (PEM, leaf first)")
 	f.StringVar(&opts.Identity.EncKey, "enc-key", "", "self-started server: encryption key reference (path, file:..., sdf:...)")
-	out.flags(f)
+	out.flags(cmd)
 	benchCmd.AddCommand(cmd)
 
 	benchCmd.AddCommand(&cobra.Command{

@@ -33,7 +33,7 @@ Examples:
 			return out.Write(cmd.OutOrStdout(), rep)
 		},
 	}
-	out.flags(cmd.Flags())
+	out.flags(cmd)
 	cmd.Flags().Lookup("quiet").Hidden = true
 	benchCmd.AddCommand(cmd)
 }

@@ -282,3 +282,21 @@ func TestDocumentedCommandLinesParse(t *testing.T) {
 		}
 	}
 }
+
+// A chart file that could not be written is refused before anything is
+// measured, naming the flag.
+func TestBenchChartRefusedBeforeMeasuring(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"bench", "crypto", "-q", "--only", "sha-256", "--duration", "2ms", "--sizes", "16", "--chart", filepath.Join(dir, "c.png")},
+		{"bench", "handshake", "-q", "--target", "127.0.0.1:1", "-d", "1ms", "--warmup", "0s", "--chart", filepath.Join(dir, "gone", "c.svg")},
+	} {
+		out, err := runCLI(t, args...)
+		if err == nil || !strings.HasPrefix(err.Error(), "--chart ") {
+			t.Errorf("%v: got %v, want an error about --chart\n%s", args[1:], err, out)
+		}
+		if strings.Contains(out, "ops/s") || strings.Contains(out, "handshakes/s") {
+			t.Errorf("%v: measured before refusing the chart:\n%s", args[1:], out)
+		}
+	}
+}

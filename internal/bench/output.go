@@ -2,8 +2,13 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Output says how a report is written: a text table, or JSON, and
@@ -13,14 +18,43 @@ type Output struct {
 	Chart string
 }
 
-// Write writes a *CryptoReport or *HandshakeReport to w (and the chart to
-// its file).
-func (o Output) Write(w io.Writer, report any) error {
-	if o.Chart != "" {
-		if err := WriteChartFile(o.Chart, report); err != nil {
-			return err
-		}
+// Check reports what would keep the chart file from being written, so
+// that a run is refused before it measures rather than after.
+func (o Output) Check() error {
+	if o.Chart == "" {
+		return nil
 	}
+	switch strings.ToLower(filepath.Ext(o.Chart)) {
+	case ".svg", ".html", ".htm":
+	default:
+		return fmt.Errorf("--chart %s: a chart is an SVG image (.svg) or an HTML page with the table (.html); name the file so", o.Chart)
+	}
+	dir := filepath.Dir(o.Chart)
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--chart %s: directory %s does not exist; create it or write the chart elsewhere", o.Chart, dir)
+	case err != nil:
+		return fmt.Errorf("--chart %s: %w", o.Chart, err)
+	case !st.IsDir():
+		return fmt.Errorf("--chart %s: %s is not a directory", o.Chart, dir)
+	}
+	return nil
+}
+
+// Write writes a *CryptoReport or *HandshakeReport to w, then the chart
+// to its file: a chart that cannot be written costs the chart alone.
+func (o Output) Write(w io.Writer, report any) error {
+	if err := o.writeReport(w, report); err != nil {
+		return err
+	}
+	if o.Chart != "" {
+		return WriteChartFile(o.Chart, report)
+	}
+	return nil
+}
+
+func (o Output) writeReport(w io.Writer, report any) error {
 	if o.JSON {
 		return WriteJSON(w, report)
 	}
