@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -83,9 +82,10 @@ func webSocket(req *http.Request) bool {
 // on the connections of TCP routes.
 //
 // net/http carries both versions but cannot see a TLCP connection's ALPN
-// choice (it looks for a *tls.Conn), so there are two transports: the
-// pool's HTTP/1.1 one, and one that speaks HTTP/2 on every connection it
-// dials, multiplexing requests over one connection per target. A request
+// choice (it looks for a *tls.Conn), so there are two transports (in each
+// connSet, connset.go): an HTTP/1.1 one, and one that speaks HTTP/2 on
+// every connection it dials, multiplexing requests over one connection
+// per target. A request
 // goes to the transport of the version its target chose last (HTTP/2
 // until the target has been heard). When a dial finds that the target
 // chose the other version, its connection is kept for the other
@@ -115,26 +115,16 @@ type tlcpHTTP2 struct {
 	tr *tlcpTransport
 	// configs offer h2 and http/1.1; by target address.
 	configs map[string]*tlcp.Config
-	// http speaks HTTP/2 only.
-	http    *http.Transport
 	targets map[string]*versionChoice
 	log     *slog.Logger
 }
 
-// versionChoice is what a target chose at its last handshake, and the
-// connections made for one version that the other transport may take.
+// versionChoice is what a target chose at its last handshake.
 type versionChoice struct {
 	chosen atomic.Int32
-	mu     sync.Mutex
-	spares [versionHTTP2 + 1][]spareConn
 }
 
-type spareConn struct {
-	conn *tlcp.Conn
-	made time.Time
-}
-
-func newTLCPHTTP2(tr *tlcpTransport, p *pool, ts transportSettings) *tlcpHTTP2 {
+func newTLCPHTTP2(tr *tlcpTransport, p *pool) *tlcpHTTP2 {
 	h := &tlcpHTTP2{tr: tr, configs: map[string]*tlcp.Config{}, targets: map[string]*versionChoice{}, log: p.log}
 	for addr, cfg := range tr.configs {
 		c := cfg.Clone()
@@ -142,25 +132,30 @@ func newTLCPHTTP2(tr *tlcpTransport, p *pool, ts transportSettings) *tlcpHTTP2 {
 		h.configs[addr] = c
 		h.targets[addr] = &versionChoice{}
 	}
-	h.http = ts.httpTransport()
+	return h
+}
+
+// transport is an HTTP/2-only transport whose connections come from dial.
+func (h *tlcpHTTP2) transport(ts transportSettings, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	t := ts.httpTransport()
 	// An https:// request whose connection comes from DialTLSContext and
 	// is not a *tls.Conn is spoken to in HTTP/2 from the first byte when
 	// HTTP/2 without TLS is the transport's only protocol: the connection
 	// is secure already, and the target sees :scheme https.
-	h.http.DialTLSContext = h.dialHTTP2
+	t.DialTLSContext = dial
 	protocols := &http.Protocols{}
 	protocols.SetUnencryptedHTTP2(true)
-	h.http.Protocols = protocols
+	t.Protocols = protocols
 	// A connection from which nothing came for a while is checked with
 	// a PING, and closed when the answer does not come.
-	h.http.HTTP2 = &http.HTTP2Config{SendPingTimeout: http2PingAfter, PingTimeout: http2PingTimeout}
-	return h
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: http2PingAfter, PingTimeout: http2PingTimeout}
+	return t
 }
 
 // roundTrip sends req over the version its target chose last, and over
 // the other when a new connection finds that the target changed its
 // choice.
-func (h *tlcpHTTP2) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+func (h *tlcpHTTP2) roundTrip(set *connSet, req *http.Request, t *target) (*http.Response, error) {
 	vc := h.targets[t.addr]
 	if vc == nil {
 		return nil, fmt.Errorf("%s is not a target of this upstream", t.addr)
@@ -175,9 +170,9 @@ func (h *tlcpHTTP2) roundTrip(req *http.Request, t *target) (*http.Response, err
 	var resp *http.Response
 	var err error
 	for range 2 {
-		rt, out := h.http, withoutUpgrade(req)
+		rt, out := set.h2, withoutUpgrade(req)
 		if vc.chosen.Load() == versionHTTP1 {
-			rt, out = h.tr.http, req
+			rt, out = set.http, req
 		}
 		resp, err = rt.RoundTrip(out)
 		if !errors.Is(err, errOtherVersion) || body.wasRead() {
@@ -194,33 +189,26 @@ func (h *tlcpHTTP2) roundTrip(req *http.Request, t *target) (*http.Response, err
 	return resp, err
 }
 
-func (h *tlcpHTTP2) dialHTTP1(ctx context.Context, _, addr string) (net.Conn, error) {
-	return h.dial(ctx, addr, versionHTTP1)
-}
-
-func (h *tlcpHTTP2) dialHTTP2(ctx context.Context, _, addr string) (net.Conn, error) {
-	return h.dial(ctx, addr, versionHTTP2)
-}
-
-// dial gives a transport that speaks version a connection to the target
-// at addr: one kept for it, or a new one if the target chooses version.
-func (h *tlcpHTTP2) dial(ctx context.Context, addr string, version int32) (net.Conn, error) {
+// dial gives a transport of set that speaks version a connection to the
+// target at addr: one kept for it, or a new one if the target chooses
+// version.
+func (h *tlcpHTTP2) dial(ctx context.Context, set *connSet, addr string, version int32) (net.Conn, error) {
 	vc := h.targets[addr]
 	if vc == nil {
 		return nil, fmt.Errorf("%s is not a target of this upstream", addr)
 	}
-	if c := vc.takeSpare(version); c != nil {
-		return c, nil
+	c := set.takeSpare(addr, version)
+	if c == nil {
+		var err error
+		if c, err = h.tr.dialWith(ctx, addr, h.configs[addr]); err != nil {
+			return nil, err
+		}
+		if chosen := h.learn(vc, addr, c); chosen != version {
+			set.putSpare(addr, chosen, c)
+			return nil, errOtherVersion
+		}
 	}
-	c, err := h.tr.dialWith(ctx, addr, h.configs[addr])
-	if err != nil {
-		return nil, err
-	}
-	if chosen := h.learn(vc, addr, c); chosen != version {
-		vc.putSpare(chosen, c)
-		return nil, errOtherVersion
-	}
-	return c, nil
+	return set.track(c)
 }
 
 // learn records the version the target chose on c, and logs a change.
@@ -252,50 +240,6 @@ func (h *tlcpHTTP2) probe(ctx context.Context, t *target) error {
 	}
 	h.learn(h.targets[t.addr], t.addr, c)
 	return c.Close()
-}
-
-func (h *tlcpHTTP2) closeIdle() {
-	h.http.CloseIdleConnections()
-	for _, vc := range h.targets {
-		vc.mu.Lock()
-		spares := vc.spares
-		vc.spares = [len(vc.spares)][]spareConn{}
-		vc.mu.Unlock()
-		for _, list := range spares {
-			for _, s := range list {
-				s.conn.Close()
-			}
-		}
-	}
-}
-
-func (vc *versionChoice) putSpare(version int32, c *tlcp.Conn) {
-	vc.mu.Lock()
-	if len(vc.spares[version]) < maxSpares {
-		vc.spares[version] = append(vc.spares[version], spareConn{conn: c, made: time.Now()})
-		c = nil
-	}
-	vc.mu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-}
-
-// takeSpare returns a connection kept for version, nil when none is
-// fresh; stale ones are closed.
-func (vc *versionChoice) takeSpare(version int32) *tlcp.Conn {
-	vc.mu.Lock()
-	defer vc.mu.Unlock()
-	for len(vc.spares[version]) > 0 {
-		list := vc.spares[version]
-		s := list[len(list)-1]
-		vc.spares[version] = list[:len(list)-1]
-		if time.Since(s.made) < spareLifetime {
-			return s.conn
-		}
-		s.conn.Close()
-	}
-	return nil
 }
 
 // keptBody is a request body handed to a transport that may give the

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,7 +37,14 @@ type tlcpTransport struct {
 	// handshake bounds connecting and the handshake together.
 	handshake time.Duration
 	configs   map[string]*tlcp.Config // by target address
-	http      *http.Transport
+	settings  transportSettings
+	// conns are the HTTP routes' connections, made with the client
+	// identity in service (see connSet); renewMu orders their
+	// replacement, and closed is set (under it) once the pool is closed.
+	conns   atomic.Pointer[connSet]
+	renewMu sync.Mutex
+	closed  bool
+	log     *slog.Logger
 	// h2 carries the HTTP routes of a pool with http2 (nil without).
 	h2 *tlcpHTTP2
 	// identity is the store that holds the client certificate (nil when
@@ -63,6 +73,8 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		dialer:    ts.dialer(),
 		handshake: ts.timeouts.UpstreamConnect.D(),
 		configs:   map[string]*tlcp.Config{},
+		settings:  ts,
+		log:       p.log,
 		source:    upstreamSource(p.name),
 		handshakeDone: func(cs tlcp.ConnectionState) {
 			p.metrics.upstreamTLCP.WithLabelValues(p.name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
@@ -109,12 +121,11 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		}
 		tr.configs[t.addr] = cfg
 	}
-	tr.http = ts.httpTransport()
-	tr.http.DialTLSContext = ts.boundWrites(tr.dialHTTP)
 	if uc.HTTP2 {
-		tr.h2 = newTLCPHTTP2(tr, p, ts)
-		tr.http.DialTLSContext = ts.boundWrites(tr.h2.dialHTTP1)
+		tr.h2 = newTLCPHTTP2(tr, p)
 	}
+	tag, _ := tr.identityInService()
+	tr.conns.Store(tr.newConnSet(tag))
 	return tr, nil
 }
 
@@ -181,10 +192,11 @@ func (tr *tlcpTransport) clientCertificate(*tlcp.CertificateRequestInfo) (*tlcp.
 	return nil, nil
 }
 
-// identityTag names the client certificate in service by its digest
-// ("" without one): sessions are kept under it, so that a new client
-// certificate (a rotation, a reload) never resumes a session the target
-// made for the old one.
+// identityTag names the client identity in service by a digest of the
+// certificates it presents ("" without one): sessions are kept under it,
+// so that a new client certificate (a rotation, a reload) never resumes a
+// session the target made for the old one, and the HTTP routes'
+// connections are made anew when it changes (see connSet).
 type identityTag struct {
 	cert *tlcp.Certificate
 	tag  string
@@ -201,8 +213,17 @@ func (tr *tlcpTransport) identityInService() (tag string, leaf []byte) {
 	if t := tr.tag.Load(); t != nil && t.cert == c {
 		return t.tag, leaf
 	}
-	sum := sha256.Sum256(leaf)
-	t := &identityTag{cert: c, tag: hex.EncodeToString(sum[:8])}
+	// A reload loads the files anew: the same certificates keep their
+	// tag, and their connections.
+	h := sha256.New()
+	for _, chain := range [][][]byte{c.SignCertificate, c.EncCertificate} {
+		for _, der := range chain {
+			h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(der))))
+			h.Write(der)
+		}
+		h.Write([]byte{0})
+	}
+	t := &identityTag{cert: c, tag: hex.EncodeToString(h.Sum(nil)[:8])}
 	tr.tag.Store(t)
 	return t.tag, leaf
 }
@@ -246,29 +267,32 @@ func (tr *tlcpTransport) dialWith(ctx context.Context, addr string, cfg *tlcp.Co
 	return c, nil
 }
 
-// dialHTTP is the http.Transport's TLS dialer: addr is the target's,
-// which roundTrip put in the request's URL.
-func (tr *tlcpTransport) dialHTTP(ctx context.Context, _, addr string) (net.Conn, error) {
-	return tr.dial(ctx, addr)
-}
-
 func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
 	// http.Transport dials "https" requests with DialTLSContext.
 	req.URL.Scheme = "https"
 	req.URL.Host = t.addr
+	set := tr.connections()
 	var resp *http.Response
 	var err error
 	if tr.h2 != nil {
-		resp, err = tr.h2.roundTrip(req, t)
+		resp, err = tr.h2.roundTrip(set, req, t)
 	} else {
-		resp, err = tr.http.RoundTrip(req)
+		resp, err = set.http.RoundTrip(req)
 	}
-	if err != nil && !errors.As(err, new(*stageError)) {
-		err = &stageError{stage: stageRequest, err: err}
+	if err != nil {
+		set.release()
+		if !errors.As(err, new(*stageError)) {
+			err = &stageError{stage: stageRequest, err: err}
+		}
+		return nil, err
 	}
-	return resp, err
+	set.holdFor(resp)
+	return resp, nil
 }
 
+// dialStream makes a connection of its own for a TCP route: a stream
+// that outlives a change of client identity keeps the identity it was
+// made with until it ends.
 func (tr *tlcpTransport) dialStream(ctx context.Context, t *target) (net.Conn, error) {
 	return tr.dial(ctx, t.addr)
 }
@@ -287,10 +311,17 @@ func (tr *tlcpTransport) probe(ctx context.Context, t *target) error {
 }
 
 func (tr *tlcpTransport) closeIdle() {
-	tr.http.CloseIdleConnections()
-	if tr.h2 != nil {
-		tr.h2.closeIdle()
-	}
+	tr.conns.Load().closeIdle()
+}
+
+// close closes the idle connections of a pool that is no longer in
+// service, and the others once their requests are done.
+func (tr *tlcpTransport) close() {
+	tr.renewMu.Lock()
+	tr.closed = true
+	set := tr.conns.Load()
+	tr.renewMu.Unlock()
+	set.retire()
 }
 
 // targetSessions is the part of a pool's client session cache that

@@ -168,12 +168,16 @@ func (p *pool) filesUnchanged() bool {
 	return true
 }
 
-// close stops health checking and, after in-flight requests had their
-// time, the idle upstream connections.
+// close stops health checking and closes the idle upstream connections
+// (a tlcp:// pool's others too, once their requests are done).
 func (p *pool) close() {
 	if p.stop != nil {
 		p.stop()
 		<-p.stopped
+	}
+	if tr, ok := p.transport.(*tlcpTransport); ok {
+		tr.close()
+		return
 	}
 	p.transport.closeIdle()
 }
