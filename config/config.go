@@ -348,6 +348,10 @@ const (
 	PolicyLeastConn  = "least_conn"
 )
 
+// UpstreamHostTarget is the value of an upstream's host that sends each
+// target its own host name.
+const UpstreamHostTarget = "target"
+
 // Upstream is a pool of targets of one kind (all http://, all https://,
 // all h2c://, all tlcp:// or all tcp://).
 type Upstream struct {
@@ -360,6 +364,12 @@ type Upstream struct {
 	// tlcp:// because GmSSL 3.1 servers refuse the ALPN extension. h2c://
 	// targets always speak HTTP/2.
 	HTTP2 bool `yaml:"http2"`
+	// Host is the Host header (HTTP/2: :authority) of the requests sent
+	// to the targets: empty passes the client's on, UpstreamHostTarget
+	// sends each target's host[:port] as written in Targets (without
+	// the scheme's default port), anything else is sent as written
+	// (host[:port]). X-Forwarded-Host keeps the client's.
+	Host string `yaml:"host"`
 	// Policy is round_robin or least_conn.
 	Policy string       `yaml:"policy"`
 	TLS    *UpstreamTLS `yaml:"tls"`

@@ -204,7 +204,71 @@ func TestClientModeDocExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	api, db := cfg.Upstreams["partner-api"], cfg.Upstreams["partner-db"]
-	if api.Scheme() != "tlcp" || db.TLCP == nil || db.TLCP.SignCert != api.TLCP.SignCert || cfg.Listeners[1].Protocol != ProtocolTCP {
+	if api.Scheme() != "tlcp" || api.Host != UpstreamHostTarget || db.TLCP == nil || db.TLCP.SignCert != api.TLCP.SignCert || cfg.Listeners[1].Protocol != ProtocolTCP {
 		t.Errorf("the example does not say what the section explains: %+v %+v", api, db)
+	}
+}
+
+// An upstream's host is taken on every scheme that speaks HTTP, and a
+// value that is not host[:port] or "target", or a host on tcp:// targets,
+// is refused at its line with a fix.
+func TestUpstreamHost(t *testing.T) {
+	cfg, err := Parse("x.yaml", []byte(`
+listeners:
+  - {name: app, listen: "127.0.0.1:8080", protocol: http, routes: [{upstream: partner}]}
+upstreams:
+  partner: {targets: ["tlcp://api.partner.cn"], host: target}
+  web: {targets: ["http://10.0.0.2:8080"], host: "api.example.cn:8443"}
+  v6: {targets: ["https://10.0.0.3"], host: "[2001:db8::1]"}
+  grpc: {targets: ["h2c://10.0.0.4:50051"], host: "10.0.0.4"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.Upstreams["partner"].Host; h != UpstreamHostTarget {
+		t.Fatalf("host %q", h)
+	}
+	out, err := Show(cfg)
+	if err != nil || !strings.Contains(string(out), "host: target") || !strings.Contains(string(out), "host: api.example.cn:8443") {
+		t.Fatalf("config show:\n%s\n%v", out, err)
+	}
+
+	_, err = Parse("x.yaml", []byte(`
+listeners:
+  - {name: app, listen: "127.0.0.1:8080", protocol: http, routes: [{upstream: a}]}
+  - {name: stream, listen: "127.0.0.1:9000", protocol: tcp, routes: [{upstream: raw}]}
+upstreams:
+  a: {targets: ["http://10.0.0.2"], host: "api.example.cn/v1"}
+  b: {targets: ["http://10.0.0.2"], host: "::1"}
+  c: {targets: ["tlcp://10.0.0.2"], host: "api.example.cn:0"}
+  d: {targets: ["tlcp://10.0.0.2"], host: "*.example.cn"}
+  raw: {targets: ["tcp://10.0.0.7:5432"], host: target}
+`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []struct {
+		line      int
+		text, fix string
+	}{
+		{6, `upstreams.a.host: "api.example.cn/v1" is not a host name or IP address with an optional port`, `write "target"`},
+		{7, `upstreams.b.host: "::1" is not a host name`, "in brackets"},
+		{8, `upstreams.c.host: "api.example.cn:0" is not a host name`, "api.partner.cn:8443"},
+		{9, `upstreams.d.host: "*.example.cn" is not a host name`, `write "target"`},
+		{10, "upstreams.raw.host: tcp:// targets take whole connections and get no Host header", "remove host"},
+	}
+	var got []string
+	for _, p := range ce.Problems {
+		got = append(got, p.String())
+	}
+	if len(ce.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(ce.Problems), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		p := ce.Problems[i]
+		if p.File != "x.yaml" || p.Line != w.line || !strings.Contains(p.String(), w.text) || !strings.Contains(p.Fix, w.fix) {
+			t.Errorf("problem %d = %q (line %d, fix %q), want line %d with %q, fix %q", i, p.String(), p.Line, p.Fix, w.line, w.text, w.fix)
+		}
 	}
 }

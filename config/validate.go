@@ -732,6 +732,14 @@ func (v *validator) upstream(p string, u *Upstream) {
 		}
 		v.add(p+".http2", "http2 applies to https:// and tlcp:// targets", fix)
 	}
+	if u.Host != "" {
+		switch {
+		case scheme == "tcp":
+			v.add(p+".host", "tcp:// targets take whole connections and get no Host header", "remove host")
+		case u.Host != UpstreamHostTarget && !validHostHeader(u.Host):
+			v.add(p+".host", fmt.Sprintf("%q is not a host name or IP address with an optional port", u.Host), `write "target" to send each target's own host, or a name such as api.partner.cn or api.partner.cn:8443 (an IPv6 address in brackets)`)
+		}
+	}
 	if u.TLS != nil {
 		if scheme != "" && scheme != "https" {
 			v.add(p+".tls", "tls settings apply to https:// targets only", "remove tls, or use https:// targets")
@@ -920,6 +928,30 @@ func validHost(s string) bool {
 		}
 	}
 	return true
+}
+
+// validHostHeader reports whether s is a Host header gmgate may send: a
+// host name or IP address (IPv6 in brackets), with a port or without.
+func validHostHeader(s string) bool {
+	host := s
+	if strings.Contains(s, ":") && !strings.HasSuffix(s, "]") {
+		var port string
+		var err error
+		if host, port, err = net.SplitHostPort(s); err != nil {
+			return false
+		}
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return false
+		}
+		if strings.Contains(host, ":") {
+			// An IPv6 address: SplitHostPort took the brackets off.
+			return net.ParseIP(host) != nil
+		}
+	} else if strings.HasPrefix(s, "[") {
+		ip := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		return strings.Contains(ip, ":") && net.ParseIP(ip) != nil
+	}
+	return !strings.HasPrefix(host, "*.") && (validHost(host) || net.ParseIP(host) != nil)
 }
 
 // knownFields lists the YAML keys allowed under a field path.

@@ -99,6 +99,9 @@ func (p *pool) check(ctx context.Context, t *target) error {
 		return err
 	}
 	req.Header.Set("User-Agent", "gmgate-health-check")
+	if t.host != "" {
+		req.Host = t.host
+	}
 	resp, err := p.transport.roundTrip(req, t)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 type target struct {
 	url  *url.URL
 	addr string // host:port
+	// host is the Host header of the requests sent to the target ("":
+	// the client's), from the upstream's host.
+	host string
 
 	inflight atomic.Int64
 	// healthy is the active health checks' verdict.
@@ -145,7 +149,10 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 			}
 			addr = net.JoinHostPort(u.Hostname(), port)
 		}
-		t := &target{url: u, addr: addr}
+		t := &target{url: u, addr: addr, host: uc.Host}
+		if uc.Host == config.UpstreamHostTarget {
+			t.host = targetHost(u)
+		}
 		t.healthy.Store(true)
 		p.targets = append(p.targets, t)
 	}
@@ -156,6 +163,22 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 	p.transport = tr
 	m.upstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
 	return p, nil
+}
+
+// targetHost is the target u's host[:port] as a Host header names it:
+// without the port when it is the scheme's default.
+func targetHost(u *url.URL) string {
+	def := "80"
+	if u.Scheme == "https" || u.Scheme == "tlcp" {
+		def = "443"
+	}
+	if u.Port() != def {
+		return u.Host
+	}
+	if h := u.Hostname(); strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return u.Hostname()
 }
 
 // filesUnchanged reports whether the files the pool's transport read at
@@ -263,6 +286,15 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		out := req
 		if attempt > 0 {
 			out = req.Clone(req.Context())
+		}
+		if t.host != "" {
+			if out == req {
+				// The caller's request keeps the client's Host (its
+				// failure is logged with it).
+				r := *req
+				out = &r
+			}
+			out.Host = t.host
 		}
 		t.inflight.Add(1)
 		start := time.Now()

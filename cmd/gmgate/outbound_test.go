@@ -216,7 +216,8 @@ upstreams:
 }
 
 // TestCheckClientMode: config check reports the problems of a tlcp://
-// upstream's client settings with their lines, as serve does.
+// upstream's client settings (and of its host) with their lines, as serve
+// does.
 func TestCheckClientMode(t *testing.T) {
 	dir := t.TempDir()
 	_, pair := localPKI(t, dir)
@@ -239,7 +240,7 @@ upstreams:
       sign_key: %s
 %s`, filepath.Join(dir, "nope.crt"), files.SignCert, files.EncKey, more)
 	}
-	writeFile(t, file, config("      suites: [ECDHE_SM4_GCM_SM3]\n      profile: tongsuo\n"))
+	writeFile(t, file, config("      suites: [ECDHE_SM4_GCM_SM3]\n      profile: tongsuo\n    host: partner.example.cn/v1\n"))
 	for _, args := range [][]string{{"config", "check", "-c", file}, {"serve", "-c", file}} {
 		out, code := runGmgate(t, nil, args...)
 		if code != exitConfig {
@@ -248,6 +249,8 @@ upstreams:
 		for _, want := range []string{
 			file + `:10: upstreams.partner.tlcp.suites[0]: ECDHE_SM4_GCM_SM3 needs the client's encryption certificate`,
 			file + `:11: upstreams.partner.tlcp.profile: unknown profile "tongsuo"`,
+			file + `:12: upstreams.partner.host: "partner.example.cn/v1" is not a host name or IP address with an optional port`,
+			`write "target" to send each target's own host`,
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: output lacks %q:\n%s", args, want, out)
