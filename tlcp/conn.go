@@ -653,6 +653,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	defer c.in.Unlock()
 	for len(c.input) == 0 {
 		if err := c.readRecord(); err != nil {
+			// The peer's end, an error, a timeout: whatever comes next
+			// starts with an empty buffer, if any.
+			c.maybeReleaseRaw()
 			return 0, err
 		}
 		for c.hand.Len() > 0 {
@@ -823,6 +826,12 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 			// Drop the buffer that held the peer's flights.
 			c.hand = bytes.Buffer{}
 		}
+		// And give back the input buffer, unless the peer's first data
+		// came with its last flight: a connection that only handshakes
+		// (a health check, a client that tests) would otherwise drop it
+		// for the garbage collector, and one that waits for its first
+		// request would hold it.
+		c.maybeReleaseRaw()
 	} else {
 		// A handshake error leaves the connection unusable for data too.
 		c.flush()

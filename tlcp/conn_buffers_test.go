@@ -70,3 +70,38 @@ func TestWriteAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedReadsHoldNoBuffer checks that a connection gives its input
+// buffer back once a handshake is done with it, and once a Read has found
+// the peer's end: a connection that only handshakes, or whose peer left,
+// keeps no buffer until it is closed, and the next connection reuses it.
+func TestEndedReadsHoldNoBuffer(t *testing.T) {
+	for _, suite := range []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3} {
+		t.Run(CipherSuiteName(suite), func(t *testing.T) {
+			ccfg, scfg := suiteConfigs(t, suite, false)
+			client, server, cerr, serr := handshakePair(t, ccfg, scfg)
+			if cerr != nil || serr != nil {
+				t.Fatal(cerr, serr)
+			}
+			for _, conn := range []*Conn{client, server} {
+				if conn.rawBuf != nil {
+					t.Fatalf("isClient=%v: a %d-byte input buffer is kept after the handshake", conn.isClient, len(conn.rawBuf))
+				}
+			}
+			if _, err := client.Write([]byte("last words")); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Close(); err != nil {
+				t.Fatal(err)
+			}
+			server.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(server)
+			if err != nil || string(got) != "last words" {
+				t.Fatalf("read %q, %v", got, err)
+			}
+			if server.rawBuf != nil {
+				t.Fatalf("a %d-byte input buffer is kept after the peer's close_notify", len(server.rawBuf))
+			}
+		})
+	}
+}
