@@ -59,6 +59,7 @@ type Conn struct {
 	// write.
 	buffering bool
 	sendBuf   []byte
+	sendPtr   *[]byte // what flightBufs gave for sendBuf
 
 	closeNotifySent bool
 	closeNotifyErr  error
@@ -400,7 +401,8 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	case c.buffering:
 		outBuf = c.sendBuf
 		if outBuf == nil {
-			outBuf = (*flightBufs.Get().(*[]byte))[:0]
+			c.sendPtr = flightBufs.Get().(*[]byte)
+			outBuf = (*c.sendPtr)[:0]
 		}
 	case len(data) > 2048:
 		pool = &writeBufs
@@ -497,11 +499,11 @@ func (c *Conn) writeRaw(b []byte) error {
 
 // releaseSendBuf returns the flight buffer to its pool.
 func (c *Conn) releaseSendBuf() {
-	if c.sendBuf != nil && cap(c.sendBuf) <= 64<<10 {
-		b := c.sendBuf[:0]
-		flightBufs.Put(&b)
+	if c.sendPtr != nil && cap(c.sendBuf) <= 64<<10 {
+		*c.sendPtr = c.sendBuf[:0]
+		flightBufs.Put(c.sendPtr)
 	}
-	c.sendBuf = nil
+	c.sendBuf, c.sendPtr = nil, nil
 }
 
 // flush writes the buffered flight. c.out must not be locked.
@@ -532,10 +534,14 @@ func (c *Conn) writeHandshake(msg handshakeMessage, transcript io.Writer) error 
 	return err
 }
 
+// changeCipherSpecPayload is the body of a ChangeCipherSpec record; it is
+// only read.
+var changeCipherSpecPayload = []byte{1}
+
 func (c *Conn) writeChangeCipherSpec() error {
 	c.out.Lock()
 	defer c.out.Unlock()
-	_, err := c.writeRecordLocked(recordTypeChangeCipherSpec, []byte{1})
+	_, err := c.writeRecordLocked(recordTypeChangeCipherSpec, changeCipherSpecPayload)
 	return err
 }
 

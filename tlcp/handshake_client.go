@@ -43,6 +43,8 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx}
 	hs.transcript.h = sm3.New()
+	// The key schedule's HMAC is needed no longer than the handshake.
+	defer func() { putHandshakeMAC(hs.mac) }()
 	// The raw messages are kept only for a CertificateVerify signed over
 	// them, until it is sent.
 	hs.transcript.keepRaw = cfg.ClientRawCertificateVerify
@@ -231,7 +233,7 @@ func (hs *clientHandshakeState) processServerHello() error {
 		}
 		c.didResume = true
 		hs.masterSecret = hs.session.masterSecret
-		hs.mac = newHMACSM3(hs.masterSecret)
+		hs.mac = getHandshakeMAC(hs.masterSecret)
 		c.peerCertificates = hs.session.serverCertificates
 		c.verifiedChains = hs.session.verifiedChains
 		return nil
@@ -332,7 +334,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	if err := c.writeHandshake(ckx, &hs.transcript); err != nil {
 		return err
 	}
-	hs.mac = newHMACSM3(nil)
+	hs.mac = getHandshakeMAC(nil)
 	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.hello.random, hs.serverHello.random)
 	clear(preMasterSecret)
 
@@ -497,7 +499,8 @@ func (hs *clientHandshakeState) sendFinished() error {
 	if err := c.writeChangeCipherSpec(); err != nil {
 		return err
 	}
-	fin := &finishedMsg{verifyData: finishedData(hs.mac, true, hs.transcript.sum())}
+	verifyData := finishedData(hs.mac, true, hs.transcript.h)
+	fin := &finishedMsg{verifyData: verifyData[:]}
 	return c.writeHandshake(fin, &hs.transcript)
 }
 
@@ -506,7 +509,7 @@ func (hs *clientHandshakeState) readFinished() error {
 	if err := c.readChangeCipherSpec(); err != nil {
 		return err
 	}
-	expected := finishedData(hs.mac, false, hs.transcript.sum())
+	expected := finishedData(hs.mac, false, hs.transcript.h)
 	msg, err := c.readHandshake(&hs.transcript)
 	if err != nil {
 		return err
@@ -515,7 +518,7 @@ func (hs *clientHandshakeState) readFinished() error {
 	if !ok {
 		return c.unexpectedMessageError("Finished", msg)
 	}
-	if subtle.ConstantTimeCompare(fin.verifyData, expected) != 1 {
+	if subtle.ConstantTimeCompare(fin.verifyData, expected[:]) != 1 {
 		hs.forgetSession()
 		return c.sendAlert(AlertDecryptError, errors.New("server Finished is wrong"))
 	}

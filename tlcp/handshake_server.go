@@ -45,6 +45,8 @@ type serverHandshakeState struct {
 func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config}
 	hs.transcript.h = sm3.New()
+	// The key schedule's HMAC is needed no longer than the handshake.
+	defer func() { putHandshakeMAC(hs.mac) }()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}
@@ -345,7 +347,7 @@ func (hs *serverHandshakeState) doResumeHandshake() error {
 	hs.hello.sessionID = hs.clientHello.sessionID
 	c.sessionID = hs.hello.sessionID
 	hs.masterSecret = hs.session.MasterSecret
-	hs.mac = newHMACSM3(hs.masterSecret)
+	hs.mac = getHandshakeMAC(hs.masterSecret)
 	c.buffering = true
 	return c.writeHandshake(hs.hello, &hs.transcript)
 }
@@ -431,7 +433,7 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err != nil {
 		return err
 	}
-	hs.mac = newHMACSM3(nil)
+	hs.mac = getHandshakeMAC(nil)
 	hs.masterSecret = masterFromPreMaster(hs.mac, preMasterSecret, hs.clientHello.random, hs.hello.random)
 	clear(preMasterSecret)
 
@@ -620,7 +622,7 @@ func (hs *serverHandshakeState) readFinished() error {
 	if err := c.readChangeCipherSpec(); err != nil {
 		return err
 	}
-	expected := finishedData(hs.mac, true, hs.transcript.sum())
+	expected := finishedData(hs.mac, true, hs.transcript.h)
 	msg, err := c.readHandshake(&hs.transcript)
 	if err != nil {
 		return err
@@ -629,7 +631,7 @@ func (hs *serverHandshakeState) readFinished() error {
 	if !ok {
 		return c.unexpectedMessageError("Finished", msg)
 	}
-	if subtle.ConstantTimeCompare(fin.verifyData, expected) != 1 {
+	if subtle.ConstantTimeCompare(fin.verifyData, expected[:]) != 1 {
 		return c.sendAlert(AlertDecryptError, errors.New("client Finished is wrong"))
 	}
 	return nil
@@ -640,7 +642,8 @@ func (hs *serverHandshakeState) sendFinished() error {
 	if err := c.writeChangeCipherSpec(); err != nil {
 		return err
 	}
-	fin := &finishedMsg{verifyData: finishedData(hs.mac, false, hs.transcript.sum())}
+	verifyData := finishedData(hs.mac, false, hs.transcript.h)
+	fin := &finishedMsg{verifyData: verifyData[:]}
 	return c.writeHandshake(fin, &hs.transcript)
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"encoding"
 	"hash"
+	"sync"
 
 	"github.com/emmansun/gmsm/sm3"
 )
@@ -23,14 +24,20 @@ var (
 // hmacSM3 is HMAC-SM3 that can be re-keyed and reset without allocating:
 // the keyed inner and outer SM3 states are saved once per key. One serves a
 // whole handshake's key schedule (pre-master secret, then master secret),
-// and one each CBC record direction's MAC.
+// and is wiped and kept for the next handshake (getHandshakeMAC); one
+// serves each CBC record direction's MAC.
 type hmacSM3 struct {
 	inner, outer           hash.Hash
 	innerState, outerState []byte
-	sum                    [sm3Size]byte
-	// a and block are P_hash's scratch, kept here so that they do not
-	// escape to the heap on every call.
-	a, block [sm3Size]byte
+	// states holds innerState and outerState.
+	states []byte
+	sum    [sm3Size]byte
+	// Scratch kept here so that it does not escape to the heap on every
+	// call: a and block for P_hash, pad for setKey, transcriptHash for
+	// finishedData, keyBlock for keyBlock.
+	a, block, transcriptHash [sm3Size]byte
+	pad                      [64]byte
+	keyBlock                 [maxKeyBlockLen]byte
 	// fallback is used if the SM3 implementation cannot save its state.
 	fallback hash.Hash
 }
@@ -40,7 +47,7 @@ const sm3StateSize = 108
 
 func newHMACSM3(key []byte) *hmacSM3 {
 	h := &hmacSM3{inner: sm3.New(), outer: sm3.New()}
-	h.innerState = make([]byte, 0, 2*sm3StateSize)
+	h.states = make([]byte, 0, 2*sm3StateSize)
 	h.setKey(key)
 	return h
 }
@@ -57,11 +64,12 @@ func (h *hmacSM3) setKey(key []byte) {
 		h.fallback = hmac.New(sm3.New, key)
 		return
 	}
-	var pad [64]byte
+	pad := &h.pad
 	if len(key) > len(pad) {
 		s := sm3.Sum(key)
 		key = s[:]
 	}
+	clear(pad[:])
 	copy(pad[:], key)
 	for i := range pad {
 		pad[i] ^= 0x36
@@ -74,10 +82,10 @@ func (h *hmacSM3) setKey(key []byte) {
 	h.outer.Reset()
 	h.outer.Write(pad[:])
 	clear(pad[:])
-	buf := h.innerState[:0]
-	buf, _ = in.AppendBinary(buf)
+	buf, _ := in.AppendBinary(h.states[:0])
 	n := len(buf)
 	buf, _ = out.AppendBinary(buf)
+	h.states = buf
 	h.innerState, h.outerState = buf[:n:n], buf[n:]
 }
 
@@ -108,6 +116,43 @@ func (h *hmacSM3) Sum(b []byte) []byte {
 
 func (h *hmacSM3) Size() int      { return sm3Size }
 func (h *hmacSM3) BlockSize() int { return 64 }
+
+// handshakeMACs keeps the key schedule's HMAC-SM3 (its SM3 states and
+// buffers) from one handshake for the next: see getHandshakeMAC.
+var handshakeMACs sync.Pool
+
+// getHandshakeMAC returns HMAC-SM3 keyed with key for one handshake's key
+// schedule; putHandshakeMAC gives it back when the handshake is over.
+func getHandshakeMAC(key []byte) *hmacSM3 {
+	h, _ := handshakeMACs.Get().(*hmacSM3)
+	if h == nil {
+		return newHMACSM3(key)
+	}
+	h.setKey(key)
+	return h
+}
+
+// putHandshakeMAC wipes h and keeps it for the next handshake.
+func putHandshakeMAC(h *hmacSM3) {
+	if h == nil || h.fallback != nil {
+		return
+	}
+	h.wipe()
+	handshakeMACs.Put(h)
+}
+
+// wipe clears everything h holds of its key and of what it computed.
+func (h *hmacSM3) wipe() {
+	h.inner.Reset()
+	h.outer.Reset()
+	clear(h.states)
+	clear(h.sum[:])
+	clear(h.a[:])
+	clear(h.block[:])
+	clear(h.transcriptHash[:])
+	clear(h.pad[:])
+	clear(h.keyBlock[:])
+}
 
 // prf fills out with PRF(secret, label, seed1 || seed2), the TLS 1.2
 // P_hash construction over HMAC-SM3, with mac keyed with the secret.
@@ -149,22 +194,25 @@ func masterFromPreMaster(mac *hmacSM3, preMasterSecret, clientRandom, serverRand
 	return master
 }
 
+// maxKeyBlockLen is the longest key block of the suites (the CBC ones').
+const maxKeyBlockLen = 2 * (sm3Size + sm4Key)
+
 // keyBlock expands the master secret (mac is keyed with it) into the
-// suite's keys; note the server random comes first here.
+// suite's keys, in mac's scratch; note the server random comes first
+// here.
 func keyBlock(suite *cipherSuite, mac *hmacSM3, clientRandom, serverRandom []byte) []byte {
-	kb := make([]byte, suite.keyBlockLen())
+	kb := mac.keyBlock[:suite.keyBlockLen()]
 	prf(kb, mac, labelKeyExpansion, serverRandom, clientRandom)
 	return kb
 }
 
-// finishedData computes verify_data over the transcript hash so far; mac
-// is keyed with the master secret.
-func finishedData(mac *hmacSM3, isClient bool, transcriptHash []byte) []byte {
+// finishedData computes verify_data over the transcript so far; mac is
+// keyed with the master secret.
+func finishedData(mac *hmacSM3, isClient bool, transcript hash.Hash) (out [finishedVerifyLen]byte) {
 	label := labelServerFinished
 	if isClient {
 		label = labelClientFinished
 	}
-	out := make([]byte, finishedVerifyLen)
-	prf(out, mac, label, transcriptHash, nil)
+	prf(out[:], mac, label, transcript.Sum(mac.transcriptHash[:0]), nil)
 	return out
 }

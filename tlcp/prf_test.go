@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"crypto/hmac"
+	"hash"
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
@@ -32,14 +33,60 @@ func TestPRFHashMatchesHMAC(t *testing.T) {
 func BenchmarkPRFKeySchedule(b *testing.B) {
 	pms := make([]byte, 48)
 	random := make([]byte, 32)
-	th := make([]byte, 32)
+	th := sm3.New()
 	suite := cipherSuiteByID(ECC_SM4_GCM_SM3)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		mac := newHMACSM3(nil)
+		mac := getHandshakeMAC(nil)
 		masterFromPreMaster(mac, pms, random, random)
 		keyBlock(suite, mac, random, random)
 		finishedData(mac, true, th)
 		finishedData(mac, false, th)
+		putHandshakeMAC(mac)
+	}
+}
+
+// TestHMACWipe: a handshake's HMAC goes back to the pool holding nothing
+// of its key or of what it computed.
+func TestHMACWipe(t *testing.T) {
+	h := newHMACSM3(bytes.Repeat([]byte{0xa5}, 48))
+	prf(make([]byte, 40), h, labelKeyExpansion, []byte("server random"), []byte("client random"))
+	th := sm3.New()
+	th.Write([]byte("transcript"))
+	finishedData(h, true, th)
+	h.wipe()
+	for name, b := range map[string][]byte{"states": h.states[:cap(h.states)], "sum": h.sum[:], "a": h.a[:], "block": h.block[:], "transcriptHash": h.transcriptHash[:], "pad": h.pad[:], "keyBlock": h.keyBlock[:]} {
+		if !bytes.Equal(b, make([]byte, len(b))) {
+			t.Errorf("%s is not cleared: %x", name, b)
+		}
+	}
+	fresh, _ := sm3.New().(stateSaver).AppendBinary(nil)
+	for name, d := range map[string]hash.Hash{"inner": h.inner, "outer": h.outer} {
+		if st, _ := d.(stateSaver).AppendBinary(nil); !bytes.Equal(st, fresh) {
+			t.Errorf("the %s SM3 state is not reset", name)
+		}
+	}
+}
+
+// TestKeyScheduleAllocations: a handshake's key schedule, with its HMAC
+// taken from and given back to the pool, allocates the master secret
+// only.
+func TestKeyScheduleAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector; .ci/run runs this test without it")
+	}
+	pms := make([]byte, 48)
+	random := make([]byte, 32)
+	th := sm3.New()
+	suite := cipherSuiteByID(ECC_SM4_GCM_SM3)
+	if n := testing.AllocsPerRun(50, func() {
+		mac := getHandshakeMAC(nil)
+		masterFromPreMaster(mac, pms, random, random)
+		keyBlock(suite, mac, random, random)
+		finishedData(mac, true, th)
+		finishedData(mac, false, th)
+		putHandshakeMAC(mac)
+	}); n != 1 {
+		t.Errorf("the key schedule makes %v allocations, want 1 (the master secret)", n)
 	}
 }

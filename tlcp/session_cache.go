@@ -164,10 +164,16 @@ func (c *lruSessionCache) Get(id []byte) (*SessionState, bool) {
 	}
 	c.unlink(i)
 	c.pushFront(i)
-	st := &SessionState{
+	// The state and its copy of the master secret in one allocation.
+	found := &struct {
+		st     SessionState
+		master [masterSecretLength]byte
+	}{master: s.master}
+	st := &found.st
+	*st = SessionState{
 		Version:      s.version,
 		CipherSuite:  s.suite,
-		MasterSecret: append([]byte(nil), s.master[:]...),
+		MasterSecret: found.master[:],
 		CreatedAt:    time.Unix(0, s.created),
 		binding:      s.binding,
 		verified:     s.verified,

@@ -49,8 +49,18 @@ func selfVectors(t *testing.T) (cr, sr, pms []byte) {
 }
 
 func TestKeyScheduleVectors(t *testing.T) {
+	t.Run("new", func(t *testing.T) { testKeyScheduleVectors(t, newHMACSM3(nil)) })
+	// A MAC that served a handshake before: keyed with other secrets,
+	// used, wiped.
+	used := newHMACSM3([]byte("an earlier pre-master secret"))
+	used.setKey([]byte("an earlier master secret"))
+	prf(make([]byte, 40), used, labelKeyExpansion, []byte("random"), nil)
+	used.wipe()
+	t.Run("reused", func(t *testing.T) { testKeyScheduleVectors(t, used) })
+}
+
+func testKeyScheduleVectors(t *testing.T, mac *hmacSM3) {
 	cr, sr, pms := selfVectors(t)
-	mac := newHMACSM3(nil)
 	master := masterFromPreMaster(mac, pms, cr, sr)
 	wantMaster := unhex(t, "306b196f1aca486eb07e607e4f6c8ad613fd42db24aa2e1ec846172fc06612fedd19ecdfa4d1917442f4393de9870271")
 	if !bytes.Equal(master, wantMaster) {
@@ -76,11 +86,13 @@ func TestKeyScheduleVectors(t *testing.T) {
 		t.Fatalf("GCM key block\n got %x\nwant %x", gcm, wantCBC[:40])
 	}
 
-	th := sm3.Sum([]byte("abc"))
-	if got, want := finishedData(mac, true, th[:]), unhex(t, "7baaca42e32b9d012fe99378"); !bytes.Equal(got, want) {
+	// The transcript hash is SM3("abc").
+	th := sm3.New()
+	th.Write([]byte("abc"))
+	if got, want := finishedData(mac, true, th), unhex(t, "7baaca42e32b9d012fe99378"); !bytes.Equal(got[:], want) {
 		t.Fatalf("client verify_data %x, want %x", got, want)
 	}
-	if got, want := finishedData(mac, false, th[:]), unhex(t, "4d133c39b2deeb74dbb08155"); !bytes.Equal(got, want) {
+	if got, want := finishedData(mac, false, th), unhex(t, "4d133c39b2deeb74dbb08155"); !bytes.Equal(got[:], want) {
 		t.Fatalf("server verify_data %x, want %x", got, want)
 	}
 }
