@@ -140,8 +140,12 @@ func (r *router) match(host, path string, tcp bool) *route {
 }
 
 func stripPort(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		return h
+	// Without a colon there is no port, and SplitHostPort would only
+	// allocate its error to say so.
+	if strings.IndexByte(host, ':') >= 0 {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			return h
+		}
 	}
 	return strings.Trim(host, "[]")
 }

@@ -45,6 +45,32 @@ func TestRouterPrecedence(t *testing.T) {
 	if got := (&router{}).match("x", "/", false); got != nil {
 		t.Errorf("empty router matched %v", got)
 	}
+	// Every connection asks for its TCP route by server name, and every
+	// request for its route by Host, mostly without a port.
+	for _, host := range []string{"", "api.example.cn", "api.example.cn:443"} {
+		if n := testing.AllocsPerRun(100, func() { r.match(host, "/v1/x", host == "") }); n != 0 {
+			t.Errorf("match(%q) allocates %v times", host, n)
+		}
+	}
+}
+
+func TestStripPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                "",
+		"example.cn":      "example.cn",
+		"example.cn:8443": "example.cn",
+		"10.0.0.1":        "10.0.0.1",
+		"10.0.0.1:80":     "10.0.0.1",
+		"[::1]:443":       "::1",
+		"[::1]":           "::1",
+		"::1":             "::1",
+		"[bracketed]":     "bracketed",
+		"a:b:c":           "a:b:c",
+	} {
+		if got := stripPort(in); got != want {
+			t.Errorf("stripPort(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 func TestPolicies(t *testing.T) {
