@@ -106,6 +106,9 @@ func answerPlainHTTP(r io.Reader, w io.Writer) {
 type replayConn struct {
 	net.Conn
 	prefix []byte
+	// helloBuf, when set, is the helloBufs buffer prefix was read into,
+	// given back once prefix has been read.
+	helloBuf *[]byte
 	// refusedName is the server name of a TLS ClientHello that no site
 	// serves, which crypto/tls does not report (see siteTable.outerTLS).
 	refusedName string
@@ -118,6 +121,10 @@ func (c *replayConn) Read(b []byte) (int, error) {
 		if len(c.prefix) == 0 {
 			// Let the buffer go: the connection may live for hours.
 			c.prefix = nil
+			if c.helloBuf != nil {
+				helloBufs.Put(c.helloBuf)
+				c.helloBuf = nil
+			}
 		}
 		return n, nil
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"net"
 	"testing"
 )
 
@@ -53,4 +54,34 @@ func FuzzDetectProtocol(f *testing.F) {
 			t.Fatalf("accepted % x", data)
 		}
 	})
+}
+
+// TestReplayConnGivesHelloBack: the first flight is replayed whole, then
+// the connection is read; the buffer it was read into goes back to
+// helloBufs once replayed, not before.
+func TestReplayConnGivesHelloBack(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	buf := helloBufs.Get().(*[]byte)
+	hello := append((*buf)[:0], "first flight"...)
+	rc := &replayConn{Conn: a, prefix: hello, helloBuf: buf}
+	got := make([]byte, 5)
+	if n, err := rc.Read(got); err != nil || string(got[:n]) != "first" {
+		t.Fatalf("read %q, %v", got[:n], err)
+	}
+	if rc.helloBuf == nil {
+		t.Fatal("the buffer was given back before the flight was replayed whole")
+	}
+	rest := make([]byte, 64)
+	if n, err := rc.Read(rest); err != nil || string(rest[:n]) != " flight" {
+		t.Fatalf("read %q, %v", rest[:n], err)
+	}
+	if rc.helloBuf != nil || rc.prefix != nil {
+		t.Fatal("the replayed flight's buffer is kept")
+	}
+	go b.Write([]byte("next"))
+	if n, err := rc.Read(rest); err != nil || string(rest[:n]) != "next" {
+		t.Fatalf("after the flight, read %q, %v", rest[:n], err)
+	}
 }

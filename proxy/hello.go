@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -44,8 +45,14 @@ const (
 // HTTP request gets a 400 written to w and errPlainHTTP); a handshake
 // message that is not a ClientHello, or too large, fails with the alert a
 // TLCP or TLS server sends for it, and the alert is written to w.
-func readClientHello(r io.Reader, w io.Writer) (wireProtocol, []byte, error) {
-	h := helloReader{r: r, buf: make([]byte, 0, helloReadChunk)}
+//
+// The bytes are read into buf's capacity, and past it into a larger
+// buffer when they do not fit; nil buf reads into a new one.
+func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte, error) {
+	if cap(buf) < helloReadChunk {
+		buf = make([]byte, 0, helloReadChunk)
+	}
+	h := helloReader{r: r, buf: buf[:0]}
 	if err := h.fill(recordHeaderLen); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) && len(h.buf) == 0 {
 			err = io.EOF
@@ -103,6 +110,12 @@ func readClientHello(r io.Reader, w io.Writer) (wireProtocol, []byte, error) {
 		}
 	}
 }
+
+// helloBufs hold first flights: a connection takes one to read its
+// ClientHello into, and the replayConn that replays it gives it back once
+// the handshake has read it all (replayConn.Read), so that a connection
+// does not allocate one.
+var helloBufs = sync.Pool{New: func() any { b := make([]byte, 0, helloReadChunk); return &b }}
 
 // helloReader reads the first flight into buf.
 type helloReader struct {

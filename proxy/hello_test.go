@@ -52,7 +52,7 @@ func TestReadClientHello(t *testing.T) {
 			next := []byte{20, c.version[0], c.version[1], 0, 1, 1}
 			for _, r := range []io.Reader{bytes.NewReader(append(hello, next...)), iotest.OneByteReader(bytes.NewReader(append(hello, next...)))} {
 				var alerts bytes.Buffer
-				proto, raw, err := readClientHello(r, &alerts)
+				proto, raw, err := readClientHello(r, &alerts, nil)
 				if err != nil || proto != c.want || !bytes.HasPrefix(raw, hello) || alerts.Len() != 0 {
 					t.Fatalf("got %v, %d bytes, %v, alert % x; want %v and the %d bytes of the hello first", proto, len(raw), err, alerts.Bytes(), c.want, len(hello))
 				}
@@ -87,7 +87,7 @@ func TestReadClientHelloRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var alerts bytes.Buffer
-			_, raw, err := readClientHello(bytes.NewReader(c.in), &alerts)
+			_, raw, err := readClientHello(bytes.NewReader(c.in), &alerts, nil)
 			if err == nil || raw != nil {
 				t.Fatalf("accepted: %d bytes", len(raw))
 			}
@@ -117,7 +117,7 @@ func FuzzReadClientHello(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var alerts bytes.Buffer
-		proto, raw, err := readClientHello(bytes.NewReader(data), &alerts)
+		proto, raw, err := readClientHello(bytes.NewReader(data), &alerts, nil)
 		if err != nil {
 			if raw != nil {
 				t.Fatalf("bytes returned with error %v", err)

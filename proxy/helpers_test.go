@@ -369,7 +369,7 @@ func clientHello(t testing.TB, p *testPKI) []byte {
 		_ = tlcp.Client(b, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}).Handshake()
 	}()
 	_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, hello, err := readClientHello(a, nil)
+	_, hello, err := readClientHello(a, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

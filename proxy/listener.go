@@ -284,14 +284,16 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		return
 	}
 
-	detected, hello, err := readClientHello(conn, conn)
+	helloBuf := helloBufs.Get().(*[]byte)
+	detected, hello, err := readClientHello(conn, conn, *helloBuf)
 	if err != nil {
+		helloBufs.Put(helloBuf)
 		s.handshakeFailed(rl, client, &connInfo{protocol: detected.String()}, err, time.Since(accepted))
 		tc.Close()
 		return
 	}
 	_ = conn.SetDeadline(deadline)
-	conn = &replayConn{Conn: conn, prefix: hello}
+	conn = &replayConn{Conn: conn, prefix: hello, helloBuf: helloBuf}
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
