@@ -44,15 +44,16 @@ const (
 )
 
 // serverProtocols are the protocols a listener's HTTP server speaks:
-// HTTP/1.1, and HTTP/2 on tlcp, tls and auto listeners, whose connections
-// each say at their handshake whether they may use it. A reload that turns
-// http2 on or off takes effect for new connections.
-func serverProtocols(lc config.Listener) *http.Protocols {
+// HTTP/1.1, and HTTP/2 to connections that start with its preface, on
+// every listener. Each connection says whether it may (httpConn.Read):
+// one of an http listener never, one of a tlcp, tls or auto listener as
+// its handshake and the listener's http2 decided. So a reload that keeps
+// a listener's socket and its HTTP server applies a change of protocol
+// or of http2 to the connections that come next.
+func serverProtocols() *http.Protocols {
 	p := &http.Protocols{}
 	p.SetHTTP1(true)
-	if lc.Protocol != config.ProtocolHTTP {
-		p.SetUnencryptedHTTP2(true)
-	}
+	p.SetUnencryptedHTTP2(true)
 	return p
 }
 

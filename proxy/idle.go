@@ -164,6 +164,7 @@ func (l *connListener) waitParked(c *httpConn) {
 		err = waitReadable(c.sock)
 	}
 	l.parked.remove(c)
+	c.restart()
 	if err != nil || !l.push(c) {
 		c.Conn.Close()
 	}

@@ -81,7 +81,7 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
 		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
 		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
-		Protocols:         serverProtocols(lc),
+		Protocols:         serverProtocols(),
 		HTTP2:             http2Limits(gen.cfg),
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -383,9 +383,15 @@ type httpConn struct {
 	listener *connListener
 	idleState
 	// h2Allowed lets the client speak HTTP/2 (see handleConn); h2 is set
-	// once its first bytes were the HTTP/2 preface, started once its first
-	// bytes were read.
-	h2Allowed, h2, started bool
+	// once its first bytes were the HTTP/2 preface.
+	h2Allowed, h2 bool
+	// start holds the first bytes read since the HTTP server took the
+	// connection (up to 4), until started says whether they began the
+	// HTTP/2 preface; refused is set once they did on a connection that
+	// may not speak HTTP/2.
+	start            [4]byte
+	startLen         int
+	started, refused bool
 }
 
 // http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
@@ -397,15 +403,12 @@ const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 var errHTTP2NotAllowed = errors.New("the client sent the HTTP/2 preface on a connection that did not choose h2")
 
 func (c *httpConn) Read(b []byte) (int, error) {
+	if c.refused {
+		return 0, errHTTP2NotAllowed
+	}
 	n, err := c.Conn.Read(b)
-	if !c.started && n > 0 {
-		c.started = true
-		if n >= 4 && string(b[:4]) == http2Preface[:4] {
-			if !c.h2Allowed {
-				return 0, errHTTP2NotAllowed
-			}
-			c.h2 = true
-		}
+	if !c.started && n > 0 && !c.checkStart(b[:n]) {
+		return 0, errHTTP2NotAllowed
 	}
 	if !c.h2 && c.framing.scan(b[:n]) {
 		c.info.ambiguousFraming.Store(true)
@@ -414,6 +417,41 @@ func (c *httpConn) Read(b []byte) (int, error) {
 		return c.idleRead(n, err)
 	}
 	return n, err
+}
+
+// checkStart watches the first bytes of the connection, b the latest
+// read of them, and reports whether the connection may go on. The HTTP
+// server serves HTTP/2 to any connection that starts with the preface
+// (it is set to on every listener, so that a reload that changes a
+// listener's protocol needs no new server); this is where a connection
+// that may not is stopped. The first 4 bytes decide, however the client
+// split them: net/http waits for the whole preface, across reads.
+func (c *httpConn) checkStart(b []byte) bool {
+	c.startLen += copy(c.start[c.startLen:], b)
+	if string(c.start[:c.startLen]) != http2Preface[:c.startLen] {
+		c.started = true
+		return true
+	}
+	if c.startLen < len(c.start) {
+		return true
+	}
+	c.started = true
+	if !c.h2Allowed {
+		c.refused = true
+		return false
+	}
+	c.h2 = true
+	return true
+}
+
+// restart makes the connection's next bytes be checked as a new start:
+// the HTTP server takes a connection back from parking as a new one, and
+// would serve HTTP/2 to one that sends the preface then. A parked
+// connection spoke HTTP/1 (HTTP/2 ones are not parked), and stays so.
+func (c *httpConn) restart() {
+	c.h2Allowed = false
+	c.started = false
+	c.startLen = 0
 }
 
 // Write bounds each write (see writeBound).
