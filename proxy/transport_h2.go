@@ -48,6 +48,39 @@ func setUpstreamProtocols(tr *http.Transport, uc *config.Upstream) {
 		p.SetHTTP1(true)
 	}
 	tr.Protocols = p
+	if p.HTTP2() || p.UnencryptedHTTP2() {
+		tr.HTTP2 = upstreamHTTP2()
+	}
+}
+
+// Keep-alive PINGs on HTTP/2 connections to upstreams. A connection whose
+// peer is gone without a word (a crashed host, a dropped NAT or firewall
+// entry) would otherwise take requests, each answered 504 after
+// timeouts.upstream_response, until TCP gives up (some 15 minutes); a
+// PING that gets no answer closes it, and the next request opens a new
+// one. net/http sends a PING only after upstreamPingAfter without a
+// frame from the target, whether or not requests are in flight; a busy
+// connection is never pinged.
+//
+// upstreamPingAfter is gRPC's shortest keep-alive interval: gRPC servers
+// (grpc-go and grpc-java, with their default enforcement policy) count a
+// PING that comes sooner than 5 minutes after the previous one, on a
+// connection with streams (2 hours without), and at the third such
+// answer GOAWAY ENHANCE_YOUR_CALM ("too_many_pings") and close the
+// connection with its streams; only a HEADERS or DATA frame they send
+// clears the count. A shorter interval would so cut gRPC streams that are quiet for
+// a few intervals (a watch waiting for events), on all of a
+// connection's calls. Idle connections are closed after 90 s, before
+// they are ever pinged. Variables, for tests.
+var (
+	upstreamPingAfter   = 5 * time.Minute
+	upstreamPingTimeout = 15 * time.Second
+)
+
+// upstreamHTTP2 is the configuration of net/http's HTTP/2 client to
+// upstreams.
+func upstreamHTTP2() *http.HTTP2Config {
+	return &http.HTTP2Config{SendPingTimeout: upstreamPingAfter, PingTimeout: upstreamPingTimeout}
 }
 
 // withoutUpgrade is req without its offer to switch protocols (Upgrade,
@@ -148,7 +181,7 @@ func (h *tlcpHTTP2) transport(ts transportSettings, dial func(ctx context.Contex
 	t.Protocols = protocols
 	// A connection from which nothing came for a while is checked with
 	// a PING, and closed when the answer does not come.
-	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: http2PingAfter, PingTimeout: http2PingTimeout}
+	t.HTTP2 = upstreamHTTP2()
 	return t
 }
 
