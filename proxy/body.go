@@ -18,18 +18,32 @@ import (
 // the upload idle, not its whole length), and it keeps the first read
 // error, so that a body the client broke is answered as the client's
 // fault and never counted against the upstream target.
+//
+// Once the response has started, what is written to the client counts
+// as activity too (responded), as Envoy's stream idle timeout does: a
+// bidirectional stream (gRPC) whose client only listens while the
+// upstream streams is not cut, one quiet both ways still is.
 type requestBody struct {
 	io.ReadCloser
 	ctl  *http.ResponseController
 	idle time.Duration
+	// http1 is set for a request over HTTP/1.
+	http1 bool
 
 	// reading is held during each Read (made by the transport's
 	// goroutine), so that failure can wait for one in flight.
 	reading sync.Mutex
-	// started is set by the first Read.
-	started atomic.Bool
-	mu      sync.Mutex
-	err     error
+	// started is set by the first Read, done once a Read has returned
+	// an error (io.EOF included).
+	started, done atomic.Bool
+	mu            sync.Mutex
+	err           error
+
+	// deadlineMu orders the read deadlines set by Read and by the
+	// response's writes; readUntil is the one of the Read in flight
+	// (zero when none waits).
+	deadlineMu sync.Mutex
+	readUntil  time.Time
 }
 
 func newRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duration) *requestBody {
@@ -43,15 +57,22 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.idle > 0 {
 		// The deadline is set when gmgate is ready for more, so a slow
 		// upstream does not count against the client.
-		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		b.setReadDeadline(time.Now().Add(b.idle))
 	}
 	n, err := b.ReadCloser.Read(p)
+	if b.idle > 0 {
+		b.deadlineMu.Lock()
+		b.readUntil = time.Time{}
+		b.deadlineMu.Unlock()
+	}
 	switch {
 	case err == io.EOF:
+		b.done.Store(true)
 		if b.idle > 0 {
 			_ = b.ctl.SetReadDeadline(time.Time{})
 		}
 	case err != nil:
+		b.done.Store(true)
 		b.mu.Lock()
 		if b.err == nil {
 			b.err = err
@@ -59,6 +80,42 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	}
 	return n, err
+}
+
+func (b *requestBody) setReadDeadline(t time.Time) {
+	b.deadlineMu.Lock()
+	defer b.deadlineMu.Unlock()
+	b.readUntil = t
+	_ = b.ctl.SetReadDeadline(t)
+}
+
+// streaming reports whether the body is being forwarded and has not
+// ended: the response then starts while the client may still send.
+func (b *requestBody) streaming() bool {
+	return b.started.Load() && !b.done.Load()
+}
+
+// responded pushes back the deadline of a read waiting for the client
+// when the response has written to it: the body is idle only while
+// nothing moves either way. The deadline moves by an eighth of the
+// idle time at least, so a stream of small writes does not reset it for
+// each; a stream quiet both ways is cut between idle and an eighth more
+// after its last byte.
+func (b *requestBody) responded() {
+	if b.idle <= 0 {
+		return
+	}
+	b.deadlineMu.Lock()
+	defer b.deadlineMu.Unlock()
+	if b.readUntil.IsZero() {
+		return
+	}
+	now := time.Now()
+	if b.readUntil.Sub(now) >= b.idle {
+		return
+	}
+	b.readUntil = now.Add(b.idle + b.idle/8)
+	_ = b.ctl.SetReadDeadline(b.readUntil)
 }
 
 // boundUnread gives an HTTP/1 body that nobody read (its request was

@@ -178,6 +178,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body := newRequestBody(r.Body, w, st.requestBody)
 		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
 		r.Body = body
+		body.http1 = r.ProtoMajor == 1
+		rec.body = body
 		if r.ProtoMajor == 1 {
 			defer body.boundUnread()
 		}
@@ -468,6 +470,9 @@ type recorder struct {
 	// stall bounds the writes of an HTTP/2 response (its w is nil for
 	// HTTP/1, whose connection bounds its own: httpConn.Write).
 	stall writeStall
+	// body is the request's body (nil for none): what the response
+	// writes keeps it from idling out while the client listens.
+	body *requestBody
 }
 
 // noteTarget records which target answered; a ReverseProxy's
@@ -498,6 +503,18 @@ func (r *recorder) WriteHeader(code int) {
 		if r.closeConn {
 			r.Header().Set("Connection", "close")
 		}
+		if r.body != nil && r.body.streaming() {
+			// The upstream answers while the client still sends (a
+			// bidirectional stream, or an early answer): net/http
+			// would otherwise read what is left of an HTTP/1 body
+			// before it sends the header. The connection cannot be
+			// used again before that body ends, so it is closed.
+			_ = r.body.ctl.EnableFullDuplex()
+			if r.body.http1 {
+				r.Header().Set("Connection", "close")
+			}
+			r.body.responded()
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -512,6 +529,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
+	if r.body != nil && n > 0 {
+		r.body.responded()
+	}
 	return n, err
 }
 
