@@ -362,8 +362,8 @@ func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
 // target is in service, 504 when the upstream timed out, 502 otherwise,
 // with a short plain body, and logs which upstream failed and why (a few
 // lines a second per upstream). A request whose client broke or let idle
-// its own body is the client's failure: 400 or 408, and the connection is
-// closed; one whose client went away is logged as 499 and nothing is
+// its own body is the client's failure: 400 or 408, and an HTTP/1
+// connection is closed; one whose client went away is logged as 499 and nothing is
 // sent.
 func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool, err error) {
 	var be *clientBodyError
@@ -374,7 +374,10 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool,
 			abort(w)
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
+		if rec, ok := w.(*recorder); ok && r.ProtoMajor == 1 {
+			// What is left of an HTTP/1 body stands in the way of the
+			// next request; over HTTP/2 the failure ends the stream
+			// alone, and the connection goes on carrying the others.
 			rec.closeConn = true
 		}
 		what := "the request body is not valid HTTP"
