@@ -22,7 +22,10 @@ var benchCmd = &cobra.Command{
   gmgate bench idle-conns         memory per idle keep-alive connection of gmgate serve`,
 }
 
-func init() { rootCmd.AddCommand(benchCmd) }
+func init() {
+	benchCmd.PersistentPreRunE = checkBenchFlags
+	rootCmd.AddCommand(benchCmd)
+}
 
 // benchOutput holds the output flags both bench commands share.
 type benchOutput struct {

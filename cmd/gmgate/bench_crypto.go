@@ -32,6 +32,12 @@ Examples:
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
+			if !cmd.Flags().Changed("warmup") {
+				opts.Warmup = bench.CryptoWarmup(opts.Duration)
+			}
+			if !cmd.Flags().Changed("cpu") {
+				opts.CPU = -1
+			}
 			opts.Progress = out.progress(cmd, "figures as they come")
 			rep, err := bench.RunCrypto(ctx, opts)
 			if err != nil {
@@ -41,11 +47,11 @@ Examples:
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&opts.Duration, "duration", 0, "length of each timed loop (default 1s)")
-	f.DurationVar(&opts.Warmup, "warmup", 0, "warm-up before each loop, not counted (default duration/5, at most 200ms)")
-	f.IntSliceVar(&opts.Sizes, "sizes", nil, "message sizes in bytes for the by-size figures (default 16,64,256,1024,4096,16384)")
-	f.IntVar(&opts.Retries, "retries", 2, "take a figure again this many times when another process shared the core")
-	f.IntVar(&opts.CPU, "cpu", -1, "CPU to pin the measuring goroutine to (default: the last one allowed)")
+	f.DurationVar(&opts.Duration, "duration", bench.DefaultCryptoDuration, "length of each timed loop")
+	f.DurationVar(&opts.Warmup, "warmup", 0, "warm-up before each loop, not counted; 0 for none (default: a fifth of --duration, at most 200ms)")
+	f.IntSliceVar(&opts.Sizes, "sizes", bench.DefaultSizes, "message sizes in bytes for the by-size figures, multiples of 16")
+	f.IntVar(&opts.Retries, "retries", 2, "take a figure again up to this many times when another process shared the core; 0 to take each once")
+	f.IntVar(&opts.CPU, "cpu", 0, "CPU to pin the measuring goroutine to (default: the last one this process may use)")
 	f.StringSliceVar(&opts.Only, "only", nil, "measure only algorithms whose name contains one of these words (e.g. sm2,sm4)")
 	f.StringArrayVar(&opts.Keys, "key", nil, "an SM2 key reference to measure through its accel backend (repeatable)")
 	out.flags(cmd)

@@ -120,10 +120,10 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&opts.Protocols, "protocols", nil, "listeners to load: tlcp-gcm, tlcp-cbc, tls (default all)")
-	f.IntSliceVar(&opts.Clients, "clients", nil, "numbers of keep-alive clients (default 8,64)")
-	f.DurationVarP(&opts.Duration, "duration", "d", 0, "measured time per protocol, build and number of clients in a round (default 5s)")
-	f.DurationVar(&opts.Warmup, "warmup", 0, "load before each measurement that is not counted (default 1s)")
-	f.IntVar(&opts.Body, "body", 0, "size of the upstream's responses in bytes (default 1024)")
+	f.IntSliceVar(&opts.Clients, "clients", bench.DefaultClients, "numbers of keep-alive clients")
+	f.DurationVarP(&opts.Duration, "duration", "d", bench.DefaultProxyDuration, "measured time per protocol, build and number of clients in a round")
+	f.DurationVar(&opts.Warmup, "warmup", bench.DefaultProxyWarmup, "load before each measurement that is not counted; 0 for none")
+	f.IntVar(&opts.Body, "body", bench.DefaultBody, "size of the upstream's responses in bytes")
 	f.StringVar(&opts.ServerProfile, "server-profile", "", "write a CPU profile of this build's gateway for every measurement of it to this directory (admin.pprof; profiling costs a little CPU)")
 	gf.register(f, 5)
 	benchCmd.AddCommand(cmd)
@@ -160,7 +160,7 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Protocol, "protocol", "tlcp-cbc", "listener to download through: tlcp-cbc, tlcp-gcm or tls")
-	f.Int64Var(&mib, "size-mib", 256, "size of each download in MiB")
+	f.Int64Var(&mib, "size-mib", bench.DefaultDownloadSize>>20, "size of each download in MiB")
 	gf.register(f, 7)
 	benchCmd.AddCommand(cmd)
 }
@@ -194,8 +194,8 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Protocol, "protocol", "tlcp-gcm", "listener the connections use: tlcp-gcm, tlcp-cbc or tls")
-	f.IntVar(&opts.Conns, "conns", 5000, "idle connections to open")
-	f.DurationVar(&opts.Settle, "settle", 0, "how long connections stay idle before memory is read (default 3s)")
+	f.IntVar(&opts.Conns, "conns", bench.DefaultIdleConns, "idle connections to open")
+	f.DurationVar(&opts.Settle, "settle", bench.DefaultSettle, "how long connections stay idle before memory is read; 0 to read it at once")
 	gf.register(f, 3)
 	benchCmd.AddCommand(cmd)
 

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"time"
 
 	"github.com/gmgate/gmgate/internal/bench"
 	"github.com/spf13/cobra"
@@ -78,21 +77,21 @@ Examples:
 	}
 	f := cmd.Flags()
 	f.StringVar(&suites, "suite", "", "comma-separated suites to run (default: the comparison without --target, ECC_SM4_GCM_SM3 with it)")
-	f.Float64Var(&resume, "resume", 0, "share of connections (0 to 1) that resume an earlier session")
+	f.Float64Var(&resume, "resume", 0, "share of connections (0 to 1) that resume an earlier session (default: none)")
 	f.StringVar(&opts.Target, "target", "", "host:port of a server to load instead of starting one")
 	f.StringVar(&opts.MetricsURL, "metrics", "", "the target's Prometheus metrics URL, for its process_cpu_seconds_total")
-	f.IntVar(&opts.ServerPID, "server-pid", 0, "process ID of a target on this machine, whose CPU time (children included) is read from /proc")
+	f.IntVar(&opts.ServerPID, "server-pid", 0, "process ID of a target on this machine, whose CPU time (children included) is read from /proc (default: none)")
 	f.StringVar(&opts.ServerName, "server-name", "", "name to verify the server's certificate against (with --ca) and to send as HTTP Host")
 	f.StringVar(&opts.CAFile, "ca", "", "PEM CA certificates to verify the server against (default: not verified)")
-	f.IntVarP(&opts.Concurrency, "concurrency", "c", 64, "connections in flight")
-	f.DurationVarP(&opts.Duration, "duration", "d", 0, "measured time per suite (default 10s)")
-	f.DurationVar(&opts.Warmup, "warmup", defaultWarmup, "load before each measurement that is not counted")
+	f.IntVarP(&opts.Concurrency, "concurrency", "c", bench.DefaultConcurrency, "connections in flight")
+	f.DurationVarP(&opts.Duration, "duration", "d", bench.DefaultHandshakeDuration, "measured time per suite")
+	f.DurationVar(&opts.Warmup, "warmup", bench.DefaultHandshakeWarmup, "load before each measurement that is not counted; 0 for none")
 	f.IntVar(&opts.Rounds, "rounds", 1, "run all suites this many times in turn and add up each suite's windows (steadier on a shared machine)")
-	f.DurationVar(&opts.Timeout, "timeout", 0, "limit for each connection (default 10s)")
-	f.Float64Var(&opts.Rate, "rate", 0, "at most this many new connections per second (default: as fast as they complete)")
+	f.DurationVar(&opts.Timeout, "timeout", bench.DefaultHandshakeTimeout, "limit for each connection")
+	f.Float64Var(&opts.Rate, "rate", 0, "at most this many new connections per second; 0 for no limit (default: as fast as they complete)")
 	f.StringVar(&opts.HTTPPath, "http", "", "send one GET for this path on each connection and read the response (mixed workload)")
-	f.IntVar(&opts.HTTPBody, "http-body", 0, "size of the self-started server's responses in bytes (default 1024)")
-	f.Float64Var(&opts.Peak, "peak", 10000, "peak handshakes/s for the capacity lines")
+	f.IntVar(&opts.HTTPBody, "http-body", bench.DefaultHTTPBody, "size of the self-started server's responses in bytes")
+	f.Float64Var(&opts.Peak, "peak", bench.DefaultPeak, "peak handshakes/s for the capacity lines; 0 for none")
 	f.IntVar(&opts.ServerCores, "server-cores", 0, "CPUs for the self-started server (default 1); with --target, the CPUs the server has, for its busy share (default: from --server-pid)")
 	f.StringVar(&opts.ServerProfileDir, "server-profile", "", "write a CPU profile of the self-started server's measured window per suite to this directory")
 	f.StringVar(&opts.Identity.SignCert, "sign-cert", "", "self-started server: signing certificate (PEM, leaf first)")
@@ -112,5 +111,3 @@ Examples:
 		},
 	})
 }
-
-const defaultWarmup = 2 * time.Second

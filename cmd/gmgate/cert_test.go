@@ -28,6 +28,9 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 func resetFlags(c *cobra.Command) {
 	reset := func(f *pflag.Flag) {
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			// Empty, not the default: a slice flag set before appends
+			// to what it holds, and the commands take an empty list as
+			// the default.
 			_ = sv.Replace(nil)
 		} else {
 			_ = f.Value.Set(f.DefValue)

@@ -203,7 +203,8 @@ func placeholderValue(typ string) string {
 
 // checkCommandLine parses a documented command line as gmgate would: the
 // command must exist, each flag must be one it has with a value it
-// takes (a key reference one that opening it would accept), and the
+// takes (in its range, for a bench command's numeric flag; a key
+// reference one that opening it would accept), and the
 // arguments must be what it accepts.
 func checkCommandLine(words []string, named bool) string {
 	resetFlags(rootCmd)
@@ -250,6 +251,11 @@ func checkCommandLine(words []string, named bool) string {
 	}
 	if err := cmd.ParseFlags(args); err != nil && !errors.Is(err, pflag.ErrHelp) {
 		return err.Error()
+	}
+	if cmd.Parent() == benchCmd {
+		if err := checkBenchFlags(cmd, nil); err != nil {
+			return err.Error()
+		}
 	}
 	if !cmd.Runnable() && len(cmd.Flags().Args()) > 0 {
 		return "unknown command " + strings.Join(cmd.Flags().Args(), " ") + " for " + cmd.CommandPath()

@@ -35,6 +35,18 @@ const CryptoSchema = "gmgate.bench.crypto/v1"
 // DefaultSizes are the message sizes of the by-size figures.
 var DefaultSizes = []int{16, 64, 256, 1024, 4096, 16384}
 
+// MaxMessageSize bounds the message sizes of the by-size figures, which
+// must be whole SM4 blocks (multiples of 16 bytes).
+const MaxMessageSize = 1 << 20
+
+// DefaultCryptoDuration is the length of each timed loop when none is
+// given.
+const DefaultCryptoDuration = time.Second
+
+// CryptoWarmup is the warm-up gmgate bench crypto runs before each timed
+// loop of d when none is given: a fifth of it, at most 200ms.
+func CryptoWarmup(d time.Duration) time.Duration { return min(d/5, 200*time.Millisecond) }
+
 // Groups of crypto figures, in the order they are reported.
 const (
 	GroupPublicKey  = "public-key"
@@ -45,10 +57,11 @@ const (
 
 // CryptoOptions says what RunCrypto measures and how.
 type CryptoOptions struct {
-	// Duration is the length of each timed loop (default 1s).
+	// Duration is the length of each timed loop (DefaultCryptoDuration
+	// when zero).
 	Duration time.Duration
-	// Warmup is run before each timed loop and not counted (default a
-	// fifth of Duration, at most 200ms).
+	// Warmup is run before each timed loop and not counted; zero is none
+	// but the single operation that starts the calibration.
 	Warmup time.Duration
 	// Sizes are the message sizes for the by-size figures (default
 	// DefaultSizes).
@@ -126,11 +139,11 @@ type cryptoCase struct {
 // RunCrypto measures the GM primitives and their usual counterparts on one
 // pinned core of this machine.
 func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
-	if opts.Duration <= 0 {
-		opts.Duration = time.Second
+	if opts.Duration < 0 || opts.Warmup < 0 {
+		return nil, errors.New("durations cannot be negative")
 	}
-	if opts.Warmup <= 0 {
-		opts.Warmup = min(opts.Duration/5, 200*time.Millisecond)
+	if opts.Duration == 0 {
+		opts.Duration = DefaultCryptoDuration
 	}
 	if len(opts.Sizes) == 0 {
 		opts.Sizes = DefaultSizes
@@ -139,7 +152,7 @@ func RunCrypto(ctx context.Context, opts CryptoOptions) (*CryptoReport, error) {
 		return nil, errors.New("retries cannot be negative")
 	}
 	for _, s := range opts.Sizes {
-		if s <= 0 || s%16 != 0 || s > 1<<20 {
+		if s <= 0 || s%16 != 0 || s > MaxMessageSize {
 			return nil, fmt.Errorf("message size %d: sizes must be positive multiples of 16 up to 1 MiB (SM4-ECB and SM4-CBC work on whole blocks)", s)
 		}
 	}

@@ -139,6 +139,7 @@ func TestRunCryptoOptions(t *testing.T) {
 	}{
 		{CryptoOptions{Sizes: []int{15}, CPU: -1}, "multiples of 16"},
 		{CryptoOptions{Retries: -1, CPU: -1}, "retries"},
+		{CryptoOptions{Warmup: -time.Millisecond, CPU: -1}, "negative"},
 		{CryptoOptions{CPU: 1 << 20}, "not among the CPUs"},
 		{CryptoOptions{CPU: -1, Only: []string{"md5"}}, "no figure"},
 		{CryptoOptions{CPU: -1, Keys: []string{"nosuch:thing"}}, "unknown scheme"},

@@ -18,9 +18,16 @@ type DownloadOptions struct {
 	// Protocol is the gateway listener: tlcp-cbc (default), tlcp-gcm or
 	// tls.
 	Protocol string
-	// Size of each download in bytes (default 256 MiB).
+	// Size of each download in bytes (DefaultDownloadSize when zero, at
+	// most MaxDownloadSize).
 	Size int64
 }
+
+// Sizes of a download.
+const (
+	DefaultDownloadSize = 256 << 20
+	MaxDownloadSize     = maxUpstreamBody
+)
 
 // DownloadReport is the outcome of RunDownload.
 type DownloadReport struct {
@@ -57,10 +64,13 @@ func (o *DownloadOptions) defaults() error {
 	if err := checkProtocols([]string{o.Protocol}); err != nil {
 		return err
 	}
-	if o.Size <= 0 {
-		o.Size = 256 << 20
+	if o.Size < 0 {
+		return fmt.Errorf("a download of %d bytes", o.Size)
 	}
-	if o.Size > maxUpstreamBody {
+	if o.Size == 0 {
+		o.Size = DefaultDownloadSize
+	}
+	if o.Size > MaxDownloadSize {
 		return fmt.Errorf("a download of %d bytes is more than the upstream serves", o.Size)
 	}
 	return nil

@@ -78,10 +78,13 @@ func (o *GatewayOptions) defaults() error {
 	if o.Upstream == nil {
 		return errors.New("no command for the upstream server")
 	}
-	if o.ServerCores <= 0 {
+	if o.ServerCores < 0 || o.Rounds < 0 {
+		return errors.New("server cores and rounds cannot be negative")
+	}
+	if o.ServerCores == 0 {
 		o.ServerCores = 1
 	}
-	if o.Rounds <= 0 {
+	if o.Rounds == 0 {
 		o.Rounds = 5
 	}
 	return nil

@@ -93,3 +93,31 @@ func TestGatewayReportsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A negative option is refused, never taken for the default; zero is the
+// default, but for a warm-up and a settling time, which it leaves out.
+func TestGatewayOptionsNegativeRefusedZeroDefault(t *testing.T) {
+	g := GatewayOptions{Builds: []GatewayBuild{{Name: "b"}}, Upstream: BinaryCommand("/bin/true")}
+	for name, err := range map[string]error{
+		"proxy duration": (&ProxyOptions{GatewayOptions: g, Duration: -1}).defaults(),
+		"proxy warm-up":  (&ProxyOptions{GatewayOptions: g, Warmup: -1}).defaults(),
+		"proxy body":     (&ProxyOptions{GatewayOptions: g, Body: -1}).defaults(),
+		"download size":  (&DownloadOptions{GatewayOptions: g, Size: -1}).defaults(),
+		"idle conns":     (&IdleOptions{GatewayOptions: g, Conns: -1}).defaults(),
+		"idle settle":    (&IdleOptions{GatewayOptions: g, Settle: -1}).defaults(),
+		"rounds":         (&GatewayOptions{Builds: g.Builds, Upstream: g.Upstream, Rounds: -1}).defaults(),
+		"gateway cores":  (&GatewayOptions{Builds: g.Builds, Upstream: g.Upstream, ServerCores: -1}).defaults(),
+	} {
+		if err == nil {
+			t.Errorf("%s: a negative value was taken", name)
+		}
+	}
+	p := ProxyOptions{GatewayOptions: g}
+	if err := p.defaults(); err != nil || p.Duration != DefaultProxyDuration || p.Warmup != 0 || p.Body != DefaultBody || !reflect.DeepEqual(p.Clients, DefaultClients) {
+		t.Errorf("zero proxy options: %v %+v", err, p)
+	}
+	i := IdleOptions{GatewayOptions: g}
+	if err := i.defaults(); err != nil || i.Conns != DefaultIdleConns || i.Settle != 0 || i.Rounds != 3 {
+		t.Errorf("zero idle options: %v %+v", err, i)
+	}
+}

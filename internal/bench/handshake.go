@@ -26,6 +26,18 @@ import (
 // HandshakeSchema names the layout of HandshakeReport in JSON.
 const HandshakeSchema = "gmgate.bench.handshake/v1"
 
+// Defaults of gmgate bench handshake.
+const (
+	DefaultConcurrency       = 64
+	DefaultHandshakeDuration = 10 * time.Second
+	DefaultHandshakeWarmup   = 2 * time.Second
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultHTTPBody          = 1024
+	DefaultPeak              = 10000
+	// MaxHTTPBody bounds the self-started server's responses.
+	MaxHTTPBody = 64 << 20
+)
+
 // HandshakeOptions says what RunHandshake does.
 type HandshakeOptions struct {
 	// Scenarios to run one after the other; see ParseScenarios.
@@ -47,12 +59,13 @@ type HandshakeOptions struct {
 	// certificates must verify against; without it they are not verified,
 	// so that the load generator spends its CPU on load.
 	CAFile string
-	// Concurrency is the number of connections in flight (default 64).
+	// Concurrency is the number of connections in flight
+	// (DefaultConcurrency when zero).
 	Concurrency int
-	// Duration of each measurement (default 10s), after Warmup (default
-	// 2s) whose handshakes are not counted.
+	// Duration of each measurement (DefaultHandshakeDuration when zero),
+	// after Warmup (none when zero) whose handshakes are not counted.
 	Duration, Warmup time.Duration
-	// Timeout bounds each connection (default 10s).
+	// Timeout bounds each connection (DefaultHandshakeTimeout when zero).
 	Timeout time.Duration
 	// Rate, when positive, caps new connections per second.
 	Rate float64
@@ -60,11 +73,12 @@ type HandshakeOptions struct {
 	// it and read the response (the mixed workload).
 	HTTPPath string
 	// HTTPBody is the size of the self-started server's HTTP responses
-	// (default 1024).
+	// (DefaultHTTPBody when zero, at most MaxHTTPBody).
 	HTTPBody int
-	// Peak is the handshake rate the capacity lines plan for.
+	// Peak is the handshake rate the capacity lines plan for; zero has
+	// none.
 	Peak float64
-	// Rounds runs all scenarios this many times in turn (default 1) and
+	// Rounds runs all scenarios this many times in turn (1 when zero) and
 	// adds up each scenario's windows, so that a disturbance of the
 	// machine spreads over the scenarios rather than falling on one.
 	Rounds int
@@ -217,25 +231,28 @@ type Capacity struct {
 type cpuReader func(ctx context.Context) (time.Duration, int64, error)
 
 func (o *HandshakeOptions) defaults() error {
-	if o.Concurrency <= 0 {
-		o.Concurrency = 64
+	if o.Concurrency < 0 || o.Rounds < 0 {
+		return errors.New("concurrency and rounds cannot be negative")
 	}
-	if o.Duration <= 0 {
-		o.Duration = 10 * time.Second
+	if o.Duration < 0 || o.Warmup < 0 || o.Timeout < 0 {
+		return errors.New("durations cannot be negative")
 	}
-	if o.Warmup < 0 {
-		return errors.New("warm-up cannot be negative")
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
+	if o.Duration == 0 {
+		o.Duration = DefaultHandshakeDuration
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultHandshakeTimeout
 	}
 	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
 		return fmt.Errorf("rate %g: give a positive number of handshakes per second (or 0 for no limit)", o.Rate)
 	}
 	if o.HTTPBody == 0 {
-		o.HTTPBody = 1024
+		o.HTTPBody = DefaultHTTPBody
 	}
-	if o.HTTPBody < 0 || o.HTTPBody > 64<<20 {
+	if o.HTTPBody < 0 || o.HTTPBody > MaxHTTPBody {
 		return fmt.Errorf("HTTP body of %d bytes: give 1 byte to 64 MiB", o.HTTPBody)
 	}
 	if o.ServerCores < 0 {
@@ -244,14 +261,14 @@ func (o *HandshakeOptions) defaults() error {
 	if o.ServerCores == 0 && o.Target == "" {
 		o.ServerCores = 1
 	}
-	if o.Rounds <= 0 {
+	if o.Rounds == 0 {
 		o.Rounds = 1
 	}
 	if o.Launcher == nil {
 		o.Launcher = SelfLauncher("bench", "serve-child")
 	}
-	if o.Peak < 0 {
-		return errors.New("peak cannot be negative")
+	if !(o.Peak >= 0) || math.IsInf(o.Peak, 0) {
+		return fmt.Errorf("peak %g: give 0 (no capacity lines) or more handshakes per second", o.Peak)
 	}
 	if o.HTTPPath != "" && o.HTTPPath[0] != '/' {
 		return fmt.Errorf("HTTP path %q must start with /", o.HTTPPath)

@@ -534,6 +534,9 @@ func TestHandshakeOptionErrors(t *testing.T) {
 			o.Identity = ServerIdentity{"a", "b", "c", "d"}
 		}, "self-started"},
 		{"negative rate", func(o *HandshakeOptions) { o.Rate = -1 }, "rate"},
+		{"negative duration", func(o *HandshakeOptions) { o.Duration = -time.Second }, "negative"},
+		{"negative concurrency", func(o *HandshakeOptions) { o.Concurrency = -1 }, "negative"},
+		{"peak not a number", func(o *HandshakeOptions) { o.Peak = math.NaN() }, "peak"},
 		{"profile of a target", func(o *HandshakeOptions) {
 			o.Target = "127.0.0.1:1"
 			o.ServerProfileDir = t.TempDir()

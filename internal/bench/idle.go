@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -15,12 +16,19 @@ type IdleOptions struct {
 	// Protocol is the gateway listener: tlcp-gcm (default), tlcp-cbc or
 	// tls.
 	Protocol string
-	// Conns is the number of connections held open (default 5000).
+	// Conns is the number of connections held open (DefaultIdleConns
+	// when zero).
 	Conns int
 	// Settle is how long the connections stay idle before the gateway's
-	// memory is read (default 3s).
+	// memory is read (none when zero).
 	Settle time.Duration
 }
+
+// Defaults of gmgate bench idle-conns.
+const (
+	DefaultIdleConns = 5000
+	DefaultSettle    = 3 * time.Second
+)
 
 // IdleReport is the outcome of RunIdleConns.
 type IdleReport struct {
@@ -59,13 +67,13 @@ func (o *IdleOptions) defaults() error {
 	if err := checkProtocols([]string{o.Protocol}); err != nil {
 		return err
 	}
-	if o.Conns <= 0 {
-		o.Conns = 5000
+	if o.Conns < 0 || o.Settle < 0 || o.Rounds < 0 {
+		return errors.New("connections, settling time and rounds cannot be negative")
 	}
-	if o.Settle <= 0 {
-		o.Settle = 3 * time.Second
+	if o.Conns == 0 {
+		o.Conns = DefaultIdleConns
 	}
-	if o.Rounds <= 0 {
+	if o.Rounds == 0 {
 		o.Rounds = 3
 	}
 	return nil

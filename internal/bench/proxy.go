@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,19 +19,33 @@ import (
 // ProxySchema names the layout of ProxyReport in JSON.
 const ProxySchema = "gmgate.bench.proxy/v1"
 
+// Defaults of gmgate bench proxy.
+const (
+	DefaultProxyDuration = 5 * time.Second
+	DefaultProxyWarmup   = time.Second
+	DefaultBody          = 1024
+	// MaxClients bounds a number of keep-alive clients.
+	MaxClients = 10000
+)
+
+// DefaultClients are the numbers of keep-alive clients of gmgate bench
+// proxy.
+var DefaultClients = []int{8, 64}
+
 // ProxyOptions says what RunProxy does.
 type ProxyOptions struct {
 	GatewayOptions
 	// Protocols are the gateway listeners to load: tlcp-gcm, tlcp-cbc,
 	// tls (default all three).
 	Protocols []string
-	// Clients are the numbers of keep-alive clients to run with (default
-	// 8 and 64), each on one connection.
+	// Clients are the numbers of keep-alive clients to run with
+	// (DefaultClients when empty), each on one connection.
 	Clients []int
-	// Duration of each measurement (default 5s), after Warmup (default
-	// 1s) whose requests are not counted.
+	// Duration of each measurement (DefaultProxyDuration when zero),
+	// after Warmup (none when zero) whose requests are not counted.
 	Duration, Warmup time.Duration
-	// Body is the size of the upstream's responses (default 1024).
+	// Body is the size of the upstream's responses (DefaultBody when
+	// zero).
 	Body int
 	// ServerProfile, when set, is a directory that receives a CPU profile
 	// of the first build's gateway for every measurement of it
@@ -109,23 +124,24 @@ func (o *ProxyOptions) defaults() error {
 		return err
 	}
 	if len(o.Clients) == 0 {
-		o.Clients = []int{8, 64}
+		o.Clients = DefaultClients
 	}
 	for _, c := range o.Clients {
-		if c <= 0 || c > 10000 {
-			return fmt.Errorf("clients must be between 1 and 10000, not %d", c)
+		if c <= 0 || c > MaxClients {
+			return fmt.Errorf("clients must be between 1 and %d, not %d", MaxClients, c)
 		}
 	}
-	if o.Duration <= 0 {
-		o.Duration = 5 * time.Second
+	if o.Duration < 0 || o.Warmup < 0 {
+		return errors.New("durations cannot be negative")
 	}
-	if o.Warmup < 0 {
-		o.Warmup = 0
-	} else if o.Warmup == 0 {
-		o.Warmup = time.Second
+	if o.Duration == 0 {
+		o.Duration = DefaultProxyDuration
 	}
-	if o.Body <= 0 {
-		o.Body = 1024
+	if o.Body < 0 {
+		return fmt.Errorf("a body of %d bytes", o.Body)
+	}
+	if o.Body == 0 {
+		o.Body = DefaultBody
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func ScenarioNames() []string {
 // optionally followed by "+resumed" (every connection after the first
 // resumes). Scenarios without "+resumed" get resume as their ratio.
 func ParseScenarios(list string, resume float64) ([]Scenario, error) {
-	if resume < 0 || resume > 1 {
+	if !(resume >= 0 && resume <= 1) {
 		return nil, fmt.Errorf("resumption ratio %g: give a number from 0 to 1", resume)
 	}
 	var out []Scenario
