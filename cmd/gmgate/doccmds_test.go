@@ -306,3 +306,29 @@ func TestBenchChartRefusedBeforeMeasuring(t *testing.T) {
 		}
 	}
 }
+
+// Every command a user can run shows in --help a working example of
+// itself.
+func TestDocumentedExampleInEveryCommandHelp(t *testing.T) {
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() {
+			found := false
+			for _, cl := range helpCommandLines(c) {
+				if words := shellWords(cl.text); strings.Join(words, " ") == c.CommandPath() || strings.HasPrefix(strings.Join(words, " "), c.CommandPath()+" ") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("%s --help shows no example of it", c.CommandPath())
+			}
+		}
+		for _, sub := range c.Commands() {
+			visit(sub)
+		}
+	}
+	visit(rootCmd)
+}
