@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gmgate/gmgate/accel/internal/observe"
@@ -23,13 +24,20 @@ const reopenHoldoff = 200 * time.Millisecond
 // Observer receives what the backend does, for metrics: accel.Observer.
 type Observer = observe.Observer
 
-// devices holds the open devices by library: a process opens a device
-// once (many libraries refuse a second SDF_OpenDevice) and every key on
-// it shares its sessions, which is what the card's licence counts.
+// devices holds the devices by library: a process opens a device once
+// (many libraries refuse a second SDF_OpenDevice) and every key on it
+// shares its sessions, which is what the card's licence counts. The mutex
+// is never held across a call into a library, so that a call that does
+// not return (a hung card or link) holds up no other library.
 var devices = struct {
 	sync.Mutex
+	// m holds the devices in service or being opened.
 	m map[string]*device
-}{m: map[string]*device{}}
+	// closing holds the devices whose last key closed and that are still
+	// shutting down, waiting for a call in progress to return: the
+	// library is not opened again before its previous device is closed.
+	closing map[string]*device
+}{m: map[string]*device{}, closing: map[string]*device{}}
 
 // device is one opened SDF device with its pool of sessions. Each session
 // belongs to one worker goroutine, which makes every call on it, so a
@@ -52,12 +60,23 @@ type device struct {
 	lastErr error
 
 	keysMu sync.Mutex
-	refs   int // keys open on the device; under devices' mutex
-	pins   map[uint32]*pinEntry
+	// refs counts the keys open on the device and the opens waiting for
+	// it to open; under devices' mutex.
+	refs int
+	pins map[uint32]*pinEntry
 
-	reqs chan *request
-	quit chan struct{}
-	wg   sync.WaitGroup
+	// opened is closed once the device is open, or failed to open with
+	// openErr.
+	opened  chan struct{}
+	openErr error
+	// closed is closed once the device has shut down: its sessions and
+	// its handle are closed.
+	closed chan struct{}
+
+	workers []*worker
+	reqs    chan *request
+	quit    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // pinEntry is the access password for one key index, shared by the keys
@@ -92,47 +111,114 @@ type request struct {
 }
 
 // acquire returns the device for cfg's library, opening it on first use,
-// and registers cfg's PIN for its index.
-func acquire(cfg Config, obs Observer) (*device, error) {
+// and registers cfg's PIN for its index. An open of a library whose
+// previous device is still closing waits for it within cfg.Timeout.
+func acquire(ctx context.Context, cfg Config, obs Observer) (*device, error) {
 	key := cfg.Library
 	if abs, err := filepath.EvalSymlinks(cfg.Library); err == nil {
 		key = abs
 	}
-	devices.Lock()
-	defer devices.Unlock()
-	d := devices.m[key]
-	if d == nil {
-		var err error
-		if d, err = openDevice(cfg, obs); err != nil {
+	for {
+		devices.Lock()
+		if old := devices.closing[key]; old != nil {
+			devices.Unlock()
+			if err := old.awaitClosed(ctx, cfg); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		d := devices.m[key]
+		opener := d == nil
+		if opener {
+			d = newDevice(cfg, obs, key)
+			devices.m[key] = d
+		} else if err := d.compatible(cfg); err != nil {
+			devices.Unlock()
 			return nil, err
 		}
-		d.regKey = key
-		devices.m[key] = d
-	} else if err := d.compatible(cfg); err != nil {
-		return nil, err
-	}
-	if err := d.addPIN(cfg); err != nil {
-		if d.refs == 0 {
-			delete(devices.m, key)
-			d.shutdown()
+		d.refs++
+		devices.Unlock()
+		if opener {
+			d.open(cfg)
 		}
-		return nil, err
+		select {
+		case <-d.opened:
+		case <-ctx.Done():
+			d.drop(0)
+			return nil, fmt.Errorf("SDF library %s: waiting for its device to open: %w", cfg.Library, ctx.Err())
+		}
+		if err := d.openErr; err != nil {
+			d.drop(0)
+			return nil, err
+		}
+		if err := d.addPIN(cfg); err != nil {
+			d.drop(cfg.Timeout)
+			return nil, err
+		}
+		return d, nil
 	}
-	d.refs++
-	return d, nil
 }
 
-// release drops one key's hold on the device and closes the device with
-// the last key.
-func (d *device) release(index uint32) {
-	devices.Lock()
-	defer devices.Unlock()
+// release drops the hold of a key at index on the device (see drop).
+func (d *device) release(index uint32, wait time.Duration) error {
 	d.dropPIN(index)
+	return d.drop(wait)
+}
+
+// drop drops one hold on the device, a key's or a waiting open's. With
+// the last one the device leaves the registry at once and shuts down in
+// the background: drop waits for that up to wait, and reports a shutdown
+// that has not finished by then, which is when a call in progress has not
+// returned.
+func (d *device) drop(wait time.Duration) error {
+	devices.Lock()
 	d.refs--
-	if d.refs == 0 {
+	last := d.refs == 0 && d.openErr == nil
+	if last {
 		delete(devices.m, d.regKey)
-		d.shutdown()
+		devices.closing[d.regKey] = d
 	}
+	devices.Unlock()
+	if !last {
+		return nil
+	}
+	go d.shutdown()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-d.closed:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the device of SDF library %s closes in the background: a call on it has not returned%s; its sessions and the device are closed once it does", d.lib.path(), d.stuckFor())
+	}
+}
+
+// awaitClosed waits, within ctx and cfg.Timeout, for the device to finish
+// shutting down.
+func (d *device) awaitClosed(ctx context.Context, cfg Config) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	select {
+	case <-d.closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("SDF library %s cannot be opened again yet: its previous device is still closing, because a call on it has not returned%s (a hung card or link); the library opens again once that call returns: check the device and its link, or restart gmgate", cfg.Library, d.stuckFor())
+	}
+}
+
+// stuckFor says for how long the oldest call in progress on the device
+// has run, as " after 1.5s", or nothing when none is.
+func (d *device) stuckFor() string {
+	var oldest int64
+	for _, w := range d.workers {
+		if since := w.since.Load(); since != 0 && (oldest == 0 || since < oldest) {
+			oldest = since
+		}
+	}
+	if oldest == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" after %v", time.Since(time.Unix(0, oldest)).Round(time.Millisecond))
 }
 
 // sharedSettings ends a refusal of compatible: the settings are the
@@ -315,30 +401,53 @@ func (e *accessError) Error() string {
 
 func (e *accessError) Unwrap() error { return e.err }
 
-// openDevice loads the library, opens the device and its sessions.
-func openDevice(cfg Config, obs Observer) (*device, error) {
-	lib, err := loadLibrary(cfg.Library)
-	if err != nil {
-		return nil, err
-	}
-	d := &device{
-		lib:        lib,
+// newDevice returns the device of cfg's library, registered as key, to
+// be opened.
+func newDevice(cfg Config, obs Observer, key string) *device {
+	return &device{
+		regKey:     key,
 		profile:    cfg.Profile,
 		sessions:   cfg.Sessions,
 		lockThread: cfg.LockThread,
 		obs:        obs,
 		pins:       map[uint32]*pinEntry{},
+		opened:     make(chan struct{}),
+		closed:     make(chan struct{}),
 		reqs:       make(chan *request),
 		quit:       make(chan struct{}),
 	}
+}
+
+// open opens the device and tells those waiting; a device that fails to
+// open leaves the registry, so that the next open tries afresh.
+func (d *device) open(cfg Config) {
+	err := d.openSessions(cfg)
+	devices.Lock()
+	defer devices.Unlock()
+	if err != nil {
+		delete(devices.m, d.regKey)
+		d.openErr = err
+	}
+	close(d.opened)
+}
+
+// openSessions loads the library, opens the device and its sessions.
+func (d *device) openSessions(cfg Config) error {
+	lib, err := loadLibrary(cfg.Library)
+	if err != nil {
+		return err
+	}
+	d.lib = lib
 	if d.handle, err = lib.openDevice(); err != nil {
-		return nil, fmt.Errorf("cannot open the device of SDF library %s: %w", cfg.Library, err)
+		return fmt.Errorf("cannot open the device of SDF library %s: %w", cfg.Library, err)
 	}
 	d.isOpen = true
 	ready := make(chan error, d.sessions)
 	d.wg.Add(d.sessions)
 	for range d.sessions {
-		go d.worker(ready)
+		w := &worker{d: d}
+		d.workers = append(d.workers, w)
+		go w.run(ready)
 	}
 	opened, firstErr := 0, error(nil)
 	for range d.sessions {
@@ -349,19 +458,31 @@ func openDevice(cfg Config, obs Observer) (*device, error) {
 		}
 	}
 	if opened == 0 {
-		d.shutdown()
-		return nil, fmt.Errorf("cannot open a session on the device of SDF library %s: %w", cfg.Library, firstErr)
+		d.stop()
+		return fmt.Errorf("cannot open a session on the device of SDF library %s: %w", cfg.Library, firstErr)
 	}
 	if opened < d.sessions {
-		d.shutdown()
-		return nil, fmt.Errorf("SDF library %s opened only %d of the %d sessions asked for: %w; lower sessions= to what the card's licence allows", cfg.Library, opened, d.sessions, firstErr)
+		d.stop()
+		return fmt.Errorf("SDF library %s opened only %d of the %d sessions asked for: %w; lower sessions= to what the card's licence allows", cfg.Library, opened, d.sessions, firstErr)
 	}
-	return d, nil
+	return nil
 }
 
-// shutdown stops the workers, which close their sessions, then closes the
-// device. It waits for calls in progress to return.
+// shutdown stops the device and then takes it out of the devices still
+// closing.
 func (d *device) shutdown() {
+	d.stop()
+	devices.Lock()
+	if devices.closing[d.regKey] == d {
+		delete(devices.closing, d.regKey)
+	}
+	devices.Unlock()
+	close(d.closed)
+}
+
+// stop stops the workers, which close their sessions, then closes the
+// device. It waits for calls in progress to return.
+func (d *device) stop() {
 	close(d.quit)
 	d.wg.Wait()
 	d.mu.Lock()
@@ -371,10 +492,12 @@ func (d *device) shutdown() {
 		d.isOpen = false
 		d.gen++
 	}
+	d.keysMu.Lock()
 	for i, e := range d.pins {
 		clear(e.pin)
 		delete(d.pins, i)
 	}
+	d.keysMu.Unlock()
 }
 
 // reopen closes and reopens the device handle after a device-level
@@ -446,15 +569,15 @@ func (d *device) do(ctx context.Context, index uint32, op func(l library, sess u
 	}
 }
 
-// worker owns one session and serves requests on it until the device is
+// run owns one session and serves requests on it until the device is
 // shut down. The first value sent on ready says whether its session opened.
-func (d *device) worker(ready chan<- error) {
+func (w *worker) run(ready chan<- error) {
+	d := w.d
 	defer d.wg.Done()
 	if d.lockThread {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 	}
-	w := &worker{d: d}
 	defer w.close()
 	ready <- w.openSession()
 	for {
@@ -463,7 +586,9 @@ func (d *device) worker(ready chan<- error) {
 			return
 		case req := <-d.reqs:
 			d.obs.PoolInUse(backendName, 1)
+			w.since.Store(time.Now().UnixNano())
 			err := w.serve(req)
+			w.since.Store(0)
 			d.obs.PoolInUse(backendName, -1)
 			req.done <- err
 		}
@@ -471,10 +596,13 @@ func (d *device) worker(ready chan<- error) {
 }
 
 type worker struct {
-	d    *device
-	sess uintptr
-	gen  uint64
-	has  bool
+	d *device
+	// since is when the request being served started (UnixNano), 0
+	// between requests.
+	since atomic.Int64
+	sess  uintptr
+	gen   uint64
+	has   bool
 	// rights holds the indexes the session may use.
 	rights map[uint32]right
 }

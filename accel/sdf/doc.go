@@ -34,7 +34,15 @@
 // calls at once. A call that finds no free session within the timeout
 // fails with ErrPoolExhausted; one the library does not answer in time
 // fails with ErrTimeout (its session stays busy until the library
-// returns). A session whose link fails (SDR_COMMFAIL, SDR_HARDFAIL,
+// returns). The device and its sessions are closed with the last key on
+// them: Close waits for that up to the key's timeout, and when a call in
+// progress has not returned by then (a hung card or link) the device
+// closes in the background once it does, and Close returns an error that
+// says so. A call that does not return holds up no other library. An Open
+// of a library whose previous device is still closing waits for it within
+// its timeout, then fails saying that a call on the previous device has
+// not returned, rather than open the device a second time beside it. A
+// session whose link fails (SDR_COMMFAIL, SDR_HARDFAIL,
 // SDR_OPENSESSION) is replaced and the call tried once more on the new
 // one; when sessions cannot be opened any more the device handle is
 // closed and reopened, at most every 200ms while it keeps failing. A

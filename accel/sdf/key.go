@@ -54,7 +54,7 @@ func Open(ctx context.Context, cfg Config, obs Observer) (*Key, error) {
 	if cfg.PIN != nil && cfg.PINSource == "" {
 		cfg.PINSource = "the configuration"
 	}
-	d, err := acquire(cfg, obs)
+	d, err := acquire(ctx, cfg, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +81,16 @@ func (k *Key) Backend() string { return backendName }
 // Usage says whether this is the signing or the encryption key.
 func (k *Key) Usage() Usage { return k.cfg.Usage }
 
-// Close releases the key; the device and its sessions are closed with the
-// last key open on them, after the calls in progress return.
+// Close releases the key. The device and its sessions are closed with the
+// last key open on them, once the calls in progress return: Close waits
+// for that up to the key's timeout and then returns an error saying the
+// device closes in the background, since a call on it has not returned
+// (a hung card or link). Until it is closed, opening a key on the same
+// library waits for it, within that key's timeout.
 func (k *Key) Close() error {
-	k.closeOnce.Do(func() { k.d.release(k.cfg.Index) })
-	return nil
+	var err error
+	k.closeOnce.Do(func() { err = k.d.release(k.cfg.Index, k.cfg.Timeout) })
+	return err
 }
 
 func (k *Key) start(ctx context.Context) error {

@@ -31,6 +31,8 @@
  *   "fail_next"   the next N private-key calls fail
  *   "down" 1|0    every call but the Close ones fails with SDR_COMMFAIL
  *   "reset"       every open session is lost, as after a device reset
+ *   "hang" 1|0    private-key calls block (as on a hung link to an HSM)
+ *                 until "hang" 0 releases them
  *   "session_fail" CODE  SDF_OpenSession fails with CODE (0: it works), while
  *                 SDF_OpenDevice still works
  * A session whose call failed with SDR_COMMFAIL or SDR_HARDFAIL is lost.
@@ -107,6 +109,7 @@ enum stat {
 	ST_ACCESS_GRANTED,
 	ST_FAULTS,
 	ST_ACCESS_DENIED,
+	ST_DEVICE_CLOSES,
 	ST_COUNT
 };
 
@@ -139,6 +142,11 @@ static atomic_uint latency_us, fail_every, fail_next, down, session_fail;
 static atomic_uint fail_code = SDR_COMMFAIL;
 static atomic_ulong fail_counter;
 static atomic_ullong stats[ST_COUNT];
+
+/* hang_on holds private-key calls in inject until it is cleared. */
+static pthread_mutex_t hang_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hang_cv = PTHREAD_COND_INITIALIZER;
+static int hang_on;
 
 static void stat_max(enum stat now, enum stat max) {
 	unsigned long long v = atomic_load(&stats[now]);
@@ -222,6 +230,10 @@ static int leave(struct session *s, int rv) {
 
 /* inject applies the configured latency and faults to a private-key call. */
 static int inject(void) {
+	pthread_mutex_lock(&hang_mu);
+	while (hang_on)
+		pthread_cond_wait(&hang_cv, &hang_mu);
+	pthread_mutex_unlock(&hang_mu);
 	unsigned int us = atomic_load(&latency_us);
 	if (us > 0) {
 		struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
@@ -326,6 +338,7 @@ EXPORT int SDF_CloseDevice(void *hDeviceHandle) {
 				atomic_fetch_sub(&stats[ST_SESSIONS_OPEN], 1);
 			}
 			dev.open = 0;
+			atomic_fetch_add(&stats[ST_DEVICE_CLOSES], 1);
 		}
 	}
 	pthread_mutex_unlock(&mu);
@@ -709,7 +722,12 @@ EXPORT int SOFTSDF_Control(const char *name, long value) {
 		atomic_store(&down, value != 0);
 	else if (strcmp(name, "session_fail") == 0)
 		atomic_store(&session_fail, (unsigned int)value);
-	else if (strcmp(name, "reset") == 0) {
+	else if (strcmp(name, "hang") == 0) {
+		pthread_mutex_lock(&hang_mu);
+		hang_on = value != 0;
+		pthread_cond_broadcast(&hang_cv);
+		pthread_mutex_unlock(&hang_mu);
+	} else if (strcmp(name, "reset") == 0) {
 		pthread_mutex_lock(&mu);
 		dev.epoch++;
 		pthread_mutex_unlock(&mu);

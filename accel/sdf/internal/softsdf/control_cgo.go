@@ -191,7 +191,7 @@ func (l *Lib) Stats() Stats {
 		SessionsOpen: uint64(v[2]), SessionsOpenMax: uint64(v[3]), SessionsOpened: uint64(v[4]),
 		CallsNow: uint64(v[5]), CallsMax: uint64(v[6]), BusyViolations: uint64(v[7]),
 		DeviceOpens: uint64(v[8]), AccessGranted: uint64(v[9]), Faults: uint64(v[10]),
-		AccessDenied: uint64(v[11]),
+		AccessDenied: uint64(v[11]), DeviceCloses: uint64(v[12]),
 	}
 }
 

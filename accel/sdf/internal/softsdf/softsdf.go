@@ -33,6 +33,7 @@ type Stats struct {
 	BusyViolations                     uint64
 	DeviceOpens, AccessGranted, Faults uint64
 	AccessDenied                       uint64
+	DeviceCloses                       uint64
 }
 
 // Available says why the library cannot be built here, or nil.
