@@ -47,6 +47,12 @@ type StoreOptions struct {
 	// Debounce is how long Watch waits for file changes to settle before
 	// reloading; 250ms when zero.
 	Debounce time.Duration
+	// CloseDelay is how long the keys of a set replaced by Reload (or of
+	// a Retired store) stay open: handshakes that chose its certificates
+	// before the swap still use them. It should be the longest a
+	// handshake may take (timeouts.handshake); the keys close at once
+	// when zero.
+	CloseDelay time.Duration
 }
 
 // Store holds the live certificates. Reads are lock-free; a reload loads
@@ -58,6 +64,12 @@ type Store struct {
 
 	current  atomic.Pointer[certSet]
 	reloadMu sync.Mutex
+
+	// closeMu guards retiring, the replaced sets whose keys close when
+	// their timer fires, and closed.
+	closeMu  sync.Mutex
+	retiring map[*certSet]*time.Timer
+	closed   bool
 
 	reloadOK, reloadFailed atomic.Uint64
 	lastReloadFailed       atomic.Bool
@@ -97,7 +109,7 @@ func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
 			return nil, fmt.Errorf("certificate source %q has neither tlcp nor tls files", src.Name)
 		}
 	}
-	s := &Store{opts: opts, sources: sources, log: opts.Logger}
+	s := &Store{opts: opts, sources: sources, log: opts.Logger, retiring: map[*certSet]*time.Timer{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -153,7 +165,7 @@ func (s *Store) load() (*certSet, error) {
 		set.entries = append(set.entries, e)
 	}
 	if len(errs) > 0 {
-		set.close()
+		s.closeSet(set)
 		if len(errs) == 1 {
 			return nil, errs[0]
 		}
@@ -162,23 +174,49 @@ func (s *Store) load() (*certSet, error) {
 	return set, nil
 }
 
-// close releases the keys of a set that will not serve.
-func (set *certSet) close() {
+// closeSet releases the keys of a set that serves no more. A key that
+// cannot close cleanly (a card call that has not returned) is logged.
+func (s *Store) closeSet(set *certSet) {
 	for _, e := range set.entries {
 		if e.tlcp != nil {
-			closeKey(e.tlcp.SignKey)
-			closeKey(e.tlcp.EncKey)
+			s.closeKey(e.name, "tlcp sign_key", e.tlcp.SignKey)
+			s.closeKey(e.name, "tlcp enc_key", e.tlcp.EncKey)
 		}
 		if e.tls != nil {
-			closeKey(e.tls.PrivateKey)
+			s.closeKey(e.name, "tls key", e.tls.PrivateKey)
 		}
 	}
 }
 
-func closeKey(k any) {
-	if c, ok := k.(interface{ Close() error }); ok {
-		c.Close()
+func (s *Store) closeKey(name, field string, k any) {
+	c, ok := k.(interface{ Close() error })
+	if !ok {
+		return
 	}
+	if err := c.Close(); err != nil {
+		s.log.Warn("closing a private key", "name", name, "key", field, "cause", err.Error())
+	}
+}
+
+// retire closes the keys of set after CloseDelay, in the background (at
+// once without a delay). The caller holds reloadMu, so that Close, which
+// stops the waiting timers, does not run meanwhile.
+func (s *Store) retire(set *certSet) {
+	if s.opts.CloseDelay <= 0 {
+		s.closeSet(set)
+		return
+	}
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	s.retiring[set] = time.AfterFunc(s.opts.CloseDelay, func() {
+		s.closeMu.Lock()
+		_, ok := s.retiring[set]
+		delete(s.retiring, set)
+		s.closeMu.Unlock()
+		if ok {
+			s.closeSet(set)
+		}
+	})
 }
 
 // joined returns the errors err joins (errors.Join), or err itself.
@@ -189,10 +227,52 @@ func joined(err error) []error {
 	return []error{err}
 }
 
-// Close releases the keys of the certificates in service (sessions on a
-// crypto card); the store serves no more after it.
+// Close releases at once the keys of the certificates in service
+// (sessions on a crypto card) and those of sets a reload replaced that
+// still wait for their CloseDelay; the store serves and reloads no more
+// after it. Call it once no handshake uses the store.
 func (s *Store) Close() {
-	s.current.Load().close()
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.closeMu.Lock()
+	var sets []*certSet
+	if !s.closed {
+		sets = append(sets, s.current.Load())
+	}
+	s.closed = true
+	for set, t := range s.retiring {
+		t.Stop()
+		sets = append(sets, set)
+	}
+	clear(s.retiring)
+	s.closeMu.Unlock()
+	for _, set := range sets {
+		s.closeSet(set)
+	}
+}
+
+// Retire releases the keys of the store after CloseDelay, in the
+// background, for a store that a new one replaces while handshakes may
+// still use its certificates; it reloads no more after it. Close still
+// closes at once what waits.
+func (s *Store) Retire() {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.closeMu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.closeMu.Unlock()
+	if !closed {
+		s.retire(s.current.Load())
+	}
+}
+
+// Closed reports whether the store holds no key any more: every key it
+// opened is closed or closing.
+func (s *Store) Closed() bool {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	return s.closed && len(s.retiring) == 0
 }
 
 // Warnings returns the warnings of the certificates in service.
@@ -205,13 +285,20 @@ func (s *Store) Warnings() []Warning {
 // logged, and the error is returned.
 func (s *Store) Reload() error {
 	s.reloadMu.Lock()
+	s.closeMu.Lock()
+	closed := s.closed
+	s.closeMu.Unlock()
+	if closed {
+		s.reloadMu.Unlock()
+		return errors.New("the certificate store is closed")
+	}
 	set, err := s.load()
 	if err != nil {
 		s.reloadFailed.Add(1)
 		s.lastReloadFailed.Store(true)
 		s.log.Error("certificate reload failed; keeping the previous certificates", "error", err.Error())
 	} else {
-		s.current.Store(set)
+		s.retire(s.current.Swap(set))
 		s.reloadOK.Add(1)
 		s.lastReloadFailed.Store(false)
 		s.log.Info("certificates reloaded", "sets", len(set.entries))

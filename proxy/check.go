@@ -67,7 +67,6 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 	} else {
 		res.Warnings = gen.warnings
 		gen.close()
-		gen.store.Close()
 	}
 	if opts.Offline {
 		res.Skipped = append(res.Skipped, "private keys, crypto cards, passwords and PINs", "binding addresses", "the access log file")

@@ -97,6 +97,10 @@ type Server struct {
 	// still be finishing.
 	retired  []*runningListener
 	retiring sync.WaitGroup
+	// retiredStores are the certificate stores of replaced generations,
+	// whose keys close once the handshakes that may use them are over
+	// (or at shutdown).
+	retiredStores []*certs.Store
 
 	acceptWG sync.WaitGroup // accept loops
 	connWG   sync.WaitGroup // connection goroutines (handshakes, TCP forwarding)
@@ -272,7 +276,11 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *ce
 		seen[src.Name] = true
 		return dup
 	})
-	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}}, sources...)
+	// The keys of certificates a reload replaces close once the
+	// handshakes that may have chosen them are over: those of clients,
+	// and those of tlcp:// upstreams presenting a client identity.
+	closeDelay := max(cfg.Timeouts.Handshake.D(), cfg.Timeouts.UpstreamConnect.D())
+	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}, CloseDelay: closeDelay}, sources...)
 	if err != nil {
 		probs = certProblems(cfg, paths, err)
 	}
@@ -376,8 +384,11 @@ func (g *generation) acmeCollectors() []prometheus.Collector {
 }
 
 // closeNew closes the pools and ACME managers of g that prev does not
-// share.
+// share, and the keys of g, which never served.
 func (g *generation) closeNew(prev *generation) {
+	if g.store != nil {
+		g.store.Close()
+	}
 	for name, p := range g.pools {
 		if prev == nil || prev.pools[name] != p {
 			p.close()
@@ -415,9 +426,17 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 }
 
 // close stops what g started, except the pools that next still uses.
+// The keys of g's certificates close at once without next (no handshake
+// runs any more), and after the handshake timeout when next replaces g
+// (handshakes in flight may have chosen them).
 func (g *generation) closeExcept(next *generation) {
 	if g.storeCancel != nil {
 		g.storeCancel()
+	}
+	if next == nil {
+		g.store.Close()
+	} else {
+		g.store.Retire()
 	}
 	for name, p := range g.pools {
 		if next == nil || next.pools[name] != p {
@@ -712,6 +731,7 @@ func (s *Server) reload(cfg *config.Config) error {
 		s.startACME(gen)
 	}
 	prev.closeExcept(gen)
+	s.retiredStores = append(slices.DeleteFunc(s.retiredStores, (*certs.Store).Closed), prev.store)
 	for _, w := range gen.warnings {
 		s.log.Warn("configuration warning", "warning", w.String())
 	}
@@ -860,6 +880,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.gen.close()
+	for _, st := range s.retiredStores {
+		st.Close()
+	}
+	s.retiredStores = nil
 	s.mu.Unlock()
 	s.closeAccessLog()
 	if log.Writer() == io.Writer(s.stdLog) {

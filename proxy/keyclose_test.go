@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"context"
+	"crypto"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/config"
+)
+
+// trackedBackend opens file keys as a crypto card would: every Open makes
+// a new key, whose Close is recorded.
+type trackedBackend struct{}
+
+type trackedKey struct {
+	accel.Key
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (k *trackedKey) Decrypt(r io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
+	return k.Key.(crypto.Decrypter).Decrypt(r, msg, opts)
+}
+
+func (k *trackedKey) Close() error {
+	k.once.Do(func() { close(k.closed) })
+	return nil
+}
+
+func (k *trackedKey) isClosed() bool {
+	select {
+	case <-k.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+var tracked struct {
+	sync.Mutex
+	keys []*trackedKey
+}
+
+func (trackedBackend) Open(ctx context.Context, ref *accel.Ref) (accel.Key, error) {
+	k, err := accel.Open(ctx, "file:"+ref.Path)
+	if err != nil {
+		return nil, err
+	}
+	tk := &trackedKey{Key: k, closed: make(chan struct{})}
+	tracked.Lock()
+	tracked.keys = append(tracked.keys, tk)
+	tracked.Unlock()
+	return tk, nil
+}
+
+func init() { accel.Register("tracked", trackedBackend{}) }
+
+// trackedSince returns a function listing the keys opened since it was
+// made.
+func trackedSince() func() []*trackedKey {
+	tracked.Lock()
+	from := len(tracked.keys)
+	tracked.Unlock()
+	return func() []*trackedKey {
+		tracked.Lock()
+		defer tracked.Unlock()
+		return append([]*trackedKey(nil), tracked.keys[from:]...)
+	}
+}
+
+// trackedConfig serves TLCP with both keys from trackedBackend; a
+// replaced certificate's keys close after timeout.
+func trackedConfig(p *testPKI, timeout time.Duration) *config.Config {
+	cfg := testConfig(p, "http://127.0.0.1:1")
+	cfg.Listeners[0].TLCP.SignKey = "tracked:" + p.dual.SignKey
+	cfg.Listeners[0].TLCP.EncKey = "tracked:" + p.dual.EncKey
+	cfg.Timeouts.Handshake = config.Duration(timeout)
+	cfg.Timeouts.UpstreamConnect = config.Duration(timeout)
+	return cfg
+}
+
+func wantClosed(t *testing.T, what string, keys []*trackedKey, closed bool) {
+	t.Helper()
+	for i, k := range keys {
+		if k.isClosed() != closed {
+			t.Errorf("%s key %d: closed %v, want %v", what, i, k.isClosed(), closed)
+		}
+	}
+}
+
+// A configuration reload opens the keys again (the same references) and
+// closes those of the certificates it replaced once a handshake that
+// chose them would be over (timeouts.handshake); the keys in service stay
+// open and serve.
+func TestReloadClosesReplacedKeys(t *testing.T) {
+	p := getPKI(t)
+	keys := trackedSince()
+	cfg := trackedConfig(p, 2*time.Second)
+	s := startServer(t, cfg, nil)
+	mustServeTLCP(t, p, s)
+	old := keys()
+	if len(old) != 2 {
+		t.Fatalf("%d keys opened, want 2", len(old))
+	}
+	if err := s.Reload(trackedConfig(p, 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	inService := keys()[2:]
+	if len(inService) != 2 {
+		t.Fatalf("the reload opened %d keys, want 2", len(inService))
+	}
+	for _, k := range old {
+		select {
+		case <-k.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the keys of the replaced certificates were not closed")
+		}
+	}
+	wantClosed(t, "in service", inService, false)
+	mustServeTLCP(t, p, s)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantClosed(t, "in service at shutdown", inService, true)
+}
+
+// Within timeouts.handshake of a reload the replaced keys stay open for
+// the handshakes that chose them; shutdown closes them with the keys in
+// service once the connections are done.
+func TestShutdownClosesReplacedKeys(t *testing.T) {
+	p := getPKI(t)
+	keys := trackedSince()
+	s := startServer(t, trackedConfig(p, time.Minute), nil)
+	if err := s.Reload(trackedConfig(p, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	wantClosed(t, "replaced", keys()[:2], false)
+	mustServeTLCP(t, p, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := keys()
+	if len(all) != 4 {
+		t.Fatalf("%d keys opened, want 4", len(all))
+	}
+	wantClosed(t, "after shutdown", all, true)
+}
+
+// A reload that fails after loading the certificates (here, a new
+// listener's address is taken) closes the keys it opened at once; the keys
+// in service stay open.
+func TestFailedReloadClosesItsKeys(t *testing.T) {
+	p := getPKI(t)
+	keys := trackedSince()
+	s := startServer(t, trackedConfig(p, time.Minute), nil)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	next := trackedConfig(p, time.Minute)
+	extra := next.Listeners[0]
+	extra.Name, extra.Listen = "extra", taken.Addr().String()
+	next.Listeners = append(next.Listeners, extra)
+	config.Defaults(next)
+	if err := s.Reload(next); err == nil {
+		t.Fatal("a reload onto a taken address succeeded")
+	}
+	all := keys()
+	if len(all) < 4 {
+		t.Fatalf("%d keys opened, want the reload's too", len(all))
+	}
+	wantClosed(t, "in service", all[:2], false)
+	wantClosed(t, "of the failed reload", all[2:], true)
+	mustServeTLCP(t, p, s)
+}
