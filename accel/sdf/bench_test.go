@@ -14,7 +14,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/accel/sdf"
-	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+	"github.com/gmgate/gmgate/internal/softsdf"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

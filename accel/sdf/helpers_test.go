@@ -6,22 +6,18 @@ import (
 	"context"
 	"crypto"
 	"crypto/ecdsa"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/emmansun/gmsm/pkcs8"
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"go.uber.org/goleak"
 
 	"github.com/gmgate/gmgate/accel"
-	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+	"github.com/gmgate/gmgate/internal/softsdf"
 	"github.com/gmgate/gmgate/internal/testpki"
 )
 
@@ -91,49 +87,9 @@ const testPIN = "11223344"
 // key directory, encrypted with testPIN, and points softsdf at it.
 func newCard(t testing.TB, indexes ...uint32) *card {
 	t.Helper()
-	c := &card{dir: t.TempDir(), pin: testPIN, sign: map[uint32]*sm2.PrivateKey{}, enc: map[uint32]*sm2.PrivateKey{}}
-	c.pinFile = filepath.Join(c.dir, "pin")
-	if err := os.WriteFile(c.pinFile, []byte(testPIN+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range indexes {
-		c.sign[i] = writeKey(t, c.dir, fmt.Sprintf("sign-%d", i))
-		c.enc[i] = writeKey(t, c.dir, fmt.Sprintf("enc-%d", i))
-	}
-	t.Setenv("SOFTSDF_KEYDIR", c.dir)
-	return c
-}
-
-func writeKey(t testing.TB, dir, name string) *sm2.PrivateKey {
-	t.Helper()
-	k, err := sm2.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeKeyWithPIN(t, dir, name, k, testPIN)
-	return k
-}
-
-// writeKeyWithPIN writes k and its public key as the key files name.pem
-// and name.pub.pem, encrypted with pin: rewriting a key with another PIN
-// changes the card's PIN for that key.
-func writeKeyWithPIN(t testing.TB, dir, name string, k *sm2.PrivateKey, pin string) {
-	t.Helper()
-	der, err := pkcs8.MarshalPrivateKey(k, []byte(pin), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := smx509.MarshalPKIXPublicKey(&k.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(file, typ string, b []byte) {
-		if err := os.WriteFile(filepath.Join(dir, file), pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(name+".pem", "ENCRYPTED PRIVATE KEY", der)
-	write(name+".pub.pem", "PUBLIC KEY", pub)
+	k := softsdf.NewCard(t, t.TempDir(), testPIN, indexes...)
+	t.Setenv("SOFTSDF_KEYDIR", k.Dir)
+	return &card{dir: k.Dir, pinFile: k.PINFile, pin: k.PIN, sign: k.Sign, enc: k.Enc}
 }
 
 // ref builds an sdf: reference with the card's PIN file.

@@ -12,15 +12,15 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmgate/gmgate/accel"
-	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+	"github.com/gmgate/gmgate/internal/softsdf"
 )
 
 // changePIN re-encrypts the keys of an index with pin, as when the card's
 // PIN is changed by its administrator.
 func (c *card) changePIN(t *testing.T, index uint32, pin string) {
 	t.Helper()
-	writeKeyWithPIN(t, c.dir, fmt.Sprintf("sign-%d", index), c.sign[index], pin)
-	writeKeyWithPIN(t, c.dir, fmt.Sprintf("enc-%d", index), c.enc[index], pin)
+	softsdf.WriteKey(t, c.dir, fmt.Sprintf("sign-%d", index), c.sign[index], pin)
+	softsdf.WriteKey(t, c.dir, fmt.Sprintf("enc-%d", index), c.enc[index], pin)
 }
 
 // changedPIN is the PIN the card takes after changePIN in the tests.

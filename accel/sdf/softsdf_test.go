@@ -17,7 +17,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/accel/sdf"
-	"github.com/gmgate/gmgate/accel/sdf/internal/softsdf"
+	"github.com/gmgate/gmgate/internal/softsdf"
 )
 
 // checkSign signs through key and verifies with gmsm against want, the
@@ -409,8 +409,8 @@ func TestReplacedKeyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	writeKey(t, c.dir, "sign-1")
-	writeKey(t, c.dir, "enc-1")
+	softsdf.GenerateKey(t, c.dir, "sign-1", testPIN)
+	softsdf.GenerateKey(t, c.dir, "enc-1", testPIN)
 	ctl.Control("reset", 1)
 	_, err = sign.Sign(rand.Reader, msg, sm2.DefaultSM2SignerOpts)
 	if err == nil || !strings.Contains(err.Error(), "now holds another sign key at index 1") || !strings.Contains(err.Error(), "put the key back") {
@@ -421,8 +421,8 @@ func TestReplacedKeyIsRefused(t *testing.T) {
 		t.Fatalf("decrypt with the key replaced: %v, want the replaced key named", err)
 	}
 
-	writeKeyWithPIN(t, c.dir, "sign-1", c.sign[1], testPIN)
-	writeKeyWithPIN(t, c.dir, "enc-1", c.enc[1], testPIN)
+	softsdf.WriteKey(t, c.dir, "sign-1", c.sign[1], testPIN)
+	softsdf.WriteKey(t, c.dir, "enc-1", c.enc[1], testPIN)
 	sig, err := sign.Sign(rand.Reader, msg, sm2.DefaultSM2SignerOpts)
 	if err != nil || !sm2.VerifyASN1WithSM2(&c.sign[1].PublicKey, nil, msg, sig) {
 		t.Fatalf("sign with the key back: %v", err)

@@ -2,7 +2,7 @@
 // accel/sdf/testdata/softsdf.c for tests and benchmarks: it compiles the
 // library with gcc, and reaches the library's extra SOFTSDF_* functions
 // (faults, latency, counters, the OpenSSL baseline) that the backend
-// never calls.
+// never calls; and it writes the key directory the library reads.
 package softsdf
 
 import (
@@ -53,7 +53,7 @@ func source() (string, error) {
 	if !ok {
 		return "", errors.New("cannot locate softsdf.c")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata"), nil
+	return filepath.Join(filepath.Dir(file), "..", "..", "accel", "sdf", "testdata"), nil
 }
 
 // Build compiles the library into dir/name with the given options and
