@@ -317,7 +317,7 @@ func (d *device) entry(index uint32) *pinEntry {
 // the PIN of e, the index's entry, and reports whether
 // SDF_ReleasePrivateKeyAccessRight is owed for it; without a PIN there is
 // nothing to obtain. The PIN is offered by one session at a time and not
-// at all once the device refused it.
+// at all once the device refused it, by this entry or an earlier one.
 func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, err error) {
 	if e == nil {
 		return false, fmt.Errorf("key index %d is not open", index)
@@ -332,10 +332,17 @@ func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, 
 	case e.pin == nil:
 		return false, nil
 	}
+	if err := refusedBefore(d.lib.path(), index, e.pin); err != nil {
+		e.rejected = &accessError{index: index, source: e.source, err: err}
+		return false, e.rejected
+	}
 	if err := d.lib.getAccessRight(sess, index, e.pin); err != nil {
 		var se *Error
 		if errors.As(err, &se) && se.sessionFatal() {
 			return false, err
+		}
+		if se == nil || se.Code != sdrKeyNotExist {
+			remember(d.lib.path(), index, e.pin, err)
 		}
 		e.rejected = &accessError{index: index, source: e.source, err: err}
 		return false, e.rejected

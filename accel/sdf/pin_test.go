@@ -70,6 +70,27 @@ func TestPINRefusedWhileServingIsTriedOnce(t *testing.T) {
 	}
 }
 
+// TestRefusedPINIsNotOfferedByTheOtherKey: a start-up opens the signing
+// key and then the encryption key of an index with the same PIN; when the
+// card refuses it for the first, the second does not offer it again (two
+// attempts per start would lock a card that allows three after two
+// starts), and says so in the same words. Another PIN is offered.
+func TestRefusedPINIsNotOfferedByTheOtherKey(t *testing.T) {
+	lib := library(t)
+	c := newCard(t, 1)
+	bad := t.TempDir() + "/pin"
+	writeFile(t, bad, "99999999")
+	before := loadLib(t, lib).Stats().AccessDenied
+	for _, key := range []string{"sign", "enc", "sign"} {
+		openErr(t, strings.Replace(c.ref(lib, 1, key, ""), c.pinFile, bad, 1),
+			"the device refused the PIN from file "+bad+" for key index 1", "SDR_PRKRERR", "No further attempts")
+	}
+	if d := loadLib(t, lib).Stats().AccessDenied - before; d != 1 {
+		t.Errorf("the wrong PIN was offered %d times, want once", d)
+	}
+	checkSign(t, openKey(t, c.ref(lib, 1, "sign", "")), c.sign[1])
+}
+
 // TestReopenedIndexOffersItsPIN: a key opened at an index whose earlier
 // keys all closed (while another key kept the device open) has its PIN
 // checked; the sessions' access right from the earlier PIN must not let a
