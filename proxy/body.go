@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // requestBody is a client's request body on its way to the upstream. It
@@ -44,6 +47,10 @@ type requestBody struct {
 	// (zero when none waits).
 	deadlineMu sync.Mutex
 	readUntil  time.Time
+
+	// trailerIn is the client's trailer, trailerOut the upstream's (see
+	// forwardTrailer), nil when none is forwarded.
+	trailerIn, trailerOut http.Header
 }
 
 func newRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duration) *requestBody {
@@ -68,6 +75,11 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		b.done.Store(true)
+		// The server has read the client's trailer before the body's
+		// end; the transport sends the upstream's after it.
+		for k := range b.trailerOut {
+			b.trailerOut[k] = b.trailerIn[k]
+		}
 		if b.idle > 0 {
 			_ = b.ctl.SetReadDeadline(time.Time{})
 		}
@@ -80,6 +92,33 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// forwardTrailer returns the trailer the upstream gets after the body,
+// given the client's, in, which holds the names the client declared in
+// its Trailer header: those that may be sent in a trailer (RFC 9110
+// §6.5.1: not Host, Content-Length, Authorization, a hop-by-hop header…)
+// and that name no header gmgate sets (X-Forwarded-For, a session
+// header). Their values are filled in when the body ends (Read), once
+// the client's trailer has come. net/http's HTTP/1.1 server adds every
+// field of that trailer to in, declared or not, whatever its name: in
+// itself would take them all to the upstream.
+func (b *requestBody) forwardTrailer(in http.Header, spoofable []string) http.Header {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(http.Header, len(in))
+	for k := range in {
+		if httpguts.ValidTrailerHeader(k) && !slices.Contains(hopByHop, http.CanonicalHeaderKey(k)) {
+			out[k] = nil
+		}
+	}
+	removeSpoofable(out, spoofable)
+	if len(out) == 0 {
+		return nil
+	}
+	b.trailerIn, b.trailerOut = in, out
+	return out
 }
 
 func (b *requestBody) setReadDeadline(t time.Time) {

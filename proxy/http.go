@@ -342,10 +342,12 @@ func rewrite(pr *httputil.ProxyRequest, site *site) {
 	pr.Out.URL.Scheme = "http"
 	pr.Out.Host = pr.In.Host
 	// The trailer the client sends after its body: ReverseProxy's copy
-	// is made before the body is read, and would go out with no values.
-	// The server fills the inbound one before the body's end is read,
-	// and the transport reads the outbound one after that.
-	pr.Out.Trailer = pr.In.Trailer
+	// is made before the body is read, and would go out with no values;
+	// the body fills them in when it ends (requestBody.forwardTrailer).
+	pr.Out.Trailer = nil
+	if b, _ := pr.In.Context().Value(requestBodyKey{}).(*requestBody); b != nil {
+		pr.Out.Trailer = b.forwardTrailer(pr.In.Trailer, site.forwarding.spoofable)
+	}
 	site.forwarding.apply(pr.Out.Header, pr.In, infoFrom(pr.In.Context()))
 }
 
