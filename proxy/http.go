@@ -488,12 +488,44 @@ type recorder struct {
 func (r *recorder) noteTarget(resp *http.Response) error {
 	if resp.Request != nil {
 		r.target = resp.Request.URL.Host
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			if err := upgradeRefused(resp.Request.Header, resp.Header); err != nil {
+				// ReverseProxy answers the client, but would leave the
+				// upstream's connection open for good; an error here
+				// closes it.
+				return err
+			}
+		}
 	}
 	if len(resp.Trailer) > 0 && resp.ContentLength >= 0 {
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 	}
 	return nil
+}
+
+// upgradeRefused is why a 101 response whose header is res cannot
+// answer a request whose header is req: it switches to another protocol
+// than the one asked for (ReverseProxy's checks), nil when it can.
+func upgradeRefused(req, res http.Header) error {
+	want, got := upgradeType(req), upgradeType(res)
+	for i := 0; i < len(got); i++ {
+		if got[i] < ' ' || got[i] > '~' {
+			return fmt.Errorf("backend tried to switch to invalid protocol %q", got)
+		}
+	}
+	if !strings.EqualFold(want, got) {
+		return fmt.Errorf("backend tried to switch protocol %q when %q was requested", got, want)
+	}
+	return nil
+}
+
+// upgradeType is the protocol h offers or switches to, "" for none.
+func upgradeType(h http.Header) string {
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
 }
 
 func (r *recorder) WriteHeader(code int) {
