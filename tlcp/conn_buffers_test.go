@@ -2,7 +2,9 @@ package tlcp
 
 import (
 	"crypto/rand"
+	"errors"
 	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -104,4 +106,103 @@ func TestEndedReadsHoldNoBuffer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdingConn passes writes on, or keeps them while hold is set.
+type holdingConn struct {
+	net.Conn
+	hold bool
+	held []byte
+}
+
+func (c *holdingConn) Write(b []byte) (int, error) {
+	if c.hold {
+		c.held = append(c.held, b...)
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// TestReadAfterTimeout checks that a Read that timed out, with nothing
+// of a record read (its input buffer given back) or with part of one
+// (kept), leaves the next Read to return the data that comes next, whole
+// and in order, and nothing of before.
+func TestReadAfterTimeout(t *testing.T) {
+	for _, suite := range []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3} {
+		t.Run(CipherSuiteName(suite), func(t *testing.T) {
+			ccfg, scfg := suiteConfigs(t, suite, false)
+			raw, s := localPipe(t)
+			hc := &holdingConn{Conn: raw}
+			client, server := Client(hc, ccfg), Server(s, scfg)
+			t.Cleanup(func() { client.Close(); server.Close() })
+			errc := make(chan error, 1)
+			go func() { errc <- server.Handshake() }()
+			if err := client.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 64)
+			read := func(want string) {
+				t.Helper()
+				server.SetReadDeadline(time.Now().Add(10 * time.Second))
+				n, err := server.Read(buf)
+				if err != nil || string(buf[:n]) != want {
+					t.Fatalf("read %q, %v; want %q", buf[:n], err, want)
+				}
+			}
+			timeout := func(after time.Duration) {
+				t.Helper()
+				server.SetReadDeadline(time.Now().Add(after))
+				if n, err := server.Read(buf); n != 0 || !isTimeout(err) {
+					t.Fatalf("read %q, %v; want a timeout", buf[:n], err)
+				}
+			}
+			if _, err := client.Write([]byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			read("first")
+			timeout(-time.Second)
+			if server.rawBuf != nil {
+				t.Fatal("a Read that timed out between records keeps the input buffer")
+			}
+			if _, err := client.Write([]byte("second")); err != nil {
+				t.Fatal(err)
+			}
+			read("second")
+
+			// A record of which only the header has come.
+			hc.hold = true
+			if _, err := client.Write([]byte("third")); err != nil {
+				t.Fatal(err)
+			}
+			hc.hold = false
+			if _, err := raw.Write(hc.held[:recordHeaderLen]); err != nil {
+				t.Fatal(err)
+			}
+			// The Read takes the header in and waits for the rest.
+			for i := 0; ; i++ {
+				timeout(20 * time.Millisecond)
+				server.in.Lock()
+				got := server.rawW - server.rawR
+				server.in.Unlock()
+				if got == recordHeaderLen {
+					break
+				}
+				if i == 500 {
+					t.Fatalf("%d bytes read of the record, want its header", got)
+				}
+			}
+			if _, err := raw.Write(hc.held[recordHeaderLen:]); err != nil {
+				t.Fatal(err)
+			}
+			read("third")
+		})
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
