@@ -242,6 +242,7 @@ func (d *device) addPIN(cfg Config) error {
 	d.keysMu.Lock()
 	defer d.keysMu.Unlock()
 	e, refs := d.pins[cfg.Index], 0
+	var pubs [UsageEnc + 1]*ecdsa.PublicKey
 	if e != nil && ((e.pin == nil) != (cfg.PIN == nil) || subtle.ConstantTimeCompare(e.pin, cfg.PIN) != 1) {
 		if !e.retire() {
 			return fmt.Errorf("key index %d of %s is already open with a different PIN (from %s); both keys of an index share one PIN", cfg.Index, cfg.Library, e.source)
@@ -249,14 +250,14 @@ func (d *device) addPIN(cfg Config) error {
 		// The device refused the PIN of the keys open at the index, so
 		// none of them can serve: this one (a reload with the corrected
 		// PIN) replaces it for all of them.
+		// The keys still open at the index keep their checks.
+		e.mu.Lock()
+		pubs = e.pubs
+		e.mu.Unlock()
 		e, refs = nil, e.refs
 	}
 	if e == nil {
-		ne := &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource, refs: refs}
-		if e != nil {
-			ne.pubs = e.pubs
-		}
-		e = ne
+		e = &pinEntry{pin: append([]byte(nil), cfg.PIN...), source: cfg.PINSource, refs: refs, pubs: pubs}
 		if cfg.PIN == nil {
 			e.pin = nil
 		}

@@ -3,8 +3,11 @@
 package sdf_test
 
 import (
+	"crypto"
 	"crypto/rand"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -139,4 +142,36 @@ func TestCorrectedPINAfterRefusal(t *testing.T) {
 	checkSign(t, old, c.sign[1])
 	old.Close()
 	checkSign(t, reloaded, c.sign[1])
+}
+
+// TestCorrectedPINKeepsKeyChecks: when a reload opens a key of an index
+// again with the corrected PIN after the card refused the old one, the
+// keys still open at the index keep the check of their public keys: a
+// card that then holds another encryption key there is refused for the
+// encryption key, which was not opened again.
+func TestCorrectedPINKeepsKeyChecks(t *testing.T) {
+	lib, c, sign, encKey := cardServer(t, "")
+	enc := encKey.(crypto.Decrypter)
+	ctl := loadLib(t, lib)
+	ct, err := sm2.EncryptASN1(rand.Reader, &c.enc[1].PublicKey, make([]byte, 48))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.changePIN(t, 1, changedPIN)
+	ctl.Control("reset", 1)
+	if _, err := sign.Sign(rand.Reader, []byte("refused"), sm2.DefaultSM2SignerOpts); err == nil {
+		t.Fatal("signed after the card refused the PIN")
+	}
+	pinFile := filepath.Join(t.TempDir(), "pin")
+	if err := os.WriteFile(pinFile, []byte(changedPIN+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	openKey(t, fmt.Sprintf("sdf:%s?index=1&key=sign&pin-file=%s", lib, pinFile))
+
+	softsdf.GenerateKey(t, c.dir, "enc-1", changedPIN)
+	ctl.Control("reset", 1)
+	_, err = enc.Decrypt(rand.Reader, ct, nil)
+	if err == nil || !strings.Contains(err.Error(), "now holds another enc key at index 1") {
+		t.Fatalf("decrypt with the encryption key replaced: %v, want the replaced key named", err)
+	}
 }
