@@ -142,9 +142,19 @@ func putHandshakeMAC(h *hmacSM3) {
 }
 
 // wipe clears everything h holds of its key and of what it computed.
+// zeroBlock is one SM3 block of zeros, only read.
+var zeroBlock [64]byte
+
 func (h *hmacSM3) wipe() {
-	h.inner.Reset()
-	h.outer.Reset()
+	for _, d := range []hash.Hash{h.inner, h.outer} {
+		// A reset leaves the digest's block buffer holding the tail of
+		// its last input; one byte and then the rest of a block of
+		// zeros go through that buffer whole.
+		d.Reset()
+		d.Write(zeroBlock[:1])
+		d.Write(zeroBlock[1:])
+		d.Reset()
+	}
 	clear(h.states)
 	clear(h.sum[:])
 	clear(h.a[:])

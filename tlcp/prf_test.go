@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"hash"
+	"reflect"
 	"testing"
 
 	"github.com/emmansun/gmsm/sm3"
@@ -64,6 +65,18 @@ func TestHMACWipe(t *testing.T) {
 	for name, d := range map[string]hash.Hash{"inner": h.inner, "outer": h.outer} {
 		if st, _ := d.(stateSaver).AppendBinary(nil); !bytes.Equal(st, fresh) {
 			t.Errorf("the %s SM3 state is not reset", name)
+		}
+		// The digest's block buffer, which a reset leaves as it was,
+		// held the tail of the last input (an HMAC's intermediate value).
+		if x := reflect.ValueOf(d).Elem().FieldByName("x"); x.Kind() == reflect.Array {
+			for i := range x.Len() {
+				if x.Index(i).Uint() != 0 {
+					t.Errorf("the %s SM3 block buffer keeps input at byte %d", name, i)
+					break
+				}
+			}
+		} else {
+			t.Logf("the %s SM3 digest has no block buffer named x (%T); not checked", name, d)
 		}
 	}
 }
