@@ -333,7 +333,9 @@ func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, 
 	case e.pin == nil:
 		return false, nil
 	}
-	if err := refusedBefore(d.lib.path(), index, e.pin); err != nil {
+	// The record is kept by the library's real path (the registry's key),
+	// so that another spelling of its path finds it.
+	if err := refusedBefore(d.regKey, index, e.pin); err != nil {
 		e.rejected = &accessError{index: index, source: e.source, err: err}
 		return false, e.rejected
 	}
@@ -343,7 +345,7 @@ func (d *device) authorise(sess uintptr, index uint32, e *pinEntry) (owed bool, 
 			return false, err
 		}
 		if se == nil || se.Code != sdrKeyNotExist {
-			remember(d.lib.path(), index, e.pin, err)
+			remember(d.regKey, index, e.pin, err)
 		}
 		e.rejected = &accessError{index: index, source: e.source, err: err}
 		return false, e.rejected

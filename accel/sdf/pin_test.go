@@ -175,3 +175,26 @@ func TestCorrectedPINKeepsKeyChecks(t *testing.T) {
 		t.Fatalf("decrypt with the encryption key replaced: %v, want the replaced key named", err)
 	}
 }
+
+// TestRefusedPINIsNotOfferedThroughAnotherPath: the record of refused PINs
+// follows the library, not the way a reference spells its path: a reload
+// that names the library through a symbolic link (or its real path, after
+// one) does not offer the refused PIN again once the device closed.
+func TestRefusedPINIsNotOfferedThroughAnotherPath(t *testing.T) {
+	lib := library(t)
+	link := t.TempDir() + "/libsdf.so"
+	if err := os.Symlink(lib, link); err != nil {
+		t.Fatal(err)
+	}
+	c := newCard(t, 1)
+	bad := t.TempDir() + "/pin"
+	writeFile(t, bad, "99999999")
+	before := loadLib(t, lib).Stats().AccessDenied
+	for _, path := range []string{link, lib, link} {
+		openErr(t, strings.Replace(c.ref(path, 1, "sign", ""), c.pinFile, bad, 1),
+			"the device refused the PIN from file "+bad+" for key index 1", "No further attempts")
+	}
+	if d := loadLib(t, lib).Stats().AccessDenied - before; d != 1 {
+		t.Errorf("the wrong PIN was offered %d times, want once", d)
+	}
+}
