@@ -79,8 +79,8 @@ func trackedConfig(p *testPKI, timeout time.Duration) *config.Config {
 	cfg := testConfig(p, "http://127.0.0.1:1")
 	cfg.Listeners[0].TLCP.SignKey = "tracked:" + p.dual.SignKey
 	cfg.Listeners[0].TLCP.EncKey = "tracked:" + p.dual.EncKey
-	cfg.Timeouts.Handshake = config.Duration(timeout)
-	cfg.Timeouts.UpstreamConnect = config.Duration(timeout)
+	cfg.Timeouts.Handshake = config.Duration(timeout / 2)
+	cfg.Timeouts.UpstreamConnect = config.Duration(timeout / 4)
 	return cfg
 }
 
@@ -183,4 +183,36 @@ func TestFailedReloadClosesItsKeys(t *testing.T) {
 	wantClosed(t, "in service", all[:2], false)
 	wantClosed(t, "of the failed reload", all[2:], true)
 	mustServeTLCP(t, p, s)
+}
+
+// The keys a reload replaced stay open while a replaced generation's
+// tlcp:// pool may still present them: a client's handshake, then an
+// upstream connect and one retry (timeouts.handshake plus twice
+// timeouts.upstream_connect), not only the longer of the two.
+func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
+	p := getPKI(t)
+	keys := trackedSince()
+	cfg := trackedConfig(p, time.Second)
+	cfg.Timeouts.Handshake = config.Duration(time.Second)
+	cfg.Timeouts.UpstreamConnect = config.Duration(time.Second)
+	s := startServer(t, cfg, nil)
+	next := trackedConfig(p, time.Second)
+	next.Timeouts = cfg.Timeouts
+	reloaded := time.Now()
+	if err := s.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	old := keys()[:2]
+	time.Sleep(time.Until(reloaded.Add(1500 * time.Millisecond)))
+	wantClosed(t, "replaced, 1.5 s after the reload", old, false)
+	for _, k := range old {
+		select {
+		case <-k.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the keys of the replaced certificates were not closed")
+		}
+	}
+	if d := time.Since(reloaded); d < 3*time.Second {
+		t.Errorf("the replaced keys closed %v after the reload, before 1 s + 2 × 1 s", d.Round(time.Millisecond))
+	}
 }

@@ -278,8 +278,12 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *ce
 	})
 	// The keys of certificates a reload replaces close once the
 	// handshakes that may have chosen them are over: those of clients,
-	// and those of tlcp:// upstreams presenting a client identity.
-	closeDelay := max(cfg.Timeouts.Handshake.D(), cfg.Timeouts.UpstreamConnect.D())
+	// and those of tlcp:// upstreams presenting a client identity, which
+	// a replaced generation's pools still make after a client's
+	// handshake (a TCP route dials once the client's handshake is done)
+	// or for a request begun before the reload (a retry after a failed
+	// connect).
+	closeDelay := cfg.Timeouts.Handshake.D() + 2*cfg.Timeouts.UpstreamConnect.D()
 	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}, CloseDelay: closeDelay}, sources...)
 	if err != nil {
 		probs = certProblems(cfg, paths, err)
@@ -427,16 +431,11 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 
 // close stops what g started, except the pools that next still uses.
 // The keys of g's certificates close at once without next (no handshake
-// runs any more), and after the handshake timeout when next replaces g
+// runs any more), and after the store's close delay when next replaces g
 // (handshakes in flight may have chosen them).
 func (g *generation) closeExcept(next *generation) {
 	if g.storeCancel != nil {
 		g.storeCancel()
-	}
-	if next == nil {
-		g.store.Close()
-	} else {
-		g.store.Retire()
 	}
 	for name, p := range g.pools {
 		if next == nil || next.pools[name] != p {
@@ -452,6 +451,13 @@ func (g *generation) closeExcept(next *generation) {
 		g.shared.closeUnless(nil)
 	} else {
 		g.shared.closeUnless(next.shared)
+	}
+	// After the pools, whose health checks may present a client
+	// certificate of the store.
+	if next == nil {
+		g.store.Close()
+	} else {
+		g.store.Retire()
 	}
 }
 
