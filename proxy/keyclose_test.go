@@ -216,3 +216,42 @@ func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
 		t.Errorf("the replaced keys closed %v after the reload, before 1 s + 2 × 1 s", d.Round(time.Millisecond))
 	}
 }
+
+// A tlcp:// upstream with a client certificate and more retries tries
+// as many more targets, each within timeouts.upstream_connect, for a
+// request begun before a reload: the replaced keys stay open for all of
+// those connects (timeouts.handshake plus, here, four times
+// timeouts.upstream_connect).
+func TestReplacedKeysOutlastEveryRetry(t *testing.T) {
+	p := getPKI(t)
+	keys := trackedSince()
+	cfg := trackedConfig(p, time.Second)
+	cfg.Timeouts.Handshake = config.Duration(500 * time.Millisecond)
+	cfg.Timeouts.UpstreamConnect = config.Duration(500 * time.Millisecond)
+	retries := 3
+	cfg.Upstreams["partner"] = &config.Upstream{
+		Targets: []string{"tlcp://127.0.0.1:1"},
+		Retries: &retries,
+		TLCP:    &config.UpstreamTLCP{SignCert: p.dual.SignCert, SignKey: "tracked:" + p.dual.SignKey},
+	}
+	config.Defaults(cfg)
+	s := startServer(t, cfg, nil)
+	old := keys()
+	if len(old) != 3 {
+		t.Fatalf("%d keys opened, want 3", len(old))
+	}
+	reloaded := time.Now()
+	if err := s.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range old {
+		select {
+		case <-k.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the keys of the replaced certificates were not closed")
+		}
+	}
+	if d := time.Since(reloaded); d < 2500*time.Millisecond {
+		t.Errorf("the replaced keys closed %v after the reload, before 0.5 s + (1 + 3 retries) × 0.5 s", d.Round(time.Millisecond))
+	}
+}

@@ -281,9 +281,16 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *ce
 	// and those of tlcp:// upstreams presenting a client identity, which
 	// a replaced generation's pools still make after a client's
 	// handshake (a TCP route dials once the client's handshake is done)
-	// or for a request begun before the reload (a retry after a failed
-	// connect).
-	closeDelay := cfg.Timeouts.Handshake.D() + 2*cfg.Timeouts.UpstreamConnect.D()
+	// or for a request begun before the reload, on as many targets as
+	// the upstream's retries allow after the first, each connect within
+	// timeouts.upstream_connect.
+	retries := 1
+	for _, uc := range cfg.Upstreams {
+		if uc != nil && uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() && uc.Retries != nil {
+			retries = max(retries, *uc.Retries)
+		}
+	}
+	closeDelay := cfg.Timeouts.Handshake.D() + time.Duration(1+retries)*cfg.Timeouts.UpstreamConnect.D()
 	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}, CloseDelay: closeDelay}, sources...)
 	if err != nil {
 		probs = certProblems(cfg, paths, err)
