@@ -141,10 +141,10 @@ func putHandshakeMAC(h *hmacSM3) {
 	handshakeMACs.Put(h)
 }
 
-// wipe clears everything h holds of its key and of what it computed.
 // zeroBlock is one SM3 block of zeros, only read.
 var zeroBlock [64]byte
 
+// wipe clears everything h holds of its key and of what it computed.
 func (h *hmacSM3) wipe() {
 	for _, d := range []hash.Hash{h.inner, h.outer} {
 		// A reset leaves the digest's block buffer holding the tail of
