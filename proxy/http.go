@@ -190,6 +190,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	site := st.sites.all.lookup(r.Host)
 	var rt *route
 	switch {
+	case r.ProtoMajor == 2 && r.Host == "":
+		// Malformed (RFC 9113 §8.3.1), as an HTTP/1.1 request without
+		// Host is, which net/http answers 400.
+		plainError(rec, http.StatusBadRequest, "the request names no host (:authority or Host)")
 	case r.ProtoMajor == 2 && !httpguts.ValidHostHeader(r.Host):
 		// HTTP/1 requests had their Host checked by net/http; Go's
 		// HTTP/2 server takes any :authority.
