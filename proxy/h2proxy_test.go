@@ -116,7 +116,9 @@ func TestInformationalResponsesLoseHopByHop(t *testing.T) {
 // what HTTP/1.1 asks of Host (net/http answers 400 to a bad one), since
 // Go's HTTP/2 server takes any text there. Such a host reached the
 // upstream in X-Forwarded-Host and Forwarded, where applications build
-// links from it, while its Host header went out empty.
+// links from it, while its Host header went out empty. A request with
+// neither :authority nor Host reached it with the target's address as
+// its Host.
 func TestHTTP2AuthorityChecked(t *testing.T) {
 	p := getPKI(t)
 	var reached atomic.Int32
@@ -134,10 +136,20 @@ func TestHTTP2AuthorityChecked(t *testing.T) {
 	if n := reached.Load(); n != 0 {
 		t.Errorf("%d requests with a bad :authority reached the upstream", n)
 	}
+	// Neither :authority nor Host: malformed (RFC 9113 §8.3.1).
+	if got := h2Status(t, p, s, ":method", "GET", ":scheme", "https", ":path", "/"); got != "400" {
+		t.Errorf("neither :authority nor Host: status %q, want 400", got)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests with a bad or no :authority reached the upstream", n)
+	}
 	for _, good := range []string{"localhost", "localhost:443", "LOCALHOST.", "127.0.0.1", "[::1]:443"} {
 		if got := h2Status(t, p, s, request(good)...); got != "200" {
 			t.Errorf(":authority %q: status %q, want 200", good, got)
 		}
+	}
+	if got := h2Status(t, p, s, ":method", "GET", ":scheme", "https", ":path", "/", "host", "localhost"); got != "200" {
+		t.Errorf("Host without :authority: status %q, want 200", got)
 	}
 }
 
