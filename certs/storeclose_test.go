@@ -1,101 +1,24 @@
 package certs
 
 import (
-	"context"
 	"crypto"
-	"errors"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/testkeys"
 	"github.com/gmgate/gmgate/internal/testlog"
 )
 
-// trackedBackend opens file keys as a device would hold them: every Open
-// makes a new key, and a closed key refuses to work. With fail-close=1 in
-// the reference, Close reports an error, as a device that closes in the
-// background does.
-type trackedBackend struct{}
-
-type trackedKey struct {
-	accel.Key
-	closed   chan struct{}
-	once     sync.Once
-	closeErr error
-}
-
-var tracked struct {
-	sync.Mutex
-	keys []*trackedKey
-}
-
-func (trackedBackend) Open(ctx context.Context, ref *accel.Ref) (accel.Key, error) {
-	k, err := accel.Open(ctx, "file:"+ref.Path)
-	if err != nil {
-		return nil, err
-	}
-	tk := &trackedKey{Key: k, closed: make(chan struct{})}
-	if ref.Params.Get("fail-close") == "1" {
-		tk.closeErr = errors.New("the device closes in the background: a call on it has not returned")
-	}
-	tracked.Lock()
-	tracked.keys = append(tracked.keys, tk)
-	tracked.Unlock()
-	return tk, nil
-}
-
-func (k *trackedKey) isClosed() bool {
-	select {
-	case <-k.closed:
-		return true
-	default:
-		return false
-	}
-}
-
-func (k *trackedKey) Sign(r io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
-	if k.isClosed() {
-		return nil, errors.New("key is closed")
-	}
-	return k.Key.Sign(r, digest, opts)
-}
-
-func (k *trackedKey) Decrypt(r io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
-	if k.isClosed() {
-		return nil, errors.New("key is closed")
-	}
-	return k.Key.(crypto.Decrypter).Decrypt(r, msg, opts)
-}
-
-func (k *trackedKey) Close() error {
-	k.once.Do(func() { close(k.closed) })
-	return k.closeErr
-}
-
-func init() { accel.Register("tracked", trackedBackend{}) }
-
-// trackedKeys returns the keys opened since the test began.
-func trackedKeys(t *testing.T) func() []*trackedKey {
-	tracked.Lock()
-	from := len(tracked.keys)
-	tracked.Unlock()
-	return func() []*trackedKey {
-		tracked.Lock()
-		defer tracked.Unlock()
-		return append([]*trackedKey(nil), tracked.keys[from:]...)
-	}
-}
-
+// trackedStore serves one TLCP certificate, "edge", with both keys of the
+// tracked key scheme (internal/testkeys), params added to each reference.
 func trackedStore(t *testing.T, opts StoreOptions, params string) *Store {
 	t.Helper()
 	d := writeTestPair(t, newTestCA(t, false), t.TempDir(), "card", nil, "card.example.cn")
 	f := files(d)
-	f.SignKey = "tracked:" + d.SignKey + params
-	f.EncKey = "tracked:" + d.EncKey + params
+	f.SignKey = testkeys.Scheme + ":" + d.SignKey + params
+	f.EncKey = testkeys.Scheme + ":" + d.EncKey + params
 	s, err := NewStore(opts, Source{Name: "edge", TLCP: &f})
 	if err != nil {
 		t.Fatal(err)
@@ -103,10 +26,10 @@ func trackedStore(t *testing.T, opts StoreOptions, params string) *Store {
 	return s
 }
 
-func waitClosed(t *testing.T, k *trackedKey) {
+func waitClosed(t *testing.T, k *testkeys.Key) {
 	t.Helper()
 	select {
-	case <-k.closed:
+	case <-k.Closed():
 	case <-time.After(10 * time.Second):
 		t.Fatal("a replaced key was not closed")
 	}
@@ -115,7 +38,7 @@ func waitClosed(t *testing.T, k *trackedKey) {
 // A reload closes the keys of the set it replaced once CloseDelay has
 // passed, and leaves the keys in service open.
 func TestReloadClosesReplacedKeys(t *testing.T) {
-	keys := trackedKeys(t)
+	keys := testkeys.Since()
 	s := trackedStore(t, StoreOptions{Logger: slog.New(slog.DiscardHandler), CloseDelay: 10 * time.Millisecond}, "")
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
@@ -127,13 +50,13 @@ func TestReloadClosesReplacedKeys(t *testing.T) {
 	waitClosed(t, opened[0])
 	waitClosed(t, opened[1])
 	for _, k := range opened[2:] {
-		if k.isClosed() {
+		if k.IsClosed() {
 			t.Fatal("a key in service was closed")
 		}
 	}
 	s.Close()
 	for _, k := range opened[2:] {
-		if !k.isClosed() {
+		if !k.IsClosed() {
 			t.Fatal("Close left a key in service open")
 		}
 	}
@@ -143,7 +66,7 @@ func TestReloadClosesReplacedKeys(t *testing.T) {
 // certificate before the reload still has its keys; Close closes them at
 // once.
 func TestReloadKeepsReplacedKeysForHandshakes(t *testing.T) {
-	keys := trackedKeys(t)
+	keys := testkeys.Since()
 	s := trackedStore(t, StoreOptions{Logger: slog.New(slog.DiscardHandler), CloseDelay: time.Hour}, "")
 	chosen, err := s.GetTLCPCertificate(nil)
 	if err != nil {
@@ -160,7 +83,7 @@ func TestReloadKeepsReplacedKeysForHandshakes(t *testing.T) {
 	}
 	s.Close()
 	for i, k := range keys() {
-		if !k.isClosed() {
+		if !k.IsClosed() {
 			t.Errorf("key %d left open by Close", i)
 		}
 	}

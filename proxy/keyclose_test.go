@@ -2,93 +2,30 @@ package proxy
 
 import (
 	"context"
-	"crypto"
-	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testkeys"
 )
 
-// trackedBackend opens file keys as a crypto card would: every Open makes
-// a new key, whose Close is recorded.
-type trackedBackend struct{}
-
-type trackedKey struct {
-	accel.Key
-	closed chan struct{}
-	once   sync.Once
-}
-
-func (k *trackedKey) Decrypt(r io.Reader, msg []byte, opts crypto.DecrypterOpts) ([]byte, error) {
-	return k.Key.(crypto.Decrypter).Decrypt(r, msg, opts)
-}
-
-func (k *trackedKey) Close() error {
-	k.once.Do(func() { close(k.closed) })
-	return nil
-}
-
-func (k *trackedKey) isClosed() bool {
-	select {
-	case <-k.closed:
-		return true
-	default:
-		return false
-	}
-}
-
-var tracked struct {
-	sync.Mutex
-	keys []*trackedKey
-}
-
-func (trackedBackend) Open(ctx context.Context, ref *accel.Ref) (accel.Key, error) {
-	k, err := accel.Open(ctx, "file:"+ref.Path)
-	if err != nil {
-		return nil, err
-	}
-	tk := &trackedKey{Key: k, closed: make(chan struct{})}
-	tracked.Lock()
-	tracked.keys = append(tracked.keys, tk)
-	tracked.Unlock()
-	return tk, nil
-}
-
-func init() { accel.Register("tracked", trackedBackend{}) }
-
-// trackedSince returns a function listing the keys opened since it was
-// made.
-func trackedSince() func() []*trackedKey {
-	tracked.Lock()
-	from := len(tracked.keys)
-	tracked.Unlock()
-	return func() []*trackedKey {
-		tracked.Lock()
-		defer tracked.Unlock()
-		return append([]*trackedKey(nil), tracked.keys[from:]...)
-	}
-}
-
-// trackedConfig serves TLCP with both keys from trackedBackend; a
-// replaced certificate's keys close after timeout.
+// trackedConfig serves TLCP with both keys of the tracked key scheme
+// (internal/testkeys); a replaced certificate's keys close after timeout.
 func trackedConfig(p *testPKI, timeout time.Duration) *config.Config {
 	cfg := testConfig(p, "http://127.0.0.1:1")
-	cfg.Listeners[0].TLCP.SignKey = "tracked:" + p.dual.SignKey
-	cfg.Listeners[0].TLCP.EncKey = "tracked:" + p.dual.EncKey
+	cfg.Listeners[0].TLCP.SignKey = testkeys.Scheme + ":" + p.dual.SignKey
+	cfg.Listeners[0].TLCP.EncKey = testkeys.Scheme + ":" + p.dual.EncKey
 	cfg.Timeouts.Handshake = config.Duration(timeout / 2)
 	cfg.Timeouts.UpstreamConnect = config.Duration(timeout / 4)
 	return cfg
 }
 
-func wantClosed(t *testing.T, what string, keys []*trackedKey, closed bool) {
+func wantClosed(t *testing.T, what string, keys []*testkeys.Key, closed bool) {
 	t.Helper()
 	for i, k := range keys {
-		if k.isClosed() != closed {
-			t.Errorf("%s key %d: closed %v, want %v", what, i, k.isClosed(), closed)
+		if k.IsClosed() != closed {
+			t.Errorf("%s key %d: closed %v, want %v", what, i, k.IsClosed(), closed)
 		}
 	}
 }
@@ -99,7 +36,7 @@ func wantClosed(t *testing.T, what string, keys []*trackedKey, closed bool) {
 // open and serve.
 func TestReloadClosesReplacedKeys(t *testing.T) {
 	p := getPKI(t)
-	keys := trackedSince()
+	keys := testkeys.Since()
 	cfg := trackedConfig(p, 2*time.Second)
 	s := startServer(t, cfg, nil)
 	mustServeTLCP(t, p, s)
@@ -116,7 +53,7 @@ func TestReloadClosesReplacedKeys(t *testing.T) {
 	}
 	for _, k := range old {
 		select {
-		case <-k.closed:
+		case <-k.Closed():
 		case <-time.After(10 * time.Second):
 			t.Fatal("the keys of the replaced certificates were not closed")
 		}
@@ -137,7 +74,7 @@ func TestReloadClosesReplacedKeys(t *testing.T) {
 // service once the connections are done.
 func TestShutdownClosesReplacedKeys(t *testing.T) {
 	p := getPKI(t)
-	keys := trackedSince()
+	keys := testkeys.Since()
 	s := startServer(t, trackedConfig(p, time.Minute), nil)
 	if err := s.Reload(trackedConfig(p, time.Minute)); err != nil {
 		t.Fatal(err)
@@ -161,7 +98,7 @@ func TestShutdownClosesReplacedKeys(t *testing.T) {
 // in service stay open.
 func TestFailedReloadClosesItsKeys(t *testing.T) {
 	p := getPKI(t)
-	keys := trackedSince()
+	keys := testkeys.Since()
 	s := startServer(t, trackedConfig(p, time.Minute), nil)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -191,7 +128,7 @@ func TestFailedReloadClosesItsKeys(t *testing.T) {
 // timeouts.upstream_connect), not only the longer of the two.
 func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
 	p := getPKI(t)
-	keys := trackedSince()
+	keys := testkeys.Since()
 	cfg := trackedConfig(p, time.Second)
 	cfg.Timeouts.Handshake = config.Duration(time.Second)
 	cfg.Timeouts.UpstreamConnect = config.Duration(time.Second)
@@ -207,7 +144,7 @@ func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
 	wantClosed(t, "replaced, 1.5 s after the reload", old, false)
 	for _, k := range old {
 		select {
-		case <-k.closed:
+		case <-k.Closed():
 		case <-time.After(10 * time.Second):
 			t.Fatal("the keys of the replaced certificates were not closed")
 		}
@@ -224,7 +161,7 @@ func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
 // timeouts.upstream_connect).
 func TestReplacedKeysOutlastEveryRetry(t *testing.T) {
 	p := getPKI(t)
-	keys := trackedSince()
+	keys := testkeys.Since()
 	cfg := trackedConfig(p, time.Second)
 	cfg.Timeouts.Handshake = config.Duration(500 * time.Millisecond)
 	cfg.Timeouts.UpstreamConnect = config.Duration(500 * time.Millisecond)
@@ -232,7 +169,7 @@ func TestReplacedKeysOutlastEveryRetry(t *testing.T) {
 	cfg.Upstreams["partner"] = &config.Upstream{
 		Targets: []string{"tlcp://127.0.0.1:1"},
 		Retries: &retries,
-		TLCP:    &config.UpstreamTLCP{SignCert: p.dual.SignCert, SignKey: "tracked:" + p.dual.SignKey},
+		TLCP:    &config.UpstreamTLCP{SignCert: p.dual.SignCert, SignKey: testkeys.Scheme + ":" + p.dual.SignKey},
 	}
 	config.Defaults(cfg)
 	s := startServer(t, cfg, nil)
@@ -246,7 +183,7 @@ func TestReplacedKeysOutlastEveryRetry(t *testing.T) {
 	}
 	for _, k := range old {
 		select {
-		case <-k.closed:
+		case <-k.Closed():
 		case <-time.After(10 * time.Second):
 			t.Fatal("the keys of the replaced certificates were not closed")
 		}
