@@ -166,12 +166,8 @@ func TestRequestTrailersForwarded(t *testing.T) {
 	})
 	h1 := httptest.NewServer(h)
 	defer h1.Close()
-	h2c := httptest.NewUnstartedServer(h)
-	h2c.Config.Protocols = &http.Protocols{}
-	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
-	h2c.Start()
-	defer h2c.Close()
-	for _, target := range []string{h1.URL, "h2c://" + h2c.Listener.Addr().String()} {
+	h2cAddr := h2cUpstream(t, h)
+	for _, target := range []string{h1.URL, "h2c://" + h2cAddr} {
 		s := startServer(t, testConfig(p, target), nil)
 		for name, client := range map[string]*http.Client{"http1": tlsClient(t, p), "http2": h2TLSClient(t, p)} {
 			req, _ := http.NewRequest("PUT", gatewayURL(s, "/upload"), io.NopCloser(strings.NewReader("payload")))
@@ -199,11 +195,7 @@ func TestUpgradeNotSentOverHTTP2(t *testing.T) {
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upgrade=%q connection=%q", r.Header.Get("Upgrade"), r.Header.Get("Connection"))
 	})
-	h2c := httptest.NewUnstartedServer(app)
-	h2c.Config.Protocols = &http.Protocols{}
-	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
-	h2c.Start()
-	defer h2c.Close()
+	h2cAddr := h2cUpstream(t, app)
 	tlsApp := httptest.NewUnstartedServer(app)
 	tlsApp.EnableHTTP2 = true
 	tlsApp.StartTLS()
@@ -221,7 +213,7 @@ func TestUpgradeNotSentOverHTTP2(t *testing.T) {
 		name, url, upgrade string
 		client             *http.Client
 	}{
-		{"h2c", gatewayURL(startServer(t, testConfig(p, "h2c://"+h2c.Listener.Addr().String()), nil), "/ws"), "websocket", tlsClient(t, p)},
+		{"h2c", gatewayURL(startServer(t, testConfig(p, "h2c://"+h2cAddr), nil), "/ws"), "websocket", tlsClient(t, p)},
 		// WebSocket goes to an https:// target over HTTP/1.1; other
 		// upgrades go over HTTP/2 when the target speaks it.
 		{"https", gatewayURL(startServer(t, httpsCfg, nil), "/ws"), "example/1", tlsClient(t, p)},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -386,4 +387,16 @@ func closedAddr(t testing.TB) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// h2cUpstream serves h in HTTP/2 without TLS (prior knowledge, as gRPC
+// servers speak it) until the test ends, and returns its address.
+func h2cUpstream(t testing.TB, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(h)
+	s.Config.Protocols = &http.Protocols{}
+	s.Config.Protocols.SetUnencryptedHTTP2(true)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
 }

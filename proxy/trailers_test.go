@@ -40,12 +40,8 @@ func TestRequestTrailersFiltered(t *testing.T) {
 	})
 	h1 := httptest.NewServer(h)
 	defer h1.Close()
-	h2c := httptest.NewUnstartedServer(h)
-	h2c.Config.Protocols = &http.Protocols{}
-	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
-	h2c.Start()
-	defer h2c.Close()
-	for _, target := range []string{h1.URL, "h2c://" + h2c.Listener.Addr().String()} {
+	h2cAddr := h2cUpstream(t, h)
+	for _, target := range []string{h1.URL, "h2c://" + h2cAddr} {
 		s := startServer(t, testConfig(p, target), nil)
 		c, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost"})
 		if err != nil {

@@ -32,15 +32,10 @@ func TestUpstreamHost(t *testing.T) {
 	})
 	plain := httptest.NewServer(h)
 	t.Cleanup(plain.Close)
-	h2c := httptest.NewUnstartedServer(h)
-	h2c.Config.Protocols = &http.Protocols{}
-	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
-	h2c.Start()
-	t.Cleanup(h2c.Close)
+	h2cAddr := h2cUpstream(t, h)
 	partner, _ := alpnTarget(t, p, func(*tlcp.ClientHelloInfo) string { return "h2" }, h)
 	partnerH1, _ := alpnTarget(t, p, func(*tlcp.ClientHelloInfo) string { return "" }, h)
 	plainAddr := strings.TrimPrefix(plain.URL, "http://")
-	h2cAddr := h2c.Listener.Addr().String()
 	tlcpSection := "tlcp: {ca: " + p.dual.CACert + ", server_name: localhost}"
 
 	for _, tc := range []struct {

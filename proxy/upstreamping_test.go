@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,15 +118,11 @@ func shortUpstreamPings(t *testing.T, after, timeout time.Duration) {
 func TestUpstreamHTTP2PingClosesDeadConnection(t *testing.T) {
 	shortUpstreamPings(t, 200*time.Millisecond, 500*time.Millisecond)
 	p := getPKI(t)
-	h2c := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h2cAddr := h2cUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Upstream", "app")
 		_, _ = io.WriteString(w, r.Proto)
 	}))
-	h2c.Config.Protocols = &http.Protocols{}
-	h2c.Config.Protocols.SetUnencryptedHTTP2(true)
-	h2c.Start()
-	t.Cleanup(h2c.Close)
-	relay := newBlackHoleRelay(t, h2c.Listener.Addr().String())
+	relay := newBlackHoleRelay(t, h2cAddr)
 	cfg := testConfig(p, "h2c://"+relay.ln.Addr().String())
 	cfg.Upstreams["app"].Health.Disabled = true
 	cfg.Timeouts.UpstreamResponse = config.Duration(5 * time.Second)
