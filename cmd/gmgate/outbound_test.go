@@ -73,6 +73,7 @@ func TestServeClientMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Host", r.Host)
 		fmt.Fprintf(w, "partner API: %s %s for %s", r.Method, r.URL.Path, r.Header.Get("X-Client-Subject"))
 	}))
 	defer api.Close()
@@ -128,6 +129,7 @@ listeners:
 upstreams:
   partner-api:
     targets: ["tlcp://%[1]s"]
+    host: target
     health: {path: /healthz}
     tlcp: &client
       ca: %[3]s
@@ -161,6 +163,11 @@ upstreams:
 		resp.Body.Close()
 		if want := fmt.Sprintf("partner API: GET /accounts/%d for CN=legacy-app", i); resp.StatusCode != 200 || string(body) != want {
 			t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
+		}
+		// host: target: the partner is asked for itself, not for the
+		// application's address.
+		if got := resp.Header.Get("X-Seen-Host"); got != partner.addrs["api"] {
+			t.Fatalf("the partner saw Host %q, want the target's %q", got, partner.addrs["api"])
 		}
 	}
 	// Keep-alive: fewer handshakes than requests (the health checks make
@@ -196,6 +203,10 @@ upstreams:
 		resp.Body.Close()
 		if want := fmt.Sprintf("partner API: POST /payments/%d for CN=legacy-app", i); resp.StatusCode != 200 || string(body) != want {
 			t.Fatalf("%d %q, want %q", resp.StatusCode, body, want)
+		}
+		// Without host, the client's Host goes through.
+		if got := resp.Header.Get("X-Seen-Host"); got != legacy.addrs["app2"] {
+			t.Fatalf("the partner saw Host %q, want the client's %q", got, legacy.addrs["app2"])
 		}
 	}
 	if v := metricSum(t, partner.admin, "gmgate_request_duration_seconds_count", `http_version="2"`); v != n {
