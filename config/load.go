@@ -111,21 +111,21 @@ func Load(path string) (*Config, error) {
 func LoadWithProblems(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, missingFileError(path)
+		return nil, &FileError{Path: path, Err: err, msg: path + " does not exist; give the configuration file with -c FILE (`gmgate config show > gmgate.yaml` writes an example to start from)"}
 	}
 	if err != nil {
-		return nil, err
+		return nil, &FileError{Path: path, Err: err, msg: err.Error()}
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory; give the configuration file in it with -c, such as %s", path, filepath.Join(path, "gmgate.yaml"))
+		return nil, &FileError{Path: path, msg: fmt.Sprintf("%s is a directory; give the configuration file in it with -c, such as %s", path, filepath.Join(path, "gmgate.yaml"))}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return nil, err
+		return nil, &FileError{Path: path, Err: err, msg: fmt.Sprintf("reading %s: %v", path, err)}
 	}
 	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes; is it the right file?", path, maxFileSize)
+		return nil, &FileError{Path: path, msg: fmt.Sprintf("%s: larger than %d bytes; is it the right file?", path, maxFileSize)}
 	}
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
@@ -134,15 +134,19 @@ func LoadWithProblems(path string) (*Config, error) {
 	return parse(path, data, dir)
 }
 
-// missingFileError is a configuration file that does not exist; it is
-// fs.ErrNotExist.
-type missingFileError string
-
-func (e missingFileError) Error() string {
-	return string(e) + " does not exist; give the configuration file with -c FILE (`gmgate config show > gmgate.yaml` writes an example to start from)"
+// FileError is a configuration file that cannot be read at all: it does
+// not exist, is a directory, cannot be opened or is too large. Like a
+// problem in the file, starting again unchanged fails again, so serve
+// exits with EX_CONFIG for it. A missing file is fs.ErrNotExist.
+type FileError struct {
+	Path string
+	Err  error // the underlying error, if any
+	msg  string
 }
 
-func (e missingFileError) Unwrap() error { return fs.ErrNotExist }
+func (e *FileError) Error() string { return e.msg }
+
+func (e *FileError) Unwrap() error { return e.Err }
 
 // Parse decodes, defaults and validates a configuration; name is the file
 // name used in problems. Every problem found is reported in one *Error.

@@ -45,10 +45,15 @@ func main() {
 const exitConfig = 78
 
 // exitCode is exitConfig for a configuration's problems, unless each may
-// clear by itself (an address still in use), and 1 for any other error.
+// clear by itself (an address still in use), and for a configuration file
+// that cannot be read (missing, a directory); 1 for any other error.
 func exitCode(err error) int {
 	var ce *config.Error
 	if errors.As(err, &ce) && !ce.Transient() {
+		return exitConfig
+	}
+	var fe *config.FileError
+	if errors.As(err, &fe) {
 		return exitConfig
 	}
 	return 1

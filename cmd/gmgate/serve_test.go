@@ -88,6 +88,28 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 	}
 }
 
+// A configuration file that cannot be read at all is a configuration
+// error too: serve and config check exit with EX_CONFIG, so that systemd's
+// RestartPreventExitStatus=78 does not restart gmgate every few seconds
+// for a file that is missing or names a directory.
+func TestServeUnreadableConfigFileExitsConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, path, want string }{
+		{"missing", filepath.Join(dir, "missing.yaml"), "missing.yaml does not exist"},
+		{"directory", dir, "is a directory"},
+	} {
+		for _, args := range [][]string{{"serve", "-c", tc.path}, {"config", "check", "-c", tc.path}} {
+			out, err := gmgateCommand(args...).CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitConfig {
+				t.Errorf("%s: %v: exit %v, want %d\n%s", tc.name, args[:2], err, exitConfig, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("%s: %v: output lacks %q:\n%s", tc.name, args[:2], tc.want, out)
+			}
+		}
+	}
+}
+
 // SIGTERM: the process stops accepting, finishes the request in flight,
 // and exits 0.
 func TestServeDrainsOnSIGTERM(t *testing.T) {
