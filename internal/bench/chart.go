@@ -219,8 +219,7 @@ func seriesBySize(rs []CryptoResult, value func(CryptoResult) float64) []series 
 	return out
 }
 
-// WriteChartFile writes a chart of a report (*CryptoReport or
-// *HandshakeReport): an HTML page with the chart and the table when the
+// WriteChartFile writes a chart of any report gmgate bench writes: an HTML page with the chart and the table when the
 // name ends in .html or .htm, else a standalone SVG.
 func WriteChartFile(name string, report any) error {
 	var svg, title string
@@ -232,6 +231,15 @@ func WriteChartFile(name string, report any) error {
 	case *HandshakeReport:
 		svg, title = handshakeSVG(r), "gmgate bench handshake"
 		WriteHandshakeTable(&tableText, r)
+	case *ProxyReport:
+		svg, title = proxySVG(r), "gmgate bench proxy"
+		WriteProxyTable(&tableText, r)
+	case *DownloadReport:
+		svg, title = downloadSVG(r), "gmgate bench download"
+		WriteDownloadTable(&tableText, r)
+	case *IdleReport:
+		svg, title = idleSVG(r), "gmgate bench idle-conns"
+		WriteIdleTable(&tableText, r)
 	default:
 		return fmt.Errorf("no chart for %T", report)
 	}

@@ -91,6 +91,8 @@ func TestGatewayReportsRoundTrip(t *testing.T) {
 		if !strings.Contains(table.String(), "this build") || !strings.Contains(table.String(), "2.00 (1.00-3.00)") {
 			t.Errorf("%T table:\n%s", rep, table.String())
 		}
+		// Every kind of report charts (gmgate bench report --chart).
+		checkCharts(t, back)
 	}
 }
 
