@@ -121,3 +121,24 @@ upstreams:
 		`upstreams.g.targets[0]: "h2c://10.0.0.6" has no port`,
 	})
 }
+
+// A host written with a trailing dot is refused with the fix: the same
+// name without it.
+func TestSitesHostTrailingDot(t *testing.T) {
+	wantProblems(t, `listeners:
+  - name: edge
+    listen: ":443"
+    protocol: tlcp
+    sites:
+      - name: api
+        hosts: [api.example.cn., "*.img.example.cn."]
+        default: true
+        tlcp: {sign_cert: a, sign_key: a, enc_cert: a, enc_key: a}
+        routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["http://10.0.0.5:8080"]}
+`, []string{
+		`listeners[0].sites[0].hosts[0]: "api.example.cn." ends in a dot; write it without the trailing dot, "api.example.cn": a site's names match without it`,
+		`listeners[0].sites[0].hosts[1]: "*.img.example.cn." ends in a dot; write it without the trailing dot, "*.img.example.cn"`,
+	})
+}

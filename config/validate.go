@@ -249,6 +249,10 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 		}
 		for k, h := range site.Hosts {
 			hp := fmt.Sprintf("%s.hosts[%d]", sp, k)
+			if bare, dot := strings.CutSuffix(h, "."); dot && validHost(bare) && !strings.Contains(strings.TrimPrefix(bare, "*."), "*") {
+				v.add(hp, fmt.Sprintf("%q ends in a dot", h), fmt.Sprintf("write it without the trailing dot, %q: a site's names match without it", bare))
+				continue
+			}
 			if !validHost(h) || strings.Contains(strings.TrimPrefix(h, "*."), "*") {
 				v.add(hp, fmt.Sprintf("%q is not a host name or wildcard", h), "write a name such as api.example.cn or a wildcard such as *.example.cn")
 				continue

@@ -72,25 +72,41 @@ func TestHTTPListener(t *testing.T) {
 	}
 }
 
-// Check reports what serves but deserves a word: ECDHE under client_auth
-// none without client_ca, and plain HTTP forwarded on a public address.
+// Check reports what serves but deserves a word: ECDHE suites listed under
+// client_auth none without client_ca, and plain HTTP forwarded on a public
+// address. The default suite list, which prefers the ECC suites, is no
+// cause for a warning.
 func TestCheckWarnings(t *testing.T) {
 	p := getPKI(t)
-	cfg := testConfig(p, "http://127.0.0.1:1")
-	cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "plain", Listen: "0.0.0.0:0", Protocol: config.ProtocolHTTP, Routes: []config.Route{{Upstream: "app", Path: "/"}}})
-	res, err := Check(cfg, CheckOptions{})
-	if err != nil {
-		t.Fatal(err)
+	var cfg *config.Config
+	fresh := func() {
+		cfg = testConfig(p, "http://127.0.0.1:1")
+		cfg.Listeners = append(cfg.Listeners, config.Listener{Name: "plain", Listen: "0.0.0.0:0", Protocol: config.ProtocolHTTP, Routes: []config.Route{{Upstream: "app", Path: "/"}}})
 	}
-	var got []string
-	for _, w := range res.Warnings {
-		got = append(got, w.Path)
+	fresh()
+	warnings := func() []string {
+		t.Helper()
+		res, err := Check(cfg, CheckOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, w := range res.Warnings {
+			got = append(got, w.String())
+		}
+		return got
 	}
-	if strings.Join(got, " ") != "listeners[0].tlcp.client_ca listeners[1].listen" {
-		t.Errorf("warnings: %v", res.Warnings)
+	if got := warnings(); len(got) != 1 || !strings.HasPrefix(got[0], "listeners[1].listen: ") {
+		t.Errorf("default suites: warnings %q, want the listen one alone", got)
 	}
-	if !strings.Contains(res.Warnings[0].String(), "GmSSL clients then cannot complete the handshake; set client_ca to the CAs that issue your clients' certificates") {
-		t.Errorf("warning: %s", res.Warnings[0])
+	fresh()
+	// As a file that lists them: config.Defaults has run already.
+	cfg.Listeners[0].TLCP.Suites = []string{"ECC_SM4_GCM_SM3", "ECDHE_SM4_GCM_SM3"}
+	cfg.Listeners[0].TLCP.SuitesDefaulted = false
+	got := warnings()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "listeners[0].tlcp.suites: ") ||
+		!strings.Contains(got[0], "GmSSL clients then cannot complete the handshake; list only the ECC suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3), or set client_ca to the CAs that issue your clients' certificates") {
+		t.Errorf("ECDHE listed: warnings %q", got)
 	}
 	cfg.Listeners[0].TLCP.ClientCA = p.dual.CACert
 	cfg.Listeners[1].Listen = "127.0.0.1:0"

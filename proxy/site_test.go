@@ -343,6 +343,72 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 	}
 }
 
+// config check warns once per listener about the ECDHE suites listed
+// under client_auth none without client_ca, naming the sites; about a
+// listener whose sites have no default, which refuses every client that
+// sends no SNI; and about an IP address in hosts, which never arrives as
+// SNI.
+func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	sites := cfg.Listeners[0].Sites
+	has := func(res *CheckResult, path, text string) bool {
+		for _, w := range res.Warnings {
+			if w.Path == path && strings.Contains(w.String(), text) {
+				return true
+			}
+		}
+		return false
+	}
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range res.Warnings {
+		if strings.Contains(w.Msg, "ECDHE") || strings.Contains(w.Msg, "default") || strings.Contains(w.Msg, "IP address") {
+			t.Errorf("a plain site configuration warns: %s", w)
+		}
+	}
+	cfg = siteConfig(t, true, siteUpstreams(t))
+	sites = cfg.Listeners[0].Sites
+	ecdhe := 0
+	for j := range sites {
+		if tc := sites[j].TLCP; tc != nil && (tc.ClientAuth == "none" || tc.ClientAuth == "") && tc.ClientCA == "" {
+			tc.Suites, tc.SuitesDefaulted = []string{"ECC_SM4_CBC_SM3", "ECDHE_SM4_CBC_SM3"}, false
+			ecdhe++
+		}
+	}
+	defaultAt := -1
+	for j := range sites {
+		if sites[j].Default {
+			defaultAt = j
+			sites[j].Default = false
+		}
+	}
+	if defaultAt < 0 {
+		t.Fatal("the test configuration has no default site")
+	}
+	sites[0].Hosts = append(sites[0].Hosts, "10.0.0.5")
+	res, err = Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range res.Warnings {
+		if strings.Contains(w.Msg, "ECDHE") {
+			n++
+		}
+	}
+	if ecdhe == 0 || n != 1 {
+		t.Errorf("%d sites list ECDHE under client_auth none: %d ECDHE warnings, want 1: %v", ecdhe, n, res.Warnings)
+	}
+	if !has(res, "listeners[0].sites", "no site is the default") {
+		t.Errorf("no warning about the missing default site: %v", res.Warnings)
+	}
+	if !has(res, fmt.Sprintf("listeners[0].sites[0].hosts[%d]", len(sites[0].Hosts)-1), "10.0.0.5 is an IP address, which never arrives as a server name (SNI)") {
+		t.Errorf("no warning about the IP address in hosts: %v", res.Warnings)
+	}
+}
+
 // config check loads every site's certificates as serve does, names a
 // site's field in what it finds, and warns of an exact name of one site
 // under another's wildcard.
