@@ -107,12 +107,13 @@ will run it. Without -c, print a complete commented example.`,
 	rootCmd.AddCommand(configCmd)
 }
 
-// configError keeps a multi-problem report readable after the "gmgate:"
-// prefix main adds.
+// configError returns the configuration's problems as they are: after
+// the "gmgate:" prefix main adds, the report reads "gmgate: configuration
+// has N problems:" with one indented line a problem.
 func configError(err error) error {
 	var ce *config.Error
 	if errors.As(err, &ce) {
-		return fmt.Errorf("\n%w", ce)
+		return ce
 	}
 	return err
 }

@@ -86,6 +86,10 @@ func TestServeRefusesConfigWithThreeMistakes(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitConfig || strings.Count(string(out), cfg+":") != 7 {
 		t.Errorf("config check: %v\n%s", err, out)
 	}
+	// The report starts on the prefix's line, not on a line of its own.
+	if first, _, _ := strings.Cut(text, "\n"); first != "gmgate: configuration has 7 problems:" {
+		t.Errorf("first line %q, want \"gmgate: configuration has 7 problems:\"", first)
+	}
 }
 
 // A configuration file that cannot be read at all is a configuration
