@@ -38,7 +38,8 @@ serves TLCP and TLS on one port in front of it.
 
 With --upstream URL it does the same in front of your own HTTP service,
 and writes the configuration it runs to gmgate.yaml in the state
-directory, so that the next step is gmgate serve -c.`,
+directory, so that the next step is gmgate serve -c. Once you edit that
+file, --upstream no longer writes over it: serve it with -c.`,
 		Example: `  gmgate serve --demo
   gmgate serve --upstream http://127.0.0.1:8080
   gmgate serve --upstream 127.0.0.1:8080 --listen :8443 --state ./gm

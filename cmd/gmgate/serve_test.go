@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -334,6 +335,24 @@ func TestServeUpstreamQuickStart(t *testing.T) {
 	again.Process.Signal(syscall.SIGTERM)
 	if err := again.Wait(); err != nil {
 		t.Errorf("serve -c exit: %v", err)
+	}
+
+	// The user edits the file: the quick start no longer writes over it,
+	// and says how to serve it. An unedited file is written anew.
+	edited, err := os.ReadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited = append(edited, []byte("# the user's own line\n")...)
+	if err := os.WriteFile(cfgFile, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := gmgateCommand("serve", "--upstream", up.URL, "--state", state, "--listen", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "has changed since gmgate serve --upstream wrote it") || !strings.Contains(string(out), "gmgate serve -c "+cfgFile) {
+		t.Errorf("serve --upstream over an edited file: %v\n%s", err, out)
+	}
+	if now, _ := os.ReadFile(cfgFile); !bytes.Equal(now, edited) {
+		t.Errorf("the edited file was changed:\n%s", now)
 	}
 
 	// A scheme the quick start does not front.

@@ -8,11 +8,15 @@
 package demo
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -279,6 +283,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.ProbeCommand == "" {
 		o.ProbeCommand = "gmgate"
 	}
+	if upstream != "" {
+		// Before anything starts: a file the user edited is theirs.
+		if err := checkConfigUnedited(filepath.Join(o.StateDir, ConfigFile)); err != nil {
+			return err
+		}
+	}
 	st, err := Prepare(o.StateDir)
 	if err != nil {
 		return err
@@ -352,6 +362,38 @@ func UpstreamURL(s string) (string, error) {
 	return t.Scheme + "://" + t.Host, nil
 }
 
+// checksumLine starts the last header line of the file --upstream
+// writes; it carries the SHA-256 of the lines after it, so that a later
+// --upstream can tell whether the user has edited the file since.
+const checksumLine = "# quick-start checksum (gmgate serve --upstream rewrites the file only while it matches): "
+
+// checkConfigUnedited refuses to let --upstream overwrite path when it
+// exists and is not as an earlier --upstream wrote it: edited since, or
+// written by someone else.
+func checkConfigUnedited(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if head, rest, ok := bytes.Cut(data, []byte(checksumLine)); ok {
+		if sum, body, ok := bytes.Cut(rest, []byte("\n")); ok && string(sum) == checksum(head, body) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s has changed since gmgate serve --upstream wrote it, and --upstream would write it anew: serve your file with gmgate serve -c %s, or move it away to start the quick start afresh", path, path)
+}
+
+// checksum is the SHA-256 of the file but its checksum line.
+func checksum(head, body []byte) string {
+	h := sha256.New()
+	h.Write(head)
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // writeConfig writes the quick start's configuration to dir/ConfigFile
 // and returns its path.
 func writeConfig(dir string, cfg *config.Config, upstream string) (string, error) {
@@ -361,6 +403,7 @@ func writeConfig(dir string, cfg *config.Config, upstream string) (string, error
 	}
 	path := filepath.Join(dir, ConfigFile)
 	head := fmt.Sprintf("# gmgate in front of %s, as gmgate serve --upstream ran it.\n# Serve it again with: gmgate serve -c %s\n# Every default is spelled out by: gmgate config show -c %s\n", upstream, path, path)
+	head += checksumLine + checksum([]byte(head), body) + "\n"
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append([]byte(head), body...), 0o600); err != nil {
 		return "", err

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,6 +81,43 @@ func TestUpstreamURL(t *testing.T) {
 	for _, bad := range []string{"tcp://127.0.0.1:5432", "http://u:p@127.0.0.1:1", "http://127.0.0.1:1/path", "ftp://x:1"} {
 		if _, err := UpstreamURL(bad); err == nil || !strings.Contains(err.Error(), "--upstream") {
 			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// The file --upstream writes may be written anew while it is as written;
+// once edited, or when someone else wrote it, it is the user's.
+func TestConfigFileEditedIsKept(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ConfigFile)
+	if err := checkConfigUnedited(path); err != nil {
+		t.Fatalf("no file yet: %v", err)
+	}
+	st, err := Prepare(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.UpstreamConfig("127.0.0.1:8443", "127.0.0.1:9180", "http://127.0.0.1:8080")
+	if _, err := writeConfig(dir, cfg, "http://127.0.0.1:8080"); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkConfigUnedited(path); err != nil {
+		t.Errorf("as written: %v", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edited := range [][]byte{
+		bytes.Replace(data, []byte("127.0.0.1:8080"), []byte("127.0.0.1:9090"), 1),
+		append(bytes.Clone(data), "# mine\n"...),
+		[]byte("listeners: []\n"),
+	} {
+		if err := os.WriteFile(path, edited, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkConfigUnedited(path); err == nil || !strings.Contains(err.Error(), "gmgate serve -c "+path) {
+			t.Errorf("edited file %q: %v", edited[:min(len(edited), 40)], err)
 		}
 	}
 }
