@@ -69,6 +69,25 @@ func TestComposeFile(t *testing.T) {
 		if _, ok := svc.DependsOn["redis"]; !ok {
 			t.Errorf("service %s does not wait for Redis", name)
 		}
+		// The image can be built from the repository as the file says.
+		if svc.Build == nil || svc.Build.Dockerfile != "Dockerfile" {
+			t.Errorf("service %s has no build of the repository's Dockerfile", name)
+		} else if _, err := os.Stat(filepath.Join(svc.Build.Context, svc.Build.Dockerfile)); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+	// Every upstream target gmgate.yaml names is a service of the file.
+	for name, u := range cfg.Upstreams {
+		for _, target := range u.Targets {
+			tu, err := config.ParseTarget(target)
+			if err != nil {
+				t.Errorf("upstreams.%s: %v", name, err)
+				continue
+			}
+			if _, ok := project.Services[tu.Hostname()]; !ok {
+				t.Errorf("upstreams.%s: target %s is not a service of compose.yaml", name, target)
+			}
+		}
 	}
 	if replicas != 3 {
 		t.Errorf("%d gmgate replicas, want 3", replicas)

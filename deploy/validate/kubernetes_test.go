@@ -60,7 +60,15 @@ type kustomization struct {
 	Labels     []struct {
 		Pairs map[string]string `json:"pairs"`
 	} `json:"labels"`
-	Resources []string `json:"resources"`
+	Resources []string         `json:"resources"`
+	Images    []kustomizeImage `json:"images"`
+}
+
+// kustomizeImage is an entry of images: in kustomization.yaml.
+type kustomizeImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName"`
+	NewTag  string `json:"newTag"`
 }
 
 func loadManifests(t *testing.T) (*manifests, *kustomization) {
@@ -148,6 +156,17 @@ func TestKubernetesManifests(t *testing.T) {
 	for _, r := range k.Resources {
 		if _, err := os.Stat(filepath.Join(kubeDir, r)); err != nil {
 			t.Errorf("kustomization.yaml: %v", err)
+		}
+	}
+
+	// Every image of the deployments can be set in the kustomization
+	// (kustomize edit set image), since gmgate publishes none.
+	for name, dep := range m.deployments {
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			image, _, _ := strings.Cut(c.Image, ":")
+			if !slices.ContainsFunc(k.Images, func(i kustomizeImage) bool { return i.Name == image }) {
+				t.Errorf("deployment %s: image %s has no images: entry in kustomization.yaml", name, c.Image)
+			}
 		}
 	}
 
