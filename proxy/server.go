@@ -124,6 +124,12 @@ type generation struct {
 	// warnings are what the configuration check reports without
 	// refusing the configuration.
 	warnings []config.Problem
+	// sessionCaches and ticketers are the server's as this generation
+	// leaves them: build changes these copies, and the server adopts
+	// them only when the generation goes into service, so that a
+	// configuration that fails leaves the sessions in service alone.
+	sessionCaches map[string]*sessionCache
+	ticketers     map[string]*tls.Config
 }
 
 // New loads the certificates and keys of cfg, binds its listeners and the
@@ -183,7 +189,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, configError(probs)
 	}
 	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
-	s.gen = gen
+	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
 	accel.SetObserver(accelObserver{s.metrics})
 	s.metrics.setCerts(gen.store)
@@ -342,6 +348,9 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		handshakes: map[string]*handshakeLimiter{},
 		states:     map[string]*listenerState{},
 		acme:       map[string]*acmeSite{},
+
+		sessionCaches: maps.Clone(s.sessionCaches),
+		ticketers:     maps.Clone(s.ticketers),
 	}
 	for _, lc := range cfg.Listeners {
 		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
@@ -383,6 +392,13 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
 	return gen, nil
+}
+
+// adopt puts gen in service, with the session caches and ticket keys it
+// was built with.
+func (s *Server) adopt(gen *generation) {
+	s.gen = gen
+	s.sessionCaches, s.ticketers = gen.sessionCaches, gen.ticketers
 }
 
 // acmeCollectors are the metrics of g's ACME managers.
@@ -543,13 +559,13 @@ func (s *Server) sessionCache(gen *generation, listener string, sc *config.Sessi
 		}
 	}
 	if size == 0 {
-		delete(s.sessionCaches, listener)
+		delete(gen.sessionCaches, listener)
 		return nil
 	}
-	c, ok := s.sessionCaches[listener]
+	c, ok := gen.sessionCaches[listener]
 	if !ok || c.size != size || c.lifetime != lifetime {
 		c = &sessionCache{size: size, lifetime: lifetime, cache: tlcp.NewLRUSessionCache(size, lifetime)}
-		s.sessionCaches[listener] = c
+		gen.sessionCaches[listener] = c
 	}
 	return gen.shareSessions(c.cache, lifetime, shared)
 }
@@ -735,7 +751,7 @@ func (s *Server) reload(cfg *config.Config) error {
 			s.serve(rl)
 		}
 	}
-	s.gen = gen
+	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
 	s.metrics.setCerts(gen.store)
 	s.metrics.setACME(gen.acmeCollectors())
