@@ -387,7 +387,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		gen.states[lc.Name] = st
 	}
 	if len(probs) > 0 {
-		gen.closeNew(prev)
+		gen.release(prev, false)
 		return nil, configError(probs)
 	}
 	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
@@ -410,29 +410,6 @@ func (g *generation) acmeCollectors() []prometheus.Collector {
 	return out
 }
 
-// closeNew closes the pools and ACME managers of g that prev does not
-// share, and the keys of g, which never served.
-func (g *generation) closeNew(prev *generation) {
-	if g.store != nil {
-		g.store.Close()
-	}
-	for name, p := range g.pools {
-		if prev == nil || prev.pools[name] != p {
-			p.close()
-		}
-	}
-	for name, site := range g.acme {
-		if prev == nil || prev.acme[name] != site {
-			site.mgr.Stop()
-		}
-	}
-	if prev == nil {
-		g.shared.closeUnless(nil)
-	} else {
-		g.shared.closeUnless(prev.shared)
-	}
-}
-
 // start begins health checks and certificate watching.
 func (g *generation) start(prev *generation, log *slog.Logger) {
 	for name, p := range g.pools {
@@ -452,39 +429,45 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 	}()
 }
 
-// close stops what g started, except the pools that next still uses.
-// The keys of g's certificates close at once without next (no handshake
-// runs any more), and after the store's close delay when next replaces g
-// (handshakes in flight may have chosen them).
-func (g *generation) closeExcept(next *generation) {
+// release stops what g started and closes what it holds, except the
+// pools, ACME managers and session store that keep shares with it (keep
+// is the generation that replaces g, or the one a failed g was built
+// beside; nil for none). The keys of g's certificates close at once when
+// g never served or nothing replaces it (no handshake can use them any
+// more), and after the store's close delay when keep replaces a g that
+// served (handshakes in flight may have chosen them).
+func (g *generation) release(keep *generation, served bool) {
 	if g.storeCancel != nil {
 		g.storeCancel()
 	}
 	for name, p := range g.pools {
-		if next == nil || next.pools[name] != p {
+		if keep == nil || keep.pools[name] != p {
 			p.close()
 		}
 	}
 	for name, site := range g.acme {
-		if next == nil || next.acme[name] != site {
+		if keep == nil || keep.acme[name] != site {
 			site.mgr.Stop()
 		}
 	}
-	if next == nil {
+	if keep == nil {
 		g.shared.closeUnless(nil)
 	} else {
-		g.shared.closeUnless(next.shared)
+		g.shared.closeUnless(keep.shared)
 	}
 	// After the pools, whose health checks may present a client
 	// certificate of the store.
-	if next == nil {
-		g.store.Close()
-	} else {
+	if g.store == nil {
+		return
+	}
+	if served && keep != nil {
 		g.store.Retire()
+	} else {
+		g.store.Close()
 	}
 }
 
-func (g *generation) close() { g.closeExcept(nil) }
+func (g *generation) close() { g.release(nil, true) }
 
 func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*listenerState, error) {
 	st := &listenerState{
@@ -710,7 +693,7 @@ func (s *Server) reload(cfg *config.Config) error {
 			for _, a := range added {
 				a.ln.Close()
 			}
-			gen.closeNew(prev)
+			gen.release(prev, false)
 			return configError([]config.Problem{bindProblem(cfg, listenPath(cfg, lc.Name), lc.Listen, err)})
 		}
 		added = append(added, rl)
@@ -759,7 +742,7 @@ func (s *Server) reload(cfg *config.Config) error {
 		gen.start(prev, s.log)
 		s.startACME(gen)
 	}
-	prev.closeExcept(gen)
+	prev.release(gen, true)
 	s.retiredStores = append(slices.DeleteFunc(s.retiredStores, (*certs.Store).Closed), prev.store)
 	for _, w := range gen.warnings {
 		s.log.Warn("configuration warning", "warning", w.String())
