@@ -125,8 +125,19 @@ func TestRedisStorageLock(t *testing.T) {
 	got := make(chan error, 1)
 	mr.Set("gmgate:acme:lock:issue_cert_b.example", "dead holder's token")
 	mr.SetTTL("gmgate:acme:lock:issue_cert_b.example", RedisLockTTL)
-	go func() { got <- a.Lock(ctx, "issue_cert_b.example") }()
-	time.Sleep(100 * time.Millisecond)
+	tries := make(chan struct{}, 1)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	client.AddHook(setHook{tries})
+	t.Cleanup(func() { client.Close() })
+	c := NewRedisStorage(client, "gmgate:acme:", testSealer(t))
+	go func() { got <- c.Lock(ctx, "issue_cert_b.example") }()
+	// Only once Lock has found the lock held does its expiry test
+	// anything.
+	select {
+	case <-tries:
+	case err := <-got:
+		t.Fatalf("Lock returned before it tried: %v", err)
+	}
 	mr.FastForward(RedisLockTTL + time.Second)
 	select {
 	case err := <-got:
@@ -139,9 +150,32 @@ func TestRedisStorageLock(t *testing.T) {
 	if v, _ := mr.Get("gmgate:acme:lock:issue_cert_b.example"); v == "dead holder's token" {
 		t.Fatal("the lock still names the dead holder")
 	}
-	if err := a.Unlock(ctx, "issue_cert_b.example"); err != nil {
+	if err := c.Unlock(ctx, "issue_cert_b.example"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// setHook tells of each SET a client has sent and had answered (a lock
+// attempt is a SET NX).
+type setHook struct{ done chan<- struct{} }
+
+func (h setHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h setHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "set" {
+			select {
+			case h.done <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+}
+
+func (h setHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // lockHandover checks that b waits while a holds the lock name, gets it

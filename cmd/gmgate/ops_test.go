@@ -193,7 +193,9 @@ func TestServiceExecReloadGate(t *testing.T) {
 	if !strings.Contains(out, "listeners[0].tlcp.sign_key: sign_key "+other.SignKey+" does not belong to sign_cert") {
 		t.Errorf("the check does not say why:\n%s", out)
 	}
-	time.Sleep(time.Second) // let the file watcher try, and fail
+	// The file watcher saw the broken edit too: wait until its reload
+	// has failed, then check that the running configuration stayed.
+	srv.waitLog(t, `reload failed; the previous configuration stays in service`)
 	if got := fetch(t, addr, files.CACert, "/"); got != "second" {
 		t.Errorf("after the broken edit the gateway serves %q", got)
 	}

@@ -404,7 +404,7 @@ func TestReplicasShareSessions(t *testing.T) {
 
 		// Clients keep coming, on their own, while Redis dies and comes
 		// back: not one of their handshakes may fail.
-		stop := keepHandshaking(func() error {
+		stop, running := keepHandshaking(func() error {
 			cache := tlcp.NewLRUClientSessionCache(4, 0)
 			var errs []error
 			for _, addr := range []string{r1.addrs["ecc"], r2.addrs["ecc"]} {
@@ -413,7 +413,7 @@ func TestReplicasShareSessions(t *testing.T) {
 			}
 			return errors.Join(errs...)
 		})
-		time.Sleep(200 * time.Millisecond)
+		<-running
 
 		rs.Kill()
 		full := 0
@@ -488,7 +488,7 @@ func TestReplicasOutlastAHungRedis(t *testing.T) {
 		}
 		waitFor(t, round)
 
-		stop := keepHandshaking(func() error {
+		stop, running := keepHandshaking(func() error {
 			cache := tlcp.NewLRUClientSessionCache(4, 0)
 			var errs []error
 			for _, addr := range []string{r1.addrs[tc.listener], r2.addrs[tc.listener]} {
@@ -497,7 +497,7 @@ func TestReplicasOutlastAHungRedis(t *testing.T) {
 			}
 			return errors.Join(errs...)
 		})
-		time.Sleep(200 * time.Millisecond)
+		<-running
 
 		errorsBefore := storeMetric(t, r2, "error")
 		rs.Pause()
@@ -807,7 +807,7 @@ func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
 
 	t.Run("the master dies: no handshake fails; then shared through the new one", func(t *testing.T) {
 		old := sn.Master(t)
-		stop := keepHandshaking(func() error {
+		stop, _ := keepHandshaking(func() error {
 			_, _, err := round()
 			return err
 		})
@@ -908,9 +908,12 @@ func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
 
 // keepHandshaking runs round again and again in the background until
 // the stop it returns is called; stop returns the errors of the rounds
-// that failed and how many rounds ran.
-func keepHandshaking(round func() error) (stop func() (failures []error, rounds int)) {
+// that failed and how many rounds ran. running is closed once the first
+// round has ended, so that what the test does next happens while clients
+// are coming.
+func keepHandshaking(round func() error) (stop func() (failures []error, rounds int), running <-chan struct{}) {
 	done := make(chan struct{})
+	first := make(chan struct{})
 	var wg sync.WaitGroup
 	var failures []error
 	rounds := 0
@@ -926,14 +929,16 @@ func keepHandshaking(round func() error) (stop func() (failures []error, rounds 
 			if err := round(); err != nil {
 				failures = append(failures, err)
 			}
-			rounds++
+			if rounds++; rounds == 1 {
+				close(first)
+			}
 		}
 	}()
 	return func() ([]error, int) {
 		close(done)
 		wg.Wait()
 		return failures, rounds
-	}
+	}, first
 }
 
 // caSubject returns the subject of the first certificate in a PEM file.
