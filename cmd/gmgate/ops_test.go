@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/proxy/probe"
 )
@@ -43,7 +43,7 @@ func fetch(t *testing.T, addr, caFile, path string) string {
 
 // serveConfig is a TLCP listener on addr in front of upstream, with the
 // access log in accessLog ("off" for none).
-func serveConfig(files certs.DualFiles, addr, upstream, accessLog string) string {
+func serveConfig(files pki.DualFiles, addr, upstream, accessLog string) string {
 	return fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
 log: {access: %q}
 listeners:
@@ -223,7 +223,7 @@ func TestServeFromAnotherDirectoryWithRelativePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := writeDualPair(t, filepath.Join(etc, "certs"))
-	rel := certs.DualFileNames("certs", "localhost")
+	rel := pki.DualFileNames("certs", "localhost")
 	rel.CACert = "certs/ca.crt"
 	addr := freeAddr(t)
 	cfgFile := filepath.Join(etc, "gmgate.yaml")

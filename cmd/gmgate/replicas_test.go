@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
@@ -29,7 +29,7 @@ import (
 
 // replicaPKI is what the replicas and the clients share.
 type replicaPKI struct {
-	files certs.DualFiles // server pair, and CACert
+	files pki.DualFiles // server pair, and CACert
 	// caBundle holds CACert and another CA: as client_ca, it verifies the
 	// same clients under other subjects.
 	caBundle string
@@ -47,23 +47,23 @@ type replicaPKI struct {
 func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	t.Helper()
 	p := &replicaPKI{}
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.files, err = pair.Write(dir, "localhost", nil); err != nil {
 		t.Fatal(err)
 	}
-	client, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.example"}})
+	client, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.client = *client.Certificate()
-	other, err := certs.NewCA(certs.CAOptions{})
+	other, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := os.ReadFile(filepath.Join(otherDir, certs.CACertFile))
+	theirs, err := os.ReadFile(filepath.Join(otherDir, pki.CACertFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.otherCA = filepath.Join(otherDir, certs.CACertFile)
+	p.otherCA = filepath.Join(otherDir, pki.CACertFile)
 	p.caBundle = filepath.Join(dir, "ca-bundle.crt")
 	if err := os.WriteFile(p.caBundle, append(ours, theirs...), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package certs
+package acme
 
 import (
 	"bytes"
@@ -278,10 +278,10 @@ func TestACMEAcrossReplicas(t *testing.T) {
 	_, challengeLn, opts := pebbleHTTP01(t)
 	mr := miniredis.RunT(t)
 
-	var replicas []*ACME
+	var replicas []*Manager
 	for range 2 {
 		opts.Storage = newRedisStorage(t, mr)
-		a, err := NewACME(opts)
+		a, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +369,7 @@ func TestACMEStartsBeforeRedis(t *testing.T) {
 			opts.Storage = NewRedisStorage(client, "gmgate:acme:", testSealer(t))
 			tc.fail(t, srv)
 
-			a, err := NewACME(opts)
+			a, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -417,7 +417,7 @@ func TestACMEStopReleasesLock(t *testing.T) {
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(down.Close)
-	a, err := NewACME(ACMEOptions{
+	a, err := New(Options{
 		Domains:      []string{acmeTestDomain},
 		DirectoryURL: down.URL + "/directory",
 		Storage:      NewRedisStorage(client, "gmgate:acme:", testSealer(t)),
@@ -472,7 +472,7 @@ func TestRedisStorageKeyRotation(t *testing.T) {
 	// The reload that moves the new key first starts a new manager.
 	down := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(down.Close)
-	a, err := NewACME(ACMEOptions{Domains: []string{acmeTestDomain}, DirectoryURL: down.URL + "/directory",
+	a, err := New(Options{Domains: []string{acmeTestDomain}, DirectoryURL: down.URL + "/directory",
 		Storage: storage(newKey + "\n" + oldKey), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
