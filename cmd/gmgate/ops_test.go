@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/internal/probe"
 	"github.com/gmgate/gmgate/internal/testnet"
-	"github.com/gmgate/gmgate/proxy/probe"
 )
 
 // namedUpstream answers every request with its name.
