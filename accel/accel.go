@@ -204,9 +204,3 @@ func currentObserver() Observer {
 func ObserveOp(backend, op string, start time.Time, err error) {
 	currentObserver().Op(backend, op, err, time.Since(start))
 }
-
-// ObservePoolWait reports a session-pool wait; for backends.
-func ObservePoolWait(backend string, d time.Duration) { currentObserver().PoolWait(backend, d) }
-
-// ObservePoolInUse reports a change of sessions in use; for backends.
-func ObservePoolInUse(backend string, delta int) { currentObserver().PoolInUse(backend, delta) }

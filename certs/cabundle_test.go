@@ -2,6 +2,7 @@ package certs
 
 import (
 	"encoding/pem"
+	"github.com/gmgate/gmgate/certs/pki"
 	"strings"
 	"testing"
 )
@@ -10,11 +11,11 @@ import (
 // ones out; a bundle of SM2 CAs alone is refused. Both pools refuse a
 // damaged block.
 func TestCAPools(t *testing.T) {
-	sm2CA, err := NewCA(CAOptions{})
+	sm2CA, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecCA, err := NewCA(CAOptions{KeyAlgorithm: KeyECDSAP256})
+	ecCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,13 @@
-// Package certs generates, loads, checks, inspects and migrates the
-// certificates gmgate serves, and keeps the live set for the listeners.
+// Package certs loads, checks and serves the certificates gmgate runs
+// with: the TLCP dual pairs and TLS certificates of the listeners and
+// upstreams (LoadTLCP, LoadTLS), the live set that a reload swaps (Store),
+// and the CA pools that verify clients (CAPool, TLSCAPool).
 //
-// It must not speak the protocol (that is package tlcp) nor open keys
-// itself: every private key the loader reads is opened through
-// accel.Open, so a key reference (file:..., sdf:...) works wherever a key
-// file does.
-//
-// # Making certificates
-//
-//	ca, err := certs.NewCA(certs.CAOptions{})            // SM2 root (Intermediate: true adds one)
-//	err = ca.Write(dir, nil)                             // ca.crt, ca.key (0600)
-//	ca, err = certs.LoadCA(dir)                          // reuse on the next start
-//	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"example.cn"}})
-//	files, err := pair.Write(dir, "example.cn", nil)     // example.cn.{sign,enc}.{crt,key}, ca.crt
-//	tc := pair.Certificate()                             // *tlcp.Certificate, ready to serve
-//
-// Issued pairs are shaped for the strictest deployed peer: the signing and
-// encryption certificates carry byte-identical subject, subjectAltName and
-// issuer; serials are random 128-bit; validity is at most MaxValidity
-// (3653 days); end-entity certificates have no BasicConstraints
-// extension; EKU is serverAuth and clientAuth; the signing certificate has
-// digitalSignature and nonRepudiation, the encryption certificate
-// keyEncipherment, dataEncipherment and keyAgreement. Keys are PKCS#8,
-// written 0600; with a password they are encrypted as PBES2 with PBKDF2
-// (hmacWithSM3, no NULL parameters) and SM4-CBC, the layout GmSSL, Tongsuo
-// and OpenSSL all read.
-//
-// For the TLS side of a demo, an ECDSA CA (CAOptions.KeyAlgorithm =
-// KeyECDSAP256) issues with (*CA).IssueTLS. NewDualCSR makes the two
-// requests an external GM CA asks for. Migrate turns RSA or ECDSA
-// certificates into an SM2 pair with the same names.
+// It must not issue certificates (that is package certs/pki, the offline
+// tools behind gmgate cert) or talk to an ACME CA (package certs/acme),
+// speak the protocol (package tlcp), or open keys itself: every private
+// key the loader reads is opened through accel.Open, so a key reference
+// (file:..., sdf:...) works wherever a key file does.
 //
 // # Loading certificates
 //
@@ -61,10 +39,6 @@
 // A reload that fails keeps the previous set and logs why (and Reload
 // returns the error). Connections already established are not touched.
 //
-// # ACME
-//
-// NewACME obtains and renews RSA/ECDSA certificates for the TLS side
-// through certmagic, with its storage under the state directory; its
-// GetCertificate serves them (StoreOptions.TLSFallback plugs it into a
-// Store).
+// ACME certificates (package certs/acme) reach a Store through
+// StoreOptions.TLSFallback.
 package certs

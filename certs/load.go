@@ -11,13 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/chain"
 	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -205,23 +206,23 @@ func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, 
 	if len(probs.errs) > 0 {
 		// What did load is still matched, so that a key from another
 		// pair is reported together with the other half's problem.
-		if signSM2 && !publicKeysEqual(signKey.Public(), signChain[0].PublicKey) {
+		if signSM2 && !certinfo.PublicKeysEqual(signKey.Public(), signChain[0].PublicKey) {
 			probs.add("sign_key", keyMismatch(n.SignKey, f.SignKey, n.SignCert, f.SignCert))
 		}
-		if encSM2 && !publicKeysEqual(encKey.Public(), encChain[0].PublicKey) {
+		if encSM2 && !certinfo.PublicKeysEqual(encKey.Public(), encChain[0].PublicKey) {
 			probs.add("enc_key", keyMismatch(n.EncKey, f.EncKey, n.EncCert, f.EncCert))
 		}
 		return fail()
 	}
 	sign, enc := signChain[0], encChain[0]
 
-	signOK := publicKeysEqual(signKey.Public(), sign.PublicKey)
-	encOK := publicKeysEqual(encKey.Public(), enc.PublicKey)
+	signOK := certinfo.PublicKeysEqual(signKey.Public(), sign.PublicKey)
+	encOK := certinfo.PublicKeysEqual(encKey.Public(), enc.PublicKey)
 	switch {
-	case !signOK && !encOK && publicKeysEqual(signKey.Public(), enc.PublicKey) && publicKeysEqual(encKey.Public(), sign.PublicKey):
-		if looksLikeEnc(sign) && looksLikeSign(enc) {
+	case !signOK && !encOK && certinfo.PublicKeysEqual(signKey.Public(), enc.PublicKey) && certinfo.PublicKeysEqual(encKey.Public(), sign.PublicKey):
+		if certinfo.LooksLikeEnc(sign) && certinfo.LooksLikeSign(enc) {
 			probs.add("sign_cert", fmt.Errorf("%s %s and %s %s are swapped: %s is the encryption certificate (key usage %s) and %s the signing certificate (key usage %s); exchange %s and %s",
-				n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), f.EncCert, keyUsageString(enc.KeyUsage), n.SignCert, n.EncCert))
+				n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, certinfo.KeyUsageString(sign.KeyUsage), f.EncCert, certinfo.KeyUsageString(enc.KeyUsage), n.SignCert, n.EncCert))
 			return fail()
 		}
 		probs.add("sign_key", fmt.Errorf("%s %s and %s %s are swapped: %s belongs to %s %s and %s to %s %s; exchange %s and %s",
@@ -275,7 +276,7 @@ func loadSignOnly(f TLCPFiles, opts LoadOptions, n FieldNames) (*tlcp.Certificat
 	if err != nil {
 		probs.add("sign_key", err)
 	}
-	if sm2KeyFor(probs, "sign_key", n.SignKey, f.SignKey, n.SignCert, f.SignCert, key, chain) && !publicKeysEqual(key.Public(), chain[0].PublicKey) {
+	if sm2KeyFor(probs, "sign_key", n.SignKey, f.SignKey, n.SignCert, f.SignCert, key, chain) && !certinfo.PublicKeysEqual(key.Public(), chain[0].PublicKey) {
 		probs.add("sign_key", keyMismatch(n.SignKey, f.SignKey, n.SignCert, f.SignCert))
 	}
 	if len(probs.errs) == 0 {
@@ -303,7 +304,7 @@ func sm2KeyFor(probs *problems, field, name, ref, certName, certPath string, key
 		return false
 	}
 	if !sm2.IsSM2PublicKey(key.Public()) {
-		probs.add(field, fmt.Errorf("%s %s is an %s key; TLCP needs SM2 keys: give the SM2 key generated with %s %s (an RSA or ECDSA key and its certificate go on the tls side)", name, keyref.Redact(ref), describePublicKey(key.Public()), certName, certPath))
+		probs.add(field, fmt.Errorf("%s %s is an %s key; TLCP needs SM2 keys: give the SM2 key generated with %s %s (an RSA or ECDSA key and its certificate go on the tls side)", name, keyref.Redact(ref), certinfo.DescribePublicKey(key.Public()), certName, certPath))
 		return false
 	}
 	return true
@@ -327,13 +328,13 @@ func selfTest(probs *problems, field, name, ref string, key accel.Key, cert *smx
 // name in messages) and checks that its leaf is SM2; it adds the problem
 // and returns nil otherwise.
 func loadSM2Chain(probs *problems, field, name, path string, opts LoadOptions) []*smx509.Certificate {
-	chain, err := loadCertChain(name, path, opts)
+	chain, err := chain.Load(name, path, opts.Roots, opts.Now)
 	if err != nil {
 		probs.add(field, err)
 		return nil
 	}
 	if !sm2.IsSM2PublicKey(chain[0].PublicKey) {
-		probs.add(field, fmt.Errorf("%s %s: the certificate has an %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", name, path, describePublicKey(chain[0].PublicKey), path))
+		probs.add(field, fmt.Errorf("%s %s: the certificate has an %s key, but TLCP needs SM2 certificates; put RSA/ECDSA certificates on the tls side and make an SM2 pair with: gmgate cert migrate --from %s", name, path, certinfo.DescribePublicKey(chain[0].PublicKey), path))
 		return nil
 	}
 	return chain
@@ -342,22 +343,22 @@ func loadSM2Chain(probs *problems, field, name, path string, opts LoadOptions) [
 // checkPairUsages checks the key usages of a TLCP pair: not swapped, and
 // each fit for its role.
 func checkPairUsages(f TLCPFiles, n FieldNames, sign, enc *smx509.Certificate) error {
-	if looksLikeEnc(sign) && looksLikeSign(enc) {
+	if certinfo.LooksLikeEnc(sign) && certinfo.LooksLikeSign(enc) {
 		return fmt.Errorf("%s %s and %s %s are swapped (with their keys): %s has key usage %s, which is an encryption certificate; exchange %s/%s with %s/%s",
-			n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, keyUsageString(sign.KeyUsage), n.SignCert, n.SignKey, n.EncCert, n.EncKey)
+			n.SignCert, f.SignCert, n.EncCert, f.EncCert, f.SignCert, certinfo.KeyUsageString(sign.KeyUsage), n.SignCert, n.SignKey, n.EncCert, n.EncKey)
 	}
 	if err := checkSignUsage(n.SignCert, f.SignCert, sign); err != nil {
 		return err
 	}
-	if enc.KeyUsage != 0 && enc.KeyUsage&EncKeyUsage == 0 {
-		return fmt.Errorf("%s %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", n.EncCert, f.EncCert, keyUsageString(enc.KeyUsage))
+	if enc.KeyUsage != 0 && enc.KeyUsage&certinfo.EncKeyUsage == 0 {
+		return fmt.Errorf("%s %s has key usage %s without keyEncipherment, dataEncipherment or keyAgreement, so it cannot be the encryption certificate; reissue it (gmgate cert issue does)", n.EncCert, f.EncCert, certinfo.KeyUsageString(enc.KeyUsage))
 	}
 	return nil
 }
 
 func checkSignUsage(name, path string, sign *smx509.Certificate) error {
 	if sign.KeyUsage != 0 && sign.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
-		return fmt.Errorf("%s %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", name, path, keyUsageString(sign.KeyUsage))
+		return fmt.Errorf("%s %s has key usage %s without digitalSignature, so it cannot sign TLCP handshakes; reissue it with digitalSignature (gmgate cert issue does)", name, path, certinfo.KeyUsageString(sign.KeyUsage))
 	}
 	return nil
 }
@@ -370,8 +371,8 @@ func pairWarnings(f TLCPFiles, n FieldNames, sign, enc *smx509.Certificate) []st
 	if string(sign.RawIssuer) != string(enc.RawIssuer) {
 		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s have different issuers; GmSSL peers reject such a pair", n.SignCert, f.SignCert, n.EncCert, f.EncCert))
 	}
-	if sanString(sign) != sanString(enc) {
-		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", n.SignCert, f.SignCert, n.EncCert, f.EncCert, sanString(sign), sanString(enc)))
+	if certinfo.SANString(sign) != certinfo.SANString(enc) {
+		warnings = append(warnings, fmt.Sprintf("%s %s and %s %s name different hosts (%s / %s); clients that check the enc certificate's names reject it", n.SignCert, f.SignCert, n.EncCert, f.EncCert, certinfo.SANString(sign), certinfo.SANString(enc)))
 	}
 	return warnings
 }
@@ -418,7 +419,7 @@ func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, err
 	if err != nil {
 		probs.add("key", err)
 	}
-	if leaf != nil && key != nil && !publicKeysEqual(key.Public(), leaf.PublicKey) {
+	if leaf != nil && key != nil && !certinfo.PublicKeysEqual(key.Public(), leaf.PublicKey) {
 		probs.add("key", keyMismatch(n.Key, f.Key, n.Cert, f.Cert))
 	}
 	if err := probs.err(); err != nil {
@@ -434,7 +435,7 @@ func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, err
 // key type and usage; it adds the problems and returns a nil leaf on
 // failure.
 func checkTLSChain(probs *problems, f TLSFiles, n FieldNames, opts LoadOptions) (*x509.Certificate, []*smx509.Certificate) {
-	chain, err := loadCertChain(n.Cert, f.Cert, opts)
+	chain, err := chain.Load(n.Cert, f.Cert, opts.Roots, opts.Now)
 	if err != nil {
 		probs.add("cert", err)
 		return nil, nil
@@ -447,11 +448,11 @@ func checkTLSChain(probs *problems, f TLSFiles, n FieldNames, opts LoadOptions) 
 	switch leaf.PublicKey.(type) {
 	case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
 	default:
-		probs.add("cert", fmt.Errorf("%s %s has an unsupported %s key for TLS", n.Cert, f.Cert, describePublicKey(leaf.PublicKey)))
+		probs.add("cert", fmt.Errorf("%s %s has an unsupported %s key for TLS", n.Cert, f.Cert, certinfo.DescribePublicKey(leaf.PublicKey)))
 		return nil, nil
 	}
 	if leaf.KeyUsage != 0 && leaf.KeyUsage&(smx509.KeyUsageDigitalSignature|smx509.KeyUsageKeyEncipherment) == 0 {
-		probs.add("cert", fmt.Errorf("%s %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", n.Cert, f.Cert, keyUsageString(leaf.KeyUsage)))
+		probs.add("cert", fmt.Errorf("%s %s has key usage %s, which a TLS server certificate cannot use (needs digitalSignature); reissue it", n.Cert, f.Cert, certinfo.KeyUsageString(leaf.KeyUsage)))
 		return nil, nil
 	}
 	parsed, err := x509.ParseCertificate(leaf.Raw)
@@ -473,89 +474,6 @@ func tlsCertificate(chain []*smx509.Certificate, leaf *x509.Certificate, key acc
 	return out
 }
 
-// loadCertChain reads a certificate file and checks the leaf's dates and
-// extended key usage and the order of the chain.
-func loadCertChain(field, path string, opts LoadOptions) ([]*smx509.Certificate, error) {
-	if strings.TrimSpace(path) == "" {
-		return nil, fmt.Errorf("%s is not set; give the path of the PEM certificate file", field)
-	}
-	chain, err := readCertificates(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, missingFile(field, path, "the PEM certificate file")
-	}
-	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("%s %s: %w", field, path, explainPermission(fs.ErrPermission))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s %w", field, err)
-	}
-	leaf := chain[0]
-	t := now(opts.Now)
-	if t.After(leaf.NotAfter) {
-		return nil, fmt.Errorf("%s %s expired on %s (%s ago); renew it (gmgate cert issue, or ask your CA) and reload", field, path, leaf.NotAfter.UTC().Format(time.RFC3339), ago(t.Sub(leaf.NotAfter)))
-	}
-	if t.Before(leaf.NotBefore) {
-		return nil, fmt.Errorf("%s %s is not valid until %s; check the system clock, or wait until then", field, path, leaf.NotBefore.UTC().Format(time.RFC3339))
-	}
-	if leaf.IsCA && leaf.BasicConstraintsValid {
-		return nil, fmt.Errorf("%s %s starts with a CA certificate (%q), not a server certificate; put the server's certificate first and its intermediates after it", field, path, leaf.Subject.String())
-	}
-	if len(leaf.ExtKeyUsage) > 0 && !hasEKU(leaf, smx509.ExtKeyUsageServerAuth) && !hasEKU(leaf, smx509.ExtKeyUsageClientAuth) && !hasEKU(leaf, smx509.ExtKeyUsageAny) {
-		return nil, fmt.Errorf("%s %s has extended key usage %s without serverAuth or clientAuth; reissue it with serverAuth", field, path, ekuString(leaf.ExtKeyUsage))
-	}
-	for i := 1; i < len(chain); i++ {
-		child, parent := chain[i-1], chain[i]
-		if string(child.RawIssuer) != string(parent.RawSubject) {
-			return nil, fmt.Errorf("%s %s: certificate %d (%q) is not the issuer of certificate %d (issued by %q); order the file leaf first, then each issuer", field, path, i+1, parent.Subject.String(), i, child.Issuer.String())
-		}
-		if err := child.CheckSignatureFrom(parent); err != nil {
-			if signedWithEmptyID(child, parent) {
-				return nil, fmt.Errorf("%s %s: certificate %d (%q): %s", field, path, i, child.Subject.String(), emptyIDAdvice)
-			}
-			return nil, fmt.Errorf("%s %s: certificate %d (%q) is not signed by certificate %d (%q): %v", field, path, i, child.Subject.String(), i+1, parent.Subject.String(), err)
-		}
-	}
-	if len(opts.Roots) > 0 {
-		if err := verifyChain(chain, opts.Roots, t); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", field, path, err)
-		}
-	}
-	return chain, nil
-}
-
-// verifyChain verifies chain[0] with chain[1:] as intermediates against
-// roots, and explains the usual failures.
-func verifyChain(chain []*smx509.Certificate, roots []*smx509.Certificate, t time.Time) error {
-	pool := smx509.NewCertPool()
-	for _, r := range roots {
-		pool.AddCert(r)
-	}
-	inter := smx509.NewCertPool()
-	for _, c := range chain[1:] {
-		inter.AddCert(c)
-	}
-	_, err := chain[0].Verify(smx509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: t, KeyUsages: []smx509.ExtKeyUsage{smx509.ExtKeyUsageAny}})
-	if err == nil {
-		return nil
-	}
-	last := chain[len(chain)-1]
-	for _, r := range roots {
-		if string(r.RawSubject) == string(last.RawIssuer) {
-			if signedWithEmptyID(last, r) {
-				return fmt.Errorf("certificate %q: %s", last.Subject.String(), emptyIDAdvice)
-			}
-			if string(r.Raw) != string(last.Raw) && last.CheckSignatureFrom(r) != nil {
-				return fmt.Errorf("certificate %q names issuer %q but its signature does not verify with that root's key (the root was replaced?): %v", last.Subject.String(), r.Subject.String(), err)
-			}
-			return fmt.Errorf("does not verify against the trusted roots: %v", err)
-		}
-	}
-	if string(last.RawIssuer) != string(last.RawSubject) {
-		return fmt.Errorf("missing intermediate: no certificate for the issuer %q of %q is in the file or among the trusted roots; append the intermediate CA certificate to the file (leaf first, then intermediates)", last.Issuer.String(), last.Subject.String())
-	}
-	return fmt.Errorf("does not verify against the trusted roots (its root %q is not trusted): %v", last.Subject.String(), err)
-}
-
 func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, fmt.Errorf("%s is not set; give the key file path or key reference", field)
@@ -563,10 +481,10 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 	k, err := accel.Open(ctx, ref)
 	var pe *fs.PathError
 	if r, rerr := accel.ParseRef(ref); rerr == nil && r.Scheme == "file" && errors.As(err, &pe) && pe.Path == r.Path && errors.Is(pe.Err, fs.ErrNotExist) {
-		return nil, missingFile(field, keyref.Redact(r.Path), "the PEM private key file or a key reference")
+		return nil, certinfo.MissingFile(field, keyref.Redact(r.Path), "the PEM private key file or a key reference")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, explainKeyError(err))
+		return nil, fmt.Errorf("%s: %w", field, certinfo.ExplainKeyError(err))
 	}
 	return k, nil
 }
@@ -588,141 +506,4 @@ func readKeyRef(probs *problems, field, name, ref string) {
 	if err := CheckKeyRef(ref); err != nil {
 		probs.add(field, fmt.Errorf("%s: %w", name, err))
 	}
-}
-
-// missingFile says that the file a field names does not exist, and what
-// to give instead.
-func missingFile(field, path, want string) error {
-	return fmt.Errorf("%s %s does not exist; give the path of %s (a relative path is relative to the configuration file's directory)", field, path, want)
-}
-
-// explainKeyError adds the fix to key errors that need one.
-func explainKeyError(err error) error {
-	if errors.Is(err, accel.ErrKeyPassword) {
-		return fmt.Errorf("%w; check the password that password-env or password-file gives", err)
-	}
-	return explainPermission(err)
-}
-
-// explainPermission adds the fix to an error reading a file that the
-// user gmgate runs as may not read, as happens to files written 0600 by
-// root when the systemd unit runs gmgate as its own user.
-func explainPermission(err error) error {
-	if errors.Is(err, fs.ErrPermission) {
-		return fmt.Errorf("%w; make the file readable by the user gmgate runs as (with the systemd unit: chgrp gmgate FILE && chmod 0640 FILE)", err)
-	}
-	return err
-}
-
-func hasEKU(c *smx509.Certificate, want smx509.ExtKeyUsage) bool {
-	for _, e := range c.ExtKeyUsage {
-		if e == want {
-			return true
-		}
-	}
-	return false
-}
-
-// looksLikeSign and looksLikeEnc classify a certificate by key usage.
-func looksLikeSign(c *smx509.Certificate) bool {
-	return c.KeyUsage&smx509.KeyUsageDigitalSignature != 0 && c.KeyUsage&EncKeyUsage == 0
-}
-
-func looksLikeEnc(c *smx509.Certificate) bool {
-	return c.KeyUsage&EncKeyUsage != 0 && c.KeyUsage&smx509.KeyUsageDigitalSignature == 0
-}
-
-var keyUsageNames = []struct {
-	bit  smx509.KeyUsage
-	name string
-}{
-	{smx509.KeyUsageDigitalSignature, "digitalSignature"},
-	{smx509.KeyUsageContentCommitment, "nonRepudiation"},
-	{smx509.KeyUsageKeyEncipherment, "keyEncipherment"},
-	{smx509.KeyUsageDataEncipherment, "dataEncipherment"},
-	{smx509.KeyUsageKeyAgreement, "keyAgreement"},
-	{smx509.KeyUsageCertSign, "keyCertSign"},
-	{smx509.KeyUsageCRLSign, "cRLSign"},
-	{smx509.KeyUsageEncipherOnly, "encipherOnly"},
-	{smx509.KeyUsageDecipherOnly, "decipherOnly"},
-}
-
-func keyUsageString(ku smx509.KeyUsage) string {
-	if ku == 0 {
-		return "(none)"
-	}
-	var out []string
-	for _, n := range keyUsageNames {
-		if ku&n.bit != 0 {
-			out = append(out, n.name)
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-var ekuNames = map[smx509.ExtKeyUsage]string{
-	smx509.ExtKeyUsageAny:             "any",
-	smx509.ExtKeyUsageServerAuth:      "serverAuth",
-	smx509.ExtKeyUsageClientAuth:      "clientAuth",
-	smx509.ExtKeyUsageCodeSigning:     "codeSigning",
-	smx509.ExtKeyUsageEmailProtection: "emailProtection",
-	smx509.ExtKeyUsageTimeStamping:    "timeStamping",
-	smx509.ExtKeyUsageOCSPSigning:     "OCSPSigning",
-}
-
-func ekuString(ekus []smx509.ExtKeyUsage) string {
-	var out []string
-	for _, e := range ekus {
-		if n, ok := ekuNames[e]; ok {
-			out = append(out, n)
-		} else {
-			out = append(out, fmt.Sprintf("eku(%d)", e))
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// sanString lists a certificate's subject alternative names in order.
-func sanString(c *smx509.Certificate) string {
-	var out []string
-	for _, d := range c.DNSNames {
-		out = append(out, "DNS:"+d)
-	}
-	for _, ip := range c.IPAddresses {
-		out = append(out, "IP:"+ip.String())
-	}
-	for _, e := range c.EmailAddresses {
-		out = append(out, "email:"+e)
-	}
-	for _, u := range c.URIs {
-		out = append(out, "URI:"+u.String())
-	}
-	return strings.Join(out, ", ")
-}
-
-// DescribePublicKey names a key's type and size ("SM2", "RSA-2048",
-// "ECDSA P-256").
-func DescribePublicKey(pub any) string { return describePublicKey(pub) }
-
-func describePublicKey(pub any) string {
-	switch k := pub.(type) {
-	case *ecdsa.PublicKey:
-		if sm2.IsSM2PublicKey(k) {
-			return "SM2"
-		}
-		return "ECDSA " + k.Curve.Params().Name
-	case *rsa.PublicKey:
-		return fmt.Sprintf("RSA-%d", k.N.BitLen())
-	case ed25519.PublicKey:
-		return "Ed25519"
-	}
-	return fmt.Sprintf("%T", pub)
-}
-
-func ago(d time.Duration) string {
-	days := d.Hours() / 24
-	if days >= 1 {
-		return fmt.Sprintf("%d days", int(math.Floor(days)))
-	}
-	return d.Round(time.Minute).String()
 }

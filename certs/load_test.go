@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/keyenc"
 )
 
@@ -34,16 +36,16 @@ func wantAll(t *testing.T, msg string, parts ...string) {
 	}
 }
 
-func files(d DualFiles) TLCPFiles {
+func files(d pki.DualFiles) TLCPFiles {
 	return TLCPFiles{SignCert: d.SignCert, SignKey: d.SignKey, EncCert: d.EncCert, EncKey: d.EncKey}
 }
 
 // writeChainedPair issues a pair for NAME.example.cn from a CA with an
 // intermediate and writes it to a new directory.
-func writeChainedPair(t *testing.T, name string) (*CA, *Dual, DualFiles) {
+func writeChainedPair(t *testing.T, name string) (*pki.CA, *pki.Dual, pki.DualFiles) {
 	t.Helper()
 	ica := newTestCA(t, true)
-	d, err := ica.IssueDual(IssueOptions{DNSNames: []string{name + ".example.cn"}})
+	d, err := ica.IssueDual(pki.IssueOptions{DNSNames: []string{name + ".example.cn"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +89,11 @@ func TestLoadBadInput(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		past := func() time.Time { return time.Now().Add(-400 * 24 * time.Hour) }
-		oldCA, err := NewCA(CAOptions{Now: past})
+		oldCA, err := pki.NewCA(pki.CAOptions{Now: past})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := oldCA.IssueDual(IssueOptions{DNSNames: []string{"old.example.cn"}, Validity: 30 * 24 * time.Hour, Now: past})
+		d, err := oldCA.IssueDual(pki.IssueOptions{DNSNames: []string{"old.example.cn"}, Validity: 30 * 24 * time.Hour, Now: past})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,31 +113,31 @@ func TestLoadBadInput(t *testing.T) {
 			t.Fatalf("complete chain: %v", err)
 		}
 		// Leaf only, intermediate left out.
-		if err := writeCertFile(f.SignCert, d.SignCert); err != nil {
+		if err := pemfile.WriteCertFile(f.SignCert, d.SignCert); err != nil {
 			t.Fatal(err)
 		}
 		wantAll(t, loadErr(t, files(f), roots), "sign_cert "+f.SignCert, "missing intermediate", `issuer "CN=gmgate local SM2 intermediate CA"`, "append the intermediate CA certificate")
 		// Wrong order: intermediate first.
-		if err := writeCertFile(f.SignCert, d.Chain[0], d.SignCert); err != nil {
+		if err := pemfile.WriteCertFile(f.SignCert, d.Chain[0], d.SignCert); err != nil {
 			t.Fatal(err)
 		}
 		wantAll(t, loadErr(t, files(f), roots), "starts with a CA certificate", "put the server's certificate first")
 	})
 	t.Run("damaged block in the chain", func(t *testing.T) {
 		ica, d, f := writeChainedPair(t, "cut")
-		leaf, inter := encodeCertsPEM(d.SignCert), encodeCertsPEM(d.Chain[0])
+		leaf, inter := pemfile.EncodeCertsPEM(d.SignCert), pemfile.EncodeCertsPEM(d.Chain[0])
 		for name, data := range map[string][]byte{
 			// The intermediate pasted without its last lines.
 			"cut short": append(append([]byte{}, leaf...), inter[:len(inter)/2]...),
 			// The intermediate damaged, a good root after it: pem.Decode
 			// alone skips the damaged block and reads on.
-			"bad base64": append(append(append([]byte{}, leaf...), "-----BEGIN CERTIFICATE-----\nMIIB!!!!\n-----END CERTIFICATE-----\n"...), encodeCertsPEM(ica.Root)...),
+			"bad base64": append(append(append([]byte{}, leaf...), "-----BEGIN CERTIFICATE-----\nMIIB!!!!\n-----END CERTIFICATE-----\n"...), pemfile.EncodeCertsPEM(ica.Root)...),
 		} {
 			if err := os.WriteFile(f.SignCert, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			wantAll(t, loadErr(t, files(f), LoadOptions{}), "sign_cert "+f.SignCert, fmt.Sprintf("block 2 (line %d)", bytes.Count(leaf, []byte("\n"))+1), "damaged", "copy the whole block again")
-			if r := Inspect([]string{f.SignCert}, InspectOptions{}); !r.HasErrors() {
+			if r := pki.Inspect([]string{f.SignCert}, pki.InspectOptions{}); !r.HasErrors() {
 				t.Errorf("%s: inspect found no error", name)
 			}
 		}
@@ -248,10 +250,10 @@ func TestLoadHostileInputDoesNotPanic(t *testing.T) {
 	for name, data := range inputs {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
 		os.WriteFile(p, []byte(data), 0o644)
-		if _, err := readCertificates(p); err == nil {
+		if _, err := pemfile.ReadCertificates(p); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
-		r := Inspect([]string{p}, InspectOptions{})
+		r := pki.Inspect([]string{p}, pki.InspectOptions{})
 		if !r.HasErrors() {
 			t.Errorf("%s: inspect found no error", name)
 		}
@@ -357,13 +359,13 @@ func TestLoadOffline(t *testing.T) {
 // read or reported damaged.
 func FuzzParseCertificates(f *testing.F) {
 	ca := newTestCA(f, true)
-	leaf, inter := encodeCertsPEM(ca.Intermediate), encodeCertsPEM(ca.Root)
+	leaf, inter := pemfile.EncodeCertsPEM(ca.Intermediate), pemfile.EncodeCertsPEM(ca.Root)
 	f.Add(append(append([]byte{}, leaf...), inter...))
 	f.Add(append(append([]byte{}, leaf...), inter[:len(inter)/2]...))
 	f.Add([]byte("text\n-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\r\n-----BEGIN X"))
 	f.Add(ca.Root.Raw)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		certs, err := parseCertificates(data)
+		certs, err := pemfile.ParseCertificates(data)
 		if err == nil && len(certs) == 0 {
 			t.Fatal("no certificates and no error")
 		}
@@ -371,7 +373,7 @@ func FuzzParseCertificates(f *testing.F) {
 		if bytes.HasPrefix(data, []byte("-----BEGIN ")) {
 			begins++
 		}
-		if n := len(splitPEM(data)); n != begins {
+		if n := len(pemfile.SplitPEM(data)); n != begins {
 			t.Fatalf("%d blocks for %d -----BEGIN lines", n, begins)
 		}
 	})

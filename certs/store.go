@@ -488,6 +488,11 @@ var (
 		"1 when the last reload failed and older certificates are still served.", nil, nil)
 )
 
+// ExpiryDesc describes gmgate_certificate_expiry_timestamp_seconds, the
+// expiry of each served certificate by name and role, for the collectors
+// of other certificate sources (ACME) to report in the same series.
+func ExpiryDesc() *prometheus.Desc { return expiryDesc }
+
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	ch <- expiryDesc

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
@@ -19,9 +21,9 @@ import (
 )
 
 type storeFixture struct {
-	ca      *CA
+	ca      *pki.CA
 	dir     string
-	files   DualFiles
+	files   pki.DualFiles
 	logs    *testlog.Buffer
 	store   *Store
 	reloads chan error
@@ -95,7 +97,7 @@ func TestReloadSwapKeepsLiveConnection(t *testing.T) {
 	if newSerial.Cmp(oldSerial) == 0 {
 		t.Fatal("a new connection still got the old certificate")
 	}
-	want, _ := readCertificates(f.files.SignCert)
+	want, _ := pemfile.ReadCertificates(f.files.SignCert)
 	if newSerial.Cmp(want[0].SerialNumber) != 0 {
 		t.Fatal("a new connection did not get the certificate now on disk")
 	}
@@ -109,11 +111,11 @@ func TestReloadInvalidKeepsOldSet(t *testing.T) {
 	before := f.store.TLCPCertificate("edge")
 	// A new sign certificate whose key is not written: the pair no longer
 	// matches its key.
-	d, err := f.ca.IssueDual(IssueOptions{DNSNames: []string{"site.example.cn"}})
+	d, err := f.ca.IssueDual(pki.IssueOptions{DNSNames: []string{"site.example.cn"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeCertFile(f.files.SignCert, d.SignCert); err != nil {
+	if err := pemfile.WriteCertFile(f.files.SignCert, d.SignCert); err != nil {
 		t.Fatal(err)
 	}
 	err = f.store.Reload()
@@ -195,11 +197,11 @@ func TestStoreMetricsAndSelection(t *testing.T) {
 	dir := t.TempDir()
 	a := writeTestPair(t, ca, dir, "a", nil, "a.example.cn")
 	b := writeTestPair(t, ca, dir, "b", nil, "b.example.cn")
-	ecCA, err := NewCA(CAOptions{KeyAlgorithm: KeyECDSAP256})
+	ecCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ecCA.IssueTLS(IssueOptions{DNSNames: []string{"b.example.cn"}})
+	leaf, err := ecCA.IssueTLS(pki.IssueOptions{DNSNames: []string{"b.example.cn"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +228,7 @@ func TestStoreMetricsAndSelection(t *testing.T) {
 		t.Errorf("TLS cert = %v, %v", tc, err)
 	}
 
-	bSign, _ := readCertificates(b.SignCert)
+	bSign, _ := pemfile.ReadCertificates(b.SignCert)
 	want := strings.NewReader(`
 # HELP gmgate_certificate_expiry_timestamp_seconds When each served certificate expires (NotAfter), as a Unix time.
 # TYPE gmgate_certificate_expiry_timestamp_seconds gauge
@@ -244,7 +246,7 @@ func expiryLines(t *testing.T, files map[string]string) string {
 	var out strings.Builder
 	for _, key := range []string{"a/enc", "a/sign", "b/enc", "b/sign", "b/tls"} {
 		name, role, _ := strings.Cut(key, "/")
-		certs, err := readCertificates(files[key])
+		certs, err := pemfile.ReadCertificates(files[key])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 	"golang.org/x/sys/unix"
 )
@@ -30,7 +31,7 @@ var errACMEChallenge = errors.New("TLS-ALPN-01 challenge answered")
 // renewal schedule.
 type acmeSite struct {
 	spec acmeSpec
-	mgr  *certs.ACME
+	mgr  *acme.Manager
 	// listener answers the TLS-ALPN-01 challenges.
 	listener string
 	started  bool
@@ -80,7 +81,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		name := sp.source()
 		p := sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si) + ".tls.acme"
 		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir}
-		var storage *certs.RedisStorage
+		var storage *acme.RedisStorage
 		if spec.acme.Shared {
 			// In the session store: no state directory is used. The
 			// store's problems are reported with it; a check, which
@@ -127,7 +128,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 				continue
 			}
 		}
-		opts := certs.ACMEOptions{
+		opts := acme.Options{
 			Name:                    name,
 			StateDir:                cfg.StateDir,
 			Domains:                 spec.acme.Domains,
@@ -142,7 +143,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		if storage != nil {
 			opts.Storage = storage
 		}
-		mgr, err := certs.NewACME(opts)
+		mgr, err := acme.New(opts)
 		if err != nil {
 			probs = append(probs, cfg.Problem(p, err.Error(), ""))
 			continue

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
@@ -434,11 +434,11 @@ func TestInflightRequestSurvivesCertificateReload(t *testing.T) {
 func TestHTTPSUpstreamWithClientCertificate(t *testing.T) {
 	p := getPKI(t)
 	dir := tempDir(t)
-	clientCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	clientCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := clientCA.IssueTLS(certs.IssueOptions{DNSNames: []string{"gmgate.internal"}})
+	leaf, err := clientCA.IssueTLS(pki.IssueOptions{DNSNames: []string{"gmgate.internal"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +537,7 @@ func TestClientCertificateHeaders(t *testing.T) {
 	l.SessionHeaders.ClientFingerprint = "X-Client-Fingerprint"
 	s := startServer(t, cfg, nil)
 
-	pair, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "teller-7", Organization: []string{"Branch 12"}}})
+	pair, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "teller-7", Organization: []string{"Branch 12"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

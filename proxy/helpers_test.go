@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/tlcp"
@@ -37,8 +37,8 @@ func TestMain(m *testing.M) {
 // CA with a TLS certificate for localhost, written to a directory.
 type testPKI struct {
 	dir      string
-	ca       *certs.CA
-	dual     certs.DualFiles
+	ca       *pki.CA
+	dual     pki.DualFiles
 	roots    *smx509.CertPool
 	tlsCert  string
 	tlsKey   string
@@ -73,7 +73,7 @@ func getPKI(t testing.TB) *testPKI {
 
 func newTestPKI(dir string) (*testPKI, error) {
 	p := &testPKI{dir: dir}
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +82,11 @@ func newTestPKI(dir string) (*testPKI, error) {
 	if err := p.issue(dir); err != nil {
 		return nil, err
 	}
-	tlsCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := tlsCA.IssueTLS(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	leaf, err := tlsCA.IssueTLS(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func newTestPKI(dir string) (*testPKI, error) {
 
 // issue writes a fresh dual certificate for localhost into dir.
 func (p *testPKI) issue(dir string) error {
-	pair, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := p.ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		return err
 	}
@@ -123,9 +123,9 @@ func (p *testPKI) issue(dir string) error {
 
 // copyTo copies the dual certificate files into dir and returns their
 // paths there, for tests that replace them.
-func (p *testPKI) copyTo(t testing.TB, dir string) certs.DualFiles {
+func (p *testPKI) copyTo(t testing.TB, dir string) pki.DualFiles {
 	t.Helper()
-	out := certs.DualFileNames(dir, "localhost")
+	out := pki.DualFileNames(dir, "localhost")
 	for _, pair := range [][2]string{{p.dual.SignCert, out.SignCert}, {p.dual.SignKey, out.SignKey}, {p.dual.EncCert, out.EncCert}, {p.dual.EncKey, out.EncKey}} {
 		data, err := os.ReadFile(pair[0])
 		if err != nil {

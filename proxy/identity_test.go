@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testpki"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -167,11 +167,11 @@ func TestReloadTightensClientAuth(t *testing.T) {
 	p := getPKI(t)
 	up := echoUpstream(t, "a")
 	dir := tempDir(t)
-	partnerCA, err := certs.NewCA(certs.CAOptions{Subject: pkix.Name{CommonName: "partner CA"}})
+	partnerCA, err := pki.NewCA(pki.CAOptions{Subject: pkix.Name{CommonName: "partner CA"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := partnerCA.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "partner-client"}})
+	pair, err := partnerCA.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "partner-client"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestNoClientIdentityWithoutVerification(t *testing.T) {
 		}
 	})
 
-	valid, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
+	valid, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +308,11 @@ func TestNoClientIdentityWithoutVerification(t *testing.T) {
 	// The TLS side: a self-signed certificate under request is no
 	// identity; one from the configured client_ca under verify_if_given
 	// is.
-	clientCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256, Subject: pkix.Name{CommonName: "TLS client CA"}})
+	clientCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256, Subject: pkix.Name{CommonName: "TLS client CA"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := clientCA.IssueTLS(certs.IssueOptions{Subject: pkix.Name{CommonName: "tls-teller"}})
+	leaf, err := clientCA.IssueTLS(pki.IssueOptions{Subject: pkix.Name{CommonName: "tls-teller"}})
 	if err != nil {
 		t.Fatal(err)
 	}

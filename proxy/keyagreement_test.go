@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/accel"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -67,7 +67,7 @@ func TestECDHEWithCardEncryptionKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		conn.Close()
-		client, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.test"}})
+		client, err := p.ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.test"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func newMetrics() *Metrics {
 	}, []string{"result"})
 	m.accelOps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_accel_ops_total",
-		Help: "Private-key operations by key backend, operation (sign, decrypt) and result (ok, error).",
+		Help: "Private-key operations by key backend, operation (sign, decrypt) and result (ok, timeout, pool_exhausted, device_error, closed, error).",
 	}, []string{"backend", "op", "result"})
 	m.accelDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_accel_op_duration_seconds",
@@ -235,11 +235,7 @@ type accelObserver struct{ m *Metrics }
 var _ accel.Observer = accelObserver{}
 
 func (o accelObserver) Op(backend, op string, err error, d time.Duration) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	o.m.accelOps.WithLabelValues(backend, op, result).Inc()
+	o.m.accelOps.WithLabelValues(backend, op, accel.Result(err)).Inc()
 	o.m.accelDuration.WithLabelValues(backend, op).Observe(d.Seconds())
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,7 +29,7 @@ func servedMetrics(t *testing.T) map[string][]string {
 	ch := make(chan *prometheus.Desc, 256)
 	m.Registry.Describe(ch)
 	(&certs.Store{}).Describe(ch)
-	(&certs.ACME{}).Describe(ch)
+	(&acme.Manager{}).Describe(ch)
 	close(ch)
 	out := map[string][]string{}
 	for d := range ch {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -160,8 +161,8 @@ func TestOutboundRotationMovesConnections(t *testing.T) {
 		{"http2 reload to other files", "h2", "http2: true", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			live := certs.DualFileNames(tempDir(t), "client")
-			install := func(from certs.DualFiles) {
+			live := pki.DualFileNames(tempDir(t), "client")
+			install := func(from pki.DualFiles) {
 				for _, f := range [][2]string{{from.SignKey, live.SignKey}, {from.EncKey, live.EncKey}, {from.SignCert, live.SignCert}, {from.EncCert, live.EncCert}} {
 					data, err := os.ReadFile(f[0])
 					if err != nil {
@@ -174,7 +175,7 @@ func TestOutboundRotationMovesConnections(t *testing.T) {
 			}
 			install(first)
 			partner := newCertPartner(t, p, tc.alpn)
-			config := func(id certs.DualFiles) string {
+			config := func(id pki.DualFiles) string {
 				return fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
 log: {access: "off"}
 listeners:

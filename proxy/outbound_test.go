@@ -25,6 +25,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
@@ -36,14 +37,14 @@ import (
 
 // clientIdentity is a TLCP client pair for "legacy-app" from the test CA,
 // written to a directory of its own.
-func clientIdentity(t testing.TB, p *testPKI) (certs.DualFiles, *certs.Dual) {
+func clientIdentity(t testing.TB, p *testPKI) (pki.DualFiles, *pki.Dual) {
 	t.Helper()
 	return clientIdentityFor(t, p, "legacy-app")
 }
 
-func clientIdentityFor(t testing.TB, p *testPKI, cn string) (certs.DualFiles, *certs.Dual) {
+func clientIdentityFor(t testing.TB, p *testPKI, cn string) (pki.DualFiles, *pki.Dual) {
 	t.Helper()
-	pair, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: cn}})
+	pair, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: cn}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func indent(s, prefix string) string {
 
 // identitySection is a tlcp section that verifies the service as
 // localhost and authenticates with the client pair.
-func identitySection(p *testPKI, id certs.DualFiles, suite string) string {
+func identitySection(p *testPKI, id pki.DualFiles, suite string) string {
 	return fmt.Sprintf(`ca: %s
 server_name: localhost
 sign_cert: %s
@@ -371,7 +372,7 @@ func TestOutboundFailures(t *testing.T) {
 	p := getPKI(t)
 	id, _ := clientIdentity(t, p)
 	dir := tempDir(t)
-	otherCA, err := certs.NewCA(certs.CAOptions{Subject: pkix.Name{CommonName: "some other CA"}})
+	otherCA, err := pki.NewCA(pki.CAOptions{Subject: pkix.Name{CommonName: "some other CA"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,9 +665,9 @@ func TestOutboundReloadRotatesIdentity(t *testing.T) {
 	first, _ := clientIdentityFor(t, p, "app-2025")
 	second, _ := clientIdentityFor(t, p, "app-2026")
 	dir := tempDir(t)
-	live := certs.DualFileNames(dir, "client")
+	live := pki.DualFileNames(dir, "client")
 	live.CACert = filepath.Join(dir, "ca.crt")
-	install := func(from certs.DualFiles) {
+	install := func(from pki.DualFiles) {
 		for _, f := range [][2]string{{from.SignCert, live.SignCert}, {from.SignKey, live.SignKey}, {from.EncCert, live.EncCert}, {from.EncKey, live.EncKey}, {p.dual.CACert, live.CACert}} {
 			data, err := os.ReadFile(f[0])
 			if err != nil {
@@ -812,8 +813,8 @@ func TestOutboundRotationDuringHandshake(t *testing.T) {
 	first, _ := clientIdentityFor(t, p, "app-2025")
 	second, _ := clientIdentityFor(t, p, "app-2026")
 	dir := tempDir(t)
-	live := certs.DualFileNames(dir, "client")
-	install := func(from certs.DualFiles) {
+	live := pki.DualFileNames(dir, "client")
+	install := func(from pki.DualFiles) {
 		for _, f := range [][2]string{{from.SignCert, live.SignCert}, {from.SignKey, live.SignKey}, {from.EncCert, live.EncCert}, {from.EncKey, live.EncKey}} {
 			data, err := os.ReadFile(f[0])
 			if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 )
 
@@ -22,7 +22,7 @@ type plainHTTP struct {
 	// redirectPort is the HTTPS port redirects go to ("" for none).
 	redirectPort string
 	// acme answer HTTP-01 challenges.
-	acme []*certs.ACME
+	acme []*acme.Manager
 }
 
 func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -123,7 +123,7 @@ func TestECDHECertificateRequestNamesClientCAs(t *testing.T) {
 	cfg := testConfig(p, echoUpstream(t, "a").URL)
 	cfg.Listeners[0].TLCP.ClientCA = p.dual.CACert
 	s := startServer(t, cfg, nil)
-	issued, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "client"}})
+	issued, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "client"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,12 @@ type generation struct {
 	// warnings are what the configuration check reports without
 	// refusing the configuration.
 	warnings []config.Problem
+	// sessionCaches and ticketers are the server's as this generation
+	// leaves them: build changes these copies, and the server adopts
+	// them only when the generation goes into service, so that a
+	// configuration that fails leaves the sessions in service alone.
+	sessionCaches map[string]*sessionCache
+	ticketers     map[string]*tls.Config
 }
 
 // New loads the certificates and keys of cfg, binds its listeners and the
@@ -183,7 +189,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, configError(probs)
 	}
 	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
-	s.gen = gen
+	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
 	accel.SetObserver(accelObserver{s.metrics})
 	s.metrics.setCerts(gen.store)
@@ -342,6 +348,9 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		handshakes: map[string]*handshakeLimiter{},
 		states:     map[string]*listenerState{},
 		acme:       map[string]*acmeSite{},
+
+		sessionCaches: maps.Clone(s.sessionCaches),
+		ticketers:     maps.Clone(s.ticketers),
 	}
 	for _, lc := range cfg.Listeners {
 		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
@@ -378,11 +387,18 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		gen.states[lc.Name] = st
 	}
 	if len(probs) > 0 {
-		gen.closeNew(prev)
+		gen.release(prev, false)
 		return nil, configError(probs)
 	}
 	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
 	return gen, nil
+}
+
+// adopt puts gen in service, with the session caches and ticket keys it
+// was built with.
+func (s *Server) adopt(gen *generation) {
+	s.gen = gen
+	s.sessionCaches, s.ticketers = gen.sessionCaches, gen.ticketers
 }
 
 // acmeCollectors are the metrics of g's ACME managers.
@@ -392,29 +408,6 @@ func (g *generation) acmeCollectors() []prometheus.Collector {
 		out = append(out, site.mgr)
 	}
 	return out
-}
-
-// closeNew closes the pools and ACME managers of g that prev does not
-// share, and the keys of g, which never served.
-func (g *generation) closeNew(prev *generation) {
-	if g.store != nil {
-		g.store.Close()
-	}
-	for name, p := range g.pools {
-		if prev == nil || prev.pools[name] != p {
-			p.close()
-		}
-	}
-	for name, site := range g.acme {
-		if prev == nil || prev.acme[name] != site {
-			site.mgr.Stop()
-		}
-	}
-	if prev == nil {
-		g.shared.closeUnless(nil)
-	} else {
-		g.shared.closeUnless(prev.shared)
-	}
 }
 
 // start begins health checks and certificate watching.
@@ -436,39 +429,45 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 	}()
 }
 
-// close stops what g started, except the pools that next still uses.
-// The keys of g's certificates close at once without next (no handshake
-// runs any more), and after the store's close delay when next replaces g
-// (handshakes in flight may have chosen them).
-func (g *generation) closeExcept(next *generation) {
+// release stops what g started and closes what it holds, except the
+// pools, ACME managers and session store that keep shares with it (keep
+// is the generation that replaces g, or the one a failed g was built
+// beside; nil for none). The keys of g's certificates close at once when
+// g never served or nothing replaces it (no handshake can use them any
+// more), and after the store's close delay when keep replaces a g that
+// served (handshakes in flight may have chosen them).
+func (g *generation) release(keep *generation, served bool) {
 	if g.storeCancel != nil {
 		g.storeCancel()
 	}
 	for name, p := range g.pools {
-		if next == nil || next.pools[name] != p {
+		if keep == nil || keep.pools[name] != p {
 			p.close()
 		}
 	}
 	for name, site := range g.acme {
-		if next == nil || next.acme[name] != site {
+		if keep == nil || keep.acme[name] != site {
 			site.mgr.Stop()
 		}
 	}
-	if next == nil {
+	if keep == nil {
 		g.shared.closeUnless(nil)
 	} else {
-		g.shared.closeUnless(next.shared)
+		g.shared.closeUnless(keep.shared)
 	}
 	// After the pools, whose health checks may present a client
 	// certificate of the store.
-	if next == nil {
-		g.store.Close()
-	} else {
+	if g.store == nil {
+		return
+	}
+	if served && keep != nil {
 		g.store.Retire()
+	} else {
+		g.store.Close()
 	}
 }
 
-func (g *generation) close() { g.closeExcept(nil) }
+func (g *generation) close() { g.release(nil, true) }
 
 func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*listenerState, error) {
 	st := &listenerState{
@@ -543,13 +542,13 @@ func (s *Server) sessionCache(gen *generation, listener string, sc *config.Sessi
 		}
 	}
 	if size == 0 {
-		delete(s.sessionCaches, listener)
+		delete(gen.sessionCaches, listener)
 		return nil
 	}
-	c, ok := s.sessionCaches[listener]
+	c, ok := gen.sessionCaches[listener]
 	if !ok || c.size != size || c.lifetime != lifetime {
 		c = &sessionCache{size: size, lifetime: lifetime, cache: tlcp.NewLRUSessionCache(size, lifetime)}
-		s.sessionCaches[listener] = c
+		gen.sessionCaches[listener] = c
 	}
 	return gen.shareSessions(c.cache, lifetime, shared)
 }
@@ -694,7 +693,7 @@ func (s *Server) reload(cfg *config.Config) error {
 			for _, a := range added {
 				a.ln.Close()
 			}
-			gen.closeNew(prev)
+			gen.release(prev, false)
 			return configError([]config.Problem{bindProblem(cfg, listenPath(cfg, lc.Name), lc.Listen, err)})
 		}
 		added = append(added, rl)
@@ -735,7 +734,7 @@ func (s *Server) reload(cfg *config.Config) error {
 			s.serve(rl)
 		}
 	}
-	s.gen = gen
+	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
 	s.metrics.setCerts(gen.store)
 	s.metrics.setACME(gen.acmeCollectors())
@@ -743,7 +742,7 @@ func (s *Server) reload(cfg *config.Config) error {
 		gen.start(prev, s.log)
 		s.startACME(gen)
 	}
-	prev.closeExcept(gen)
+	prev.release(gen, true)
 	s.retiredStores = append(slices.DeleteFunc(s.retiredStores, (*certs.Store).Closed), prev.store)
 	for _, w := range gen.warnings {
 		s.log.Warn("configuration warning", "warning", w.String())

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/gmgate/gmgate/tlcp"
@@ -240,8 +240,8 @@ func (g *generation) shareTickets(tc *tls.Config, name string, shared bool) {
 
 // acmeStorage returns the shared certmagic storage, under the store's
 // key prefix.
-func (ss *sharedStore) acmeStorage() *certs.RedisStorage {
-	return certs.NewRedisStorage(ss.store.Client(), ss.spec.Redis.KeyPrefix+"acme:", ss.keys)
+func (ss *sharedStore) acmeStorage() *acme.RedisStorage {
+	return acme.NewRedisStorage(ss.store.Client(), ss.spec.Redis.KeyPrefix+"acme:", ss.keys)
 }
 
 // storeMetrics are the session store's metrics.

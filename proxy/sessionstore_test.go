@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/gmgate/gmgate/internal/testredis"
@@ -171,7 +171,7 @@ func TestRedisHoldsNoPlaintextMasterSecret(t *testing.T) {
 	cfg.Listeners[0].TLCP.ClientAuth = "verify_if_given"
 	cfg.Listeners[0].TLCP.ClientCA = p.dual.CACert
 	s := startServer(t, cfg, nil)
-	pair, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.example"}})
+	pair, err := p.ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}

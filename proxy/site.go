@@ -397,10 +397,10 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 // resumed, so a session made on one site, or under a laxer policy, never
 // resumes on another.
 func (s *Server) bindTickets(gen *generation, tc *tls.Config, source string, shared bool, clientAuth string, caPEM []byte) {
-	ticketer := s.ticketers[source]
+	ticketer := gen.ticketers[source]
 	if ticketer == nil {
 		ticketer = &tls.Config{}
-		s.ticketers[source] = ticketer
+		gen.ticketers[source] = ticketer
 	}
 	if shared && gen.shared != nil {
 		ticketer = &tls.Config{}

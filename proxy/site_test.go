@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testsession"
@@ -26,7 +26,7 @@ import (
 // siteCerts are a dual certificate and a TLS certificate for each of a
 // few site names, from the shared SM2 CA and one ECDSA CA.
 type siteCerts struct {
-	dual     map[string]certs.DualFiles
+	dual     map[string]pki.DualFiles
 	tls      map[string][2]string // cert, key
 	tlsRoots *x509.CertPool
 }
@@ -45,15 +45,15 @@ func getSiteCerts(t testing.TB) *siteCerts {
 	t.Helper()
 	p := getPKI(t)
 	siteCertsOnce.Do(func() {
-		sc := &siteCerts{dual: map[string]certs.DualFiles{}, tls: map[string][2]string{}, tlsRoots: x509.NewCertPool()}
-		tlsCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+		sc := &siteCerts{dual: map[string]pki.DualFiles{}, tls: map[string][2]string{}, tlsRoots: x509.NewCertPool()}
+		tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 		if err != nil {
 			siteCertsErr = err
 			return
 		}
 		for _, name := range siteNames {
 			host := name + ".example.cn"
-			pair, err := p.ca.IssueDual(certs.IssueOptions{DNSNames: []string{host, "*." + host}})
+			pair, err := p.ca.IssueDual(pki.IssueOptions{DNSNames: []string{host, "*." + host}})
 			if err != nil {
 				siteCertsErr = err
 				return
@@ -62,7 +62,7 @@ func getSiteCerts(t testing.TB) *siteCerts {
 				siteCertsErr = err
 				return
 			}
-			leaf, err := tlsCA.IssueTLS(certs.IssueOptions{DNSNames: []string{host, "*." + host}})
+			leaf, err := tlsCA.IssueTLS(pki.IssueOptions{DNSNames: []string{host, "*." + host}})
 			if err != nil {
 				siteCertsErr = err
 				return
@@ -173,7 +173,7 @@ func TestSitesBySNI(t *testing.T) {
 	sc := getSiteCerts(t)
 	var access testlog.Buffer
 	s := startServer(t, siteConfig(t, true, siteUpstreams(t)), slog.New(slog.NewJSONHandler(&access, nil)))
-	teller, err := p.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
+	teller, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
 	if err != nil {
 		t.Fatal(err)
 	}

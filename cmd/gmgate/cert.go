@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -43,12 +44,12 @@ type keyFlags struct {
 func (k *keyFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&k.passwordFile, "key-password-file", "", "encrypt the new keys (PKCS#8, PBES2/PBKDF2-hmacWithSM3/SM4-CBC) with the password in this file")
-	f.StringVar(&k.format, "key-format", string(certs.DefaultKeyFormat), "layout of encrypted keys: gmssl (read by GmSSL, gmsm) or tongsuo (read by Tongsuo); gmgate reads both")
+	f.StringVar(&k.format, "key-format", string(pki.DefaultKeyFormat), "layout of encrypted keys: gmssl (read by GmSSL, gmsm) or tongsuo (read by Tongsuo); gmgate reads both")
 }
 
 // encryption returns how to write keys: nil without a password.
-func (k *keyFlags) encryption(cmd *cobra.Command) (*certs.KeyEncryption, error) {
-	format, err := certs.ParseKeyFormat(k.format)
+func (k *keyFlags) encryption(cmd *cobra.Command) (*pki.KeyEncryption, error) {
+	format, err := pki.ParseKeyFormat(k.format)
 	if err != nil {
 		return nil, fmt.Errorf("--key-format: %w", err)
 	}
@@ -59,12 +60,12 @@ func (k *keyFlags) encryption(cmd *cobra.Command) (*certs.KeyEncryption, error) 
 		}
 		return nil, err
 	}
-	return &certs.KeyEncryption{Password: pw, Format: format}, nil
+	return &pki.KeyEncryption{Password: pw, Format: format}, nil
 }
 
 // validity checks a --days value.
 func validity(flag string, days int) (time.Duration, error) {
-	maxDays := int(certs.MaxValidity.Hours() / 24)
+	maxDays := int(pki.MaxValidity.Hours() / 24)
 	if days <= 0 || days > maxDays {
 		return 0, fmt.Errorf("%s %d: give a number of days from 1 to %d", flag, days, maxDays)
 	}
@@ -90,8 +91,8 @@ func (s *subjectFlags) register(cmd *cobra.Command, defaultDays int) {
 	}
 }
 
-func (s *subjectFlags) options(cmd *cobra.Command) (certs.IssueOptions, error) {
-	o := certs.IssueOptions{
+func (s *subjectFlags) options(cmd *cobra.Command) (pki.IssueOptions, error) {
+	o := pki.IssueOptions{
 		Subject:  pkix.Name{CommonName: s.cn, Organization: s.orgs},
 		DNSNames: s.dns,
 	}
@@ -150,7 +151,7 @@ func readPassword(path string) ([]byte, error) {
 // holds a certificate other than the root of the CA that issues them,
 // unless force: it is another CA's, perhaps a CA directory's own, and
 // replacing it would lose that CA. fix says what to do instead.
-func refuseOtherCA(force bool, path string, ca *certs.CA, fix string) error {
+func refuseOtherCA(force bool, path string, ca *pki.CA, fix string) error {
 	if force {
 		return nil
 	}
@@ -207,7 +208,7 @@ the tls side of a listener.`,
 			if out == "" {
 				return errors.New("--out is required: the directory for ca.crt and ca.key")
 			}
-			alg, err := certs.ParseKeyAlgorithm(keyType)
+			alg, err := pki.ParseKeyAlgorithm(keyType)
 			if err != nil {
 				return fmt.Errorf("--key-type: %w", err)
 			}
@@ -219,19 +220,19 @@ the tls side of a listener.`,
 			if err != nil {
 				return err
 			}
-			opts := certs.CAOptions{Intermediate: intermediate, KeyAlgorithm: alg, Validity: valid}
+			opts := pki.CAOptions{Intermediate: intermediate, KeyAlgorithm: alg, Validity: valid}
 			opts.Subject.CommonName = cn
 			if org != "" {
 				opts.Subject.Organization = []string{org}
 			}
-			paths := []string{filepath.Join(out, certs.CACertFile), filepath.Join(out, certs.CAKeyFile)}
+			paths := []string{filepath.Join(out, pki.CACertFile), filepath.Join(out, pki.CAKeyFile)}
 			if intermediate {
-				paths = append(paths, filepath.Join(out, certs.IntermediateCertFile), filepath.Join(out, certs.IntermediateKeyFile))
+				paths = append(paths, filepath.Join(out, pki.IntermediateCertFile), filepath.Join(out, pki.IntermediateKeyFile))
 			}
 			if err := refuseOverwrite(force, paths...); err != nil {
 				return err
 			}
-			ca, err := certs.NewCA(opts)
+			ca, err := pki.NewCA(opts)
 			if err != nil {
 				return err
 			}
@@ -241,7 +242,7 @@ the tls side of a listener.`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "root CA %q (%s), valid until %s\n", ca.Root.Subject.String(), alg, ca.Root.NotAfter.UTC().Format(time.RFC3339))
 			if ca.Intermediate != nil {
-				fmt.Fprintf(w, "intermediate CA %q issues the certificates; keep %s offline\n", ca.Intermediate.Subject.String(), filepath.Join(out, certs.CAKeyFile))
+				fmt.Fprintf(w, "intermediate CA %q issues the certificates; keep %s offline\n", ca.Intermediate.Subject.String(), filepath.Join(out, pki.CAKeyFile))
 			}
 			fmt.Fprintf(w, "wrote %s\n", strings.Join(paths, ", "))
 			if alg.IsSM2() {
@@ -266,11 +267,11 @@ the tls side of a listener.`,
 	return cmd
 }
 
-func loadCA(dir, pwFile string) (*certs.CA, error) {
+func loadCA(dir, pwFile string) (*pki.CA, error) {
 	if dir == "" {
 		return nil, errors.New("--ca is required: the directory made by gmgate cert init-ca")
 	}
-	return certs.LoadCAWithOptions(dir, certs.LoadCAOptions{KeyPasswordFile: pwFile, PasswordFlag: "--ca-key-password-file"})
+	return pki.LoadCAWithOptions(dir, pki.LoadCAOptions{KeyPasswordFile: pwFile, PasswordFlag: "--ca-key-password-file"})
 }
 
 func newIssueCmd() *cobra.Command {
@@ -309,7 +310,7 @@ and NAME.key, with ca.crt.`,
 				return err
 			}
 			if kt != "" {
-				if opts.KeyAlgorithm, err = certs.ParseKeyAlgorithm(kt); err != nil {
+				if opts.KeyAlgorithm, err = pki.ParseKeyAlgorithm(kt); err != nil {
 					return fmt.Errorf("--key-type: %w", err)
 				}
 			}
@@ -330,7 +331,7 @@ and NAME.key, with ca.crt.`,
 			if kt != "" && !opts.KeyAlgorithm.IsSM2() {
 				return fmt.Errorf("--key-type %s: an SM2 CA issues SM2 pairs; for a TLS certificate use an ECDSA or RSA CA (gmgate cert init-ca --key-type %s)", kt, kt)
 			}
-			f := certs.DualFileNames(out, stem)
+			f := pki.DualFileNames(out, stem)
 			if err := refuseOverwrite(force, f.SignCert, f.SignKey, f.EncCert, f.EncKey); err != nil {
 				return err
 			}
@@ -362,8 +363,8 @@ and NAME.key, with ca.crt.`,
 }
 
 // issueTLS issues and writes a TLS certificate from an ECDSA or RSA CA.
-func issueTLS(w io.Writer, ca *certs.CA, opts certs.IssueOptions, out, stem, names string, enc *certs.KeyEncryption, force bool) error {
-	certFile, keyFile, caFile := filepath.Join(out, stem+".crt"), filepath.Join(out, stem+".key"), filepath.Join(out, certs.CACertFile)
+func issueTLS(w io.Writer, ca *pki.CA, opts pki.IssueOptions, out, stem, names string, enc *pki.KeyEncryption, force bool) error {
+	certFile, keyFile, caFile := filepath.Join(out, stem+".crt"), filepath.Join(out, stem+".key"), filepath.Join(out, pki.CACertFile)
 	if err := refuseOverwrite(force, certFile, keyFile); err != nil {
 		return err
 	}
@@ -377,10 +378,10 @@ func issueTLS(w io.Writer, ca *certs.CA, opts certs.IssueOptions, out, stem, nam
 	if _, _, err := leaf.Write(out, stem, enc); err != nil {
 		return err
 	}
-	if err := certs.WriteCertificates(caFile, ca.Root); err != nil {
+	if err := pki.WriteCertificates(caFile, ca.Root); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "issued %q (%s key, for the tls side) for %s, valid until %s\n", leaf.Cert.Subject.String(), certs.DescribePublicKey(leaf.Cert.PublicKey), names, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "issued %q (%s key, for the tls side) for %s, valid until %s\n", leaf.Cert.Subject.String(), pki.DescribePublicKey(leaf.Cert.PublicKey), names, leaf.Cert.NotAfter.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "  tls:\n    cert: %s\n    key:  %s\n  CA:     %s\n", certFile, keyFile, caFile)
 	return nil
 }
@@ -418,7 +419,7 @@ local one: gmgate cert sign); keep the .key files.`,
 			if err := refuseOverwrite(force, filepath.Join(out, stem+".sign.key"), filepath.Join(out, stem+".enc.key")); err != nil {
 				return err
 			}
-			c, err := certs.NewDualCSR(opts)
+			c, err := pki.NewDualCSR(opts)
 			if err != nil {
 				return err
 			}

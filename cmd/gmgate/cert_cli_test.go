@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/keyenc"
 	"github.com/gmgate/gmgate/internal/testopenssl"
 )
@@ -78,7 +79,7 @@ func TestCertIssueForTheTLSSide(t *testing.T) {
 				t.Errorf("the certificate does not verify against the ca.crt written beside it: %v", err)
 			}
 			want := map[string]string{"ecdsa-p256": "ECDSA P-256", "rsa-2048": "RSA-2048"}[kt]
-			if got := certs.DescribePublicKey(c.Leaf.PublicKey); got != want {
+			if got := pki.DescribePublicKey(c.Leaf.PublicKey); got != want {
 				t.Errorf("key %s, want %s", got, want)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -36,7 +37,7 @@ explained. Exits 1 when an ERROR is reported.`,
   gmgate cert inspect --key-password-file pw.txt site/api.example.cn.enc.key`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := certs.InspectOptions{}
+			opts := pki.InspectOptions{}
 			var err error
 			if len(caFiles) > 0 {
 				if opts.Roots, err = certs.ReadRoots(caFiles...); err != nil {
@@ -46,7 +47,7 @@ explained. Exits 1 when an ERROR is reported.`,
 			if opts.KeyPassword, err = readPassword(pwFile); err != nil {
 				return err
 			}
-			r := certs.Inspect(args, opts)
+			r := pki.Inspect(args, opts)
 			if err := r.WriteText(cmd.OutOrStdout()); err != nil {
 				return err
 			}
@@ -83,7 +84,7 @@ encryption certificate too and check that the pair belongs together.`,
 			if err != nil {
 				return err
 			}
-			lines, err := certs.VerifyFiles(args[0], certs.VerifyOptions{Roots: roots, Host: host, EncCert: encCt})
+			lines, err := pki.VerifyFiles(args[0], pki.VerifyOptions{Roots: roots, Host: host, EncCert: encCt})
 			if err != nil {
 				return err
 			}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -49,16 +49,16 @@ pair on the same auto port. Prints a short report of old versus new.`,
 			if out == "" {
 				out = "."
 			}
-			opts := certs.MigrateOptions{From: from, Key: key, OutDir: out, KeyEncryption: enc, Force: force}
+			opts := pki.MigrateOptions{From: from, Key: key, OutDir: out, KeyEncryption: enc, Force: force}
 			if caDir != "" {
 				if opts.CA, err = loadCA(caDir, caPwFile); err != nil {
 					return err
 				}
-				if err := refuseOtherCA(force, filepath.Join(out, certs.CACertFile), opts.CA, overwriteFix); err != nil {
+				if err := refuseOtherCA(force, filepath.Join(out, pki.CACertFile), opts.CA, overwriteFix); err != nil {
 					return err
 				}
 			}
-			res, err := certs.Migrate(opts)
+			res, err := pki.Migrate(opts)
 			if res != nil {
 				w := cmd.OutOrStdout()
 				res.WriteReport(w)

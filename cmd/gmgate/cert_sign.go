@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -52,7 +52,7 @@ too.`,
 			if err != nil {
 				return err
 			}
-			if usage != "" && usage != certs.RoleSign && usage != certs.RoleEnc {
+			if usage != "" && usage != pki.RoleSign && usage != pki.RoleEnc {
 				return fmt.Errorf("--usage %q: give sign or enc", usage)
 			}
 			if usage != "" && len(csrFiles) > 1 {
@@ -68,7 +68,7 @@ too.`,
 			}
 			var jobs []job
 			for _, f := range csrFiles {
-				csr, err := certs.ReadCSR(f)
+				csr, err := pki.ReadCSR(f)
 				if err != nil {
 					return fmt.Errorf("--csr %w", err)
 				}
@@ -82,7 +82,7 @@ too.`,
 				if err := refuseOverwrite(force, j.certFile); err != nil {
 					return err
 				}
-				if err := refuseOtherCA(force, filepath.Join(filepath.Dir(j.certFile), certs.CACertFile), ca, overwriteFix); err != nil {
+				if err := refuseOtherCA(force, filepath.Join(filepath.Dir(j.certFile), pki.CACertFile), ca, overwriteFix); err != nil {
 					return err
 				}
 			}
@@ -90,29 +90,29 @@ too.`,
 			byRole := map[string][]*smx509.Certificate{}
 			files := map[string]string{}
 			for _, j := range jobs {
-				c, role, err := ca.SignCSR(j.csr, certs.SignOptions{Role: usage, Validity: valid})
+				c, role, err := ca.SignCSR(j.csr, pki.SignOptions{Role: usage, Validity: valid})
 				if err != nil {
 					return fmt.Errorf("--csr %s: %w", j.csrFile, err)
 				}
-				if len(byRole[role]) > 0 && role != certs.RoleTLS {
+				if len(byRole[role]) > 0 && role != pki.RoleTLS {
 					return fmt.Errorf("--csr %s: a second request for the %s certificate; give one signing and one encryption request", j.csrFile, role)
 				}
 				byRole[role] = append(byRole[role], c)
 				files[role] = j.certFile
-				if err := certs.WriteCertificates(j.certFile, append([]*smx509.Certificate{c}, ca.Chain()...)...); err != nil {
+				if err := pki.WriteCertificates(j.certFile, append([]*smx509.Certificate{c}, ca.Chain()...)...); err != nil {
 					return err
 				}
-				caFile := filepath.Join(filepath.Dir(j.certFile), certs.CACertFile)
-				if err := certs.WriteCertificates(caFile, ca.Root); err != nil {
+				caFile := filepath.Join(filepath.Dir(j.certFile), pki.CACertFile)
+				if err := pki.WriteCertificates(caFile, ca.Root); err != nil {
 					return err
 				}
-				fmt.Fprintf(w, "issued %q (%s, %s key) for %s, valid until %s\n  wrote %s and %s\n", c.Subject.String(), roleName(role), certs.DescribePublicKey(c.PublicKey), names(c), c.NotAfter.UTC().Format(time.RFC3339), j.certFile, caFile)
+				fmt.Fprintf(w, "issued %q (%s, %s key) for %s, valid until %s\n  wrote %s and %s\n", c.Subject.String(), roleName(role), pki.DescribePublicKey(c.PublicKey), names(c), c.NotAfter.UTC().Format(time.RFC3339), j.certFile, caFile)
 			}
-			if s, e := byRole[certs.RoleSign], byRole[certs.RoleEnc]; len(s) == 1 && len(e) == 1 {
+			if s, e := byRole[pki.RoleSign], byRole[pki.RoleEnc]; len(s) == 1 && len(e) == 1 {
 				if string(s[0].RawSubject) != string(e[0].RawSubject) || names(s[0]) != names(e[0]) {
 					fmt.Fprintf(w, "WARNING: the two requests name different subjects or hosts; GmSSL peers reject such a pair\n")
 				}
-				fmt.Fprintf(w, "tlcp:\n  sign_cert: %s\n  sign_key:  (the key the signing request was made with)\n  enc_cert:  %s\n  enc_key:   (the key the encryption request was made with)\n", files[certs.RoleSign], files[certs.RoleEnc])
+				fmt.Fprintf(w, "tlcp:\n  sign_cert: %s\n  sign_key:  (the key the signing request was made with)\n  enc_cert:  %s\n  enc_key:   (the key the encryption request was made with)\n", files[pki.RoleSign], files[pki.RoleEnc])
 			}
 			return nil
 		},
@@ -130,9 +130,9 @@ too.`,
 
 func roleName(role string) string {
 	switch role {
-	case certs.RoleSign:
+	case pki.RoleSign:
 		return "TLCP signing certificate"
-	case certs.RoleEnc:
+	case pki.RoleEnc:
 		return "TLCP encryption certificate"
 	}
 	return "TLS certificate"

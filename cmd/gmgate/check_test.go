@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 )
@@ -26,9 +26,9 @@ import (
 // checkPKI is what the broken configurations are made of.
 type checkPKI struct {
 	dir                  string
-	good, other, expired certs.DualFiles
-	encrypted            certs.DualFiles // keys encrypted with "right password"
-	tlsCert, tlsKey      string          // ECDSA, for the tls side
+	good, other, expired pki.DualFiles
+	encrypted            pki.DualFiles // keys encrypted with "right password"
+	tlsCert, tlsKey      string        // ECDSA, for the tls side
 	rsaCert, rsaKey      string
 }
 
@@ -36,16 +36,16 @@ func newCheckPKI(t *testing.T) *checkPKI {
 	t.Helper()
 	dir := t.TempDir()
 	p := &checkPKI{dir: dir}
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(name string, password []byte) certs.DualFiles {
-		pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}})
+	issue := func(name string, password []byte) pki.DualFiles {
+		pair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := pair.Write(dir, name, &certs.KeyEncryption{Password: password})
+		f, err := pair.Write(dir, name, &pki.KeyEncryption{Password: password})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,22 +55,22 @@ func newCheckPKI(t *testing.T) *checkPKI {
 	p.other = issue("other", nil)
 	p.encrypted = issue("encrypted", []byte("right password"))
 	past := func() time.Time { return time.Now().Add(-400 * 24 * time.Hour) }
-	oldCA, err := certs.NewCA(certs.CAOptions{Now: past})
+	oldCA, err := pki.NewCA(pki.CAOptions{Now: past})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := oldCA.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, Validity: 30 * 24 * time.Hour, Now: past})
+	old, err := oldCA.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, Validity: 30 * 24 * time.Hour, Now: past})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.expired, err = old.Write(dir, "expired", nil); err != nil {
 		t.Fatal(err)
 	}
-	tlsCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := tlsCA.IssueTLS(certs.IssueOptions{DNSNames: []string{"localhost"}})
+	leaf, err := tlsCA.IssueTLS(pki.IssueOptions{DNSNames: []string{"localhost"}})
 	if err != nil {
 		t.Fatal(err)
 	}

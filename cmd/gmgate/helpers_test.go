@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testlog"
 )
 
@@ -117,16 +117,16 @@ func (s *served) port(t *testing.T, listener string) int {
 
 // localPKI writes a new SM2 CA to dir (ca.crt, ca.key) and issues a pair
 // for localhost and 127.0.0.1.
-func localPKI(t *testing.T, dir string) (*certs.CA, *certs.Dual) {
+func localPKI(t *testing.T, dir string) (*pki.CA, *pki.Dual) {
 	t.Helper()
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ca.Write(dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func localPKI(t *testing.T, dir string) (*certs.CA, *certs.Dual) {
 
 // writeDualPair writes a local SM2 CA (see localPKI) and a dual
 // certificate for localhost into dir.
-func writeDualPair(t *testing.T, dir string) certs.DualFiles {
+func writeDualPair(t *testing.T, dir string) pki.DualFiles {
 	t.Helper()
 	_, pair := localPKI(t, dir)
 	files, err := pair.Write(dir, "localhost", nil)

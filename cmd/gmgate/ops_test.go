@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/internal/probe"
 	"github.com/gmgate/gmgate/internal/testnet"
-	"github.com/gmgate/gmgate/proxy/probe"
 )
 
 // namedUpstream answers every request with its name.
@@ -43,7 +43,7 @@ func fetch(t *testing.T, addr, caFile, path string) string {
 
 // serveConfig is a TLCP listener on addr in front of upstream, with the
 // access log in accessLog ("off" for none).
-func serveConfig(files certs.DualFiles, addr, upstream, accessLog string) string {
+func serveConfig(files pki.DualFiles, addr, upstream, accessLog string) string {
 	return fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
 log: {access: %q}
 listeners:
@@ -193,7 +193,9 @@ func TestServiceExecReloadGate(t *testing.T) {
 	if !strings.Contains(out, "listeners[0].tlcp.sign_key: sign_key "+other.SignKey+" does not belong to sign_cert") {
 		t.Errorf("the check does not say why:\n%s", out)
 	}
-	time.Sleep(time.Second) // let the file watcher try, and fail
+	// The file watcher saw the broken edit too: wait until its reload
+	// has failed, then check that the running configuration stayed.
+	srv.waitLog(t, `reload failed; the previous configuration stays in service`)
 	if got := fetch(t, addr, files.CACert, "/"); got != "second" {
 		t.Errorf("after the broken edit the gateway serves %q", got)
 	}
@@ -221,7 +223,7 @@ func TestServeFromAnotherDirectoryWithRelativePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := writeDualPair(t, filepath.Join(etc, "certs"))
-	rel := certs.DualFileNames("certs", "localhost")
+	rel := pki.DualFileNames("certs", "localhost")
 	rel.CACert = "certs/ca.crt"
 	addr := freeAddr(t)
 	cfgFile := filepath.Join(etc, "gmgate.yaml")

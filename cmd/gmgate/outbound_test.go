@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -64,7 +64,7 @@ func TestServeClientMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cliPair, err := ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "legacy-app"}})
+	cliPair, err := ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "legacy-app"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gmgate/gmgate/proxy/probe"
+	"github.com/gmgate/gmgate/internal/probe"
 	"github.com/spf13/cobra"
 )
 

@@ -11,18 +11,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
 // tlcpServer serves handler over TLCP on loopback and returns its address,
 // the CA file and a client pair.
-func tlcpServer(t *testing.T, serve func(net.Listener)) (addr, caFile string, client certs.DualFiles) {
+func tlcpServer(t *testing.T, serve func(net.Listener)) (addr, caFile string, client pki.DualFiles) {
 	t.Helper()
 	dir := t.TempDir()
 	ca, pair := localPKI(t, dir)
-	cli, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.test"}})
+	cli, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func tlcpServer(t *testing.T, serve func(net.Listener)) (addr, caFile string, cl
 	done := make(chan struct{})
 	go func() { defer close(done); serve(ln) }()
 	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String(), filepath.Join(dir, certs.CACertFile), client
+	return ln.Addr().String(), filepath.Join(dir, pki.CACertFile), client
 }
 
 // probeCmd runs gmgate probe and returns stdout, stderr and the exit code.

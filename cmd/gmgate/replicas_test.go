@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testredis"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
@@ -29,7 +29,7 @@ import (
 
 // replicaPKI is what the replicas and the clients share.
 type replicaPKI struct {
-	files certs.DualFiles // server pair, and CACert
+	files pki.DualFiles // server pair, and CACert
 	// caBundle holds CACert and another CA: as client_ca, it verifies the
 	// same clients under other subjects.
 	caBundle string
@@ -47,23 +47,23 @@ type replicaPKI struct {
 func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	t.Helper()
 	p := &replicaPKI{}
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.files, err = pair.Write(dir, "localhost", nil); err != nil {
 		t.Fatal(err)
 	}
-	client, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.example"}})
+	client, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.example"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.client = *client.Certificate()
-	other, err := certs.NewCA(certs.CAOptions{})
+	other, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func newReplicaPKI(t testing.TB, dir string) *replicaPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := os.ReadFile(filepath.Join(otherDir, certs.CACertFile))
+	theirs, err := os.ReadFile(filepath.Join(otherDir, pki.CACertFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.otherCA = filepath.Join(otherDir, certs.CACertFile)
+	p.otherCA = filepath.Join(otherDir, pki.CACertFile)
 	p.caBundle = filepath.Join(dir, "ca-bundle.crt")
 	if err := os.WriteFile(p.caBundle, append(ours, theirs...), 0o644); err != nil {
 		t.Fatal(err)
@@ -404,7 +404,7 @@ func TestReplicasShareSessions(t *testing.T) {
 
 		// Clients keep coming, on their own, while Redis dies and comes
 		// back: not one of their handshakes may fail.
-		stop := keepHandshaking(func() error {
+		stop, running := keepHandshaking(func() error {
 			cache := tlcp.NewLRUClientSessionCache(4, 0)
 			var errs []error
 			for _, addr := range []string{r1.addrs["ecc"], r2.addrs["ecc"]} {
@@ -413,7 +413,7 @@ func TestReplicasShareSessions(t *testing.T) {
 			}
 			return errors.Join(errs...)
 		})
-		time.Sleep(200 * time.Millisecond)
+		<-running
 
 		rs.Kill()
 		full := 0
@@ -488,7 +488,7 @@ func TestReplicasOutlastAHungRedis(t *testing.T) {
 		}
 		waitFor(t, round)
 
-		stop := keepHandshaking(func() error {
+		stop, running := keepHandshaking(func() error {
 			cache := tlcp.NewLRUClientSessionCache(4, 0)
 			var errs []error
 			for _, addr := range []string{r1.addrs[tc.listener], r2.addrs[tc.listener]} {
@@ -497,7 +497,7 @@ func TestReplicasOutlastAHungRedis(t *testing.T) {
 			}
 			return errors.Join(errs...)
 		})
-		time.Sleep(200 * time.Millisecond)
+		<-running
 
 		errorsBefore := storeMetric(t, r2, "error")
 		rs.Pause()
@@ -807,7 +807,7 @@ func TestReplicasShareSessionsThroughSentinel(t *testing.T) {
 
 	t.Run("the master dies: no handshake fails; then shared through the new one", func(t *testing.T) {
 		old := sn.Master(t)
-		stop := keepHandshaking(func() error {
+		stop, _ := keepHandshaking(func() error {
 			_, _, err := round()
 			return err
 		})
@@ -908,9 +908,12 @@ func TestReplicasShareSessionsOverRedisTLS(t *testing.T) {
 
 // keepHandshaking runs round again and again in the background until
 // the stop it returns is called; stop returns the errors of the rounds
-// that failed and how many rounds ran.
-func keepHandshaking(round func() error) (stop func() (failures []error, rounds int)) {
+// that failed and how many rounds ran. running is closed once the first
+// round has ended, so that what the test does next happens while clients
+// are coming.
+func keepHandshaking(round func() error) (stop func() (failures []error, rounds int), running <-chan struct{}) {
 	done := make(chan struct{})
+	first := make(chan struct{})
 	var wg sync.WaitGroup
 	var failures []error
 	rounds := 0
@@ -926,14 +929,16 @@ func keepHandshaking(round func() error) (stop func() (failures []error, rounds 
 			if err := round(); err != nil {
 				failures = append(failures, err)
 			}
-			rounds++
+			if rounds++; rounds == 1 {
+				close(first)
+			}
 		}
 	}()
 	return func() ([]error, int) {
 		close(done)
 		wg.Wait()
 		return failures, rounds
-	}
+	}, first
 }
 
 // caSubject returns the subject of the first certificate in a PEM file.

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/proxy/probe"
+	"github.com/gmgate/gmgate/internal/probe"
 )
 
 // TestHelperProcess is gmgate itself when the test binary is started by

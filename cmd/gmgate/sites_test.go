@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testsession"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -27,9 +27,9 @@ import (
 // certificate and an upstream that names the site.
 type sitesFixture struct {
 	dir       string
-	ca        *certs.CA
+	ca        *pki.CA
 	tlsRoots  *x509.CertPool
-	dual      map[string]certs.DualFiles
+	dual      map[string]pki.DualFiles
 	tlsFiles  map[string][2]string
 	upstreams map[string]string
 	// release lets the api upstream's /slow request finish.
@@ -39,29 +39,29 @@ type sitesFixture struct {
 
 func newSitesFixture(t *testing.T, names ...string) *sitesFixture {
 	t.Helper()
-	f := &sitesFixture{dir: t.TempDir(), dual: map[string]certs.DualFiles{}, tlsFiles: map[string][2]string{},
+	f := &sitesFixture{dir: t.TempDir(), dual: map[string]pki.DualFiles{}, tlsFiles: map[string][2]string{},
 		upstreams: map[string]string{}, release: make(chan struct{}), entered: make(chan struct{}, 1), tlsRoots: x509.NewCertPool()}
 	var err error
-	if f.ca, err = certs.NewCA(certs.CAOptions{}); err != nil {
+	if f.ca, err = pki.NewCA(pki.CAOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.ca.Write(f.dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	tlsCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range names {
 		host := name + ".example.cn"
-		pair, err := f.ca.IssueDual(certs.IssueOptions{DNSNames: []string{host}})
+		pair, err := f.ca.IssueDual(pki.IssueOptions{DNSNames: []string{host}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if f.dual[name], err = pair.Write(f.dir, name, nil); err != nil {
 			t.Fatal(err)
 		}
-		leaf, err := tlsCA.IssueTLS(certs.IssueOptions{DNSNames: []string{host}})
+		leaf, err := tlsCA.IssueTLS(pki.IssueOptions{DNSNames: []string{host}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func TestServeSites(t *testing.T) {
 		if _, err := f.dialTLCP(edge, "pay.example.cn", "", nil); err == nil {
 			t.Error("pay served a TLCP client without a certificate")
 		}
-		client, err := f.ca.IssueDual(certs.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
+		client, err := f.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
 		if err != nil {
 			t.Fatal(err)
 		}

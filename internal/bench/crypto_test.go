@@ -18,17 +18,17 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 
 	"github.com/gmgate/gmgate/accel"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
 func TestRunCrypto(t *testing.T) {
 	// A key through accel's file backend, as --key gives it.
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}})
+	pair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}})
 	if err != nil {
 		t.Fatal(err)
 	}

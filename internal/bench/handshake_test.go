@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -675,7 +675,7 @@ func TestSummarize(t *testing.T) {
 // CA pasted without its last lines) and returns the file.
 func damagedCAFile(t *testing.T) string {
 	t.Helper()
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -43,8 +43,8 @@ type identities struct {
 // an ECDSA P-256 server certificate, and makes a client pair.
 func makeIdentities(dir string, given ServerIdentity) (*identities, error) {
 	ids := &identities{tlcp: given}
-	names := certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	sm2CA, err := certs.NewCA(certs.CAOptions{})
+	names := pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	sm2CA, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("making a local SM2 CA: %w", err)
 	}
@@ -59,13 +59,13 @@ func makeIdentities(dir string, given ServerIdentity) (*identities, error) {
 		}
 		ids.tlcp = ServerIdentity{SignCert: f.SignCert, SignKey: "file:" + f.SignKey, EncCert: f.EncCert, EncKey: "file:" + f.EncKey}
 	}
-	client, err := sm2CA.IssueDual(certs.IssueOptions{DNSNames: []string{"gmgate-bench-client"}})
+	client, err := sm2CA.IssueDual(pki.IssueOptions{DNSNames: []string{"gmgate-bench-client"}})
 	if err != nil {
 		return nil, fmt.Errorf("issuing the load generator's TLCP certificates: %w", err)
 	}
 	ids.client = client.Certificate()
 
-	ecCA, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyECDSAP256})
+	ecCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
 	if err != nil {
 		return nil, fmt.Errorf("making a local ECDSA CA: %w", err)
 	}
@@ -83,11 +83,11 @@ func makeIdentities(dir string, given ServerIdentity) (*identities, error) {
 // clientIdentity makes only the load generator's dual certificate, for
 // remote targets.
 func clientIdentity() (*tlcp.Certificate, error) {
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("making a local SM2 CA: %w", err)
 	}
-	client, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"gmgate-bench-client"}})
+	client, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"gmgate-bench-client"}})
 	if err != nil {
 		return nil, fmt.Errorf("issuing the load generator's TLCP certificates: %w", err)
 	}

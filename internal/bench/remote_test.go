@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -25,11 +25,11 @@ import (
 // gmgate: each connection gets a handshake and is read until it closes.
 func rsaTLSServer(t *testing.T) string {
 	t.Helper()
-	ca, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: certs.KeyRSA2048})
+	ca, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyRSA2048})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ca.IssueTLS(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	leaf, err := ca.IssueTLS(pki.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/proxy"
 )
@@ -45,7 +46,7 @@ const renewBefore = 7 * 24 * time.Hour
 // and the ECDSA CA and certificate of the TLS side.
 type State struct {
 	Dir     string
-	Dual    certs.DualFiles
+	Dual    pki.DualFiles
 	TLSCA   string
 	TLSCert string
 	TLSKey  string
@@ -70,8 +71,8 @@ func Prepare(dir string) (*State, error) {
 	}
 	st := &State{
 		Dir:     dir,
-		Dual:    certs.DualFileNames(dir, leafName),
-		TLSCA:   filepath.Join(dir, tlsDir, certs.CACertFile),
+		Dual:    pki.DualFileNames(dir, leafName),
+		TLSCA:   filepath.Join(dir, tlsDir, pki.CACertFile),
 		TLSCert: filepath.Join(dir, tlsDir, leafName+".crt"),
 		TLSKey:  filepath.Join(dir, tlsDir, leafName+".key"),
 	}
@@ -90,7 +91,7 @@ func Prepare(dir string) (*State, error) {
 	return st, nil
 }
 
-func usableTLCP(f certs.DualFiles) bool {
+func usableTLCP(f pki.DualFiles) bool {
 	c, err := certs.LoadTLCP(f.SignCert, f.SignKey, f.EncCert, f.EncKey)
 	return err == nil && time.Until(c.SignLeaf.NotAfter) > renewBefore && time.Until(c.EncLeaf.NotAfter) > renewBefore
 }
@@ -100,14 +101,14 @@ func usableTLS(cert, key string) bool {
 	return err == nil && c.Leaf != nil && time.Until(c.Leaf.NotAfter) > renewBefore
 }
 
-var demoNames = certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+var demoNames = pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
 
 // loadOrNewCA reuses the CA in dir, or makes one of the given kind.
-func loadOrNewCA(dir string, alg certs.KeyAlgorithm) (*certs.CA, error) {
-	if ca, err := certs.LoadCA(dir); err == nil && ca.KeyAlgorithm() == alg && time.Until(ca.Root.NotAfter) > renewBefore {
+func loadOrNewCA(dir string, alg pki.KeyAlgorithm) (*pki.CA, error) {
+	if ca, err := pki.LoadCA(dir); err == nil && ca.KeyAlgorithm() == alg && time.Until(ca.Root.NotAfter) > renewBefore {
 		return ca, nil
 	}
-	ca, err := certs.NewCA(certs.CAOptions{KeyAlgorithm: alg})
+	ca, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: alg})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func loadOrNewCA(dir string, alg certs.KeyAlgorithm) (*certs.CA, error) {
 }
 
 func issueTLCP(dir string) error {
-	ca, err := loadOrNewCA(dir, certs.KeySM2)
+	ca, err := loadOrNewCA(dir, pki.KeySM2)
 	if err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func issueTLCP(dir string) error {
 }
 
 func issueTLS(dir string) error {
-	ca, err := loadOrNewCA(dir, certs.KeyECDSAP256)
+	ca, err := loadOrNewCA(dir, pki.KeyECDSAP256)
 	if err != nil {
 		return err
 	}
@@ -172,7 +173,7 @@ func (st *State) config(listener, listen, admin, upstream, upstreamURL string) *
 				// ECDHE clients send certificates even without client
 				// authentication; naming the local CA lets clients that
 				// need their issuer named (GmSSL) send theirs.
-				ClientCA: filepath.Join(st.Dir, certs.CACertFile),
+				ClientCA: filepath.Join(st.Dir, pki.CACertFile),
 			},
 			TLS: &config.TLS{Cert: st.TLSCert, Key: st.TLSKey},
 			SessionHeaders: config.SessionHeaders{

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/probe"
 	"github.com/gmgate/gmgate/proxy"
-	"github.com/gmgate/gmgate/proxy/probe"
 	"go.uber.org/goleak"
 )
 

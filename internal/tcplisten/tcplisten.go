@@ -46,8 +46,3 @@ type Config struct {
 func (c Config) Listen(ctx context.Context, addr string) (net.Listener, error) {
 	return listenConfig(c).Listen(ctx, "tcp", addr)
 }
-
-// Listen announces on addr with KeepAlive and without deferred accept.
-func Listen(ctx context.Context, addr string) (net.Listener, error) {
-	return Config{KeepAlive: KeepAlive}.Listen(ctx, addr)
-}

@@ -66,8 +66,8 @@ func getSockopts(t *testing.T, c *net.TCPConn) sockopts {
 }
 
 // TestAcceptedConnectionsInheritKeepAlive checks the options of accepted
-// connections, set only on the listener: custom values and Listen's
-// defaults (those of the net package).
+// connections, set only on the listener: custom values and KeepAlive
+// (the net package's defaults).
 func TestAcceptedConnectionsInheritKeepAlive(t *testing.T) {
 	custom := Config{KeepAlive: net.KeepAliveConfig{Enable: true, Idle: 37 * time.Second, Interval: 11 * time.Second, Count: 4}}
 	for _, c := range []struct {
@@ -76,7 +76,7 @@ func TestAcceptedConnectionsInheritKeepAlive(t *testing.T) {
 		want   sockopts
 	}{
 		{"custom", custom.Listen, sockopts{keepAlive: 1, idle: 37, interval: 11, count: 4, noDelay: 1}},
-		{"defaults", Listen, sockopts{keepAlive: 1, idle: 15, interval: 15, count: 9, noDelay: 1}},
+		{"defaults", Config{KeepAlive: KeepAlive}.Listen, sockopts{keepAlive: 1, idle: 15, interval: 15, count: 9, noDelay: 1}},
 	} {
 		ln, err := c.listen(context.Background(), "127.0.0.1:0")
 		if err != nil {

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"bytes"
@@ -14,12 +14,15 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
 func TestMain(m *testing.M) {
 	// Encrypted keys in tests need not resist brute force.
-	keyEncryptionIterations = 1024
+	pemfile.KeyEncryptionIterations = 1024
 	os.Exit(m.Run())
 }
 
@@ -136,7 +139,7 @@ func TestIssueDualShape(t *testing.T) {
 			if days := c.NotAfter.Sub(c.NotBefore).Hours() / 24; days > 3653 {
 				t.Errorf("validity %v days", days)
 			}
-			if !hasEKU(c, smx509.ExtKeyUsageServerAuth) || !hasEKU(c, smx509.ExtKeyUsageClientAuth) {
+			if !certinfo.HasEKU(c, smx509.ExtKeyUsageServerAuth) || !certinfo.HasEKU(c, smx509.ExtKeyUsageClientAuth) {
 				t.Errorf("EKU = %v", c.ExtKeyUsage)
 			}
 			pool := smx509.NewCertPool()
@@ -148,10 +151,10 @@ func TestIssueDualShape(t *testing.T) {
 			}
 		}
 		if s.KeyUsage != smx509.KeyUsageDigitalSignature|smx509.KeyUsageContentCommitment {
-			t.Errorf("sign KU = %s", keyUsageString(s.KeyUsage))
+			t.Errorf("sign KU = %s", certinfo.KeyUsageString(s.KeyUsage))
 		}
 		if e.KeyUsage != smx509.KeyUsageKeyEncipherment|smx509.KeyUsageDataEncipherment|smx509.KeyUsageKeyAgreement {
-			t.Errorf("enc KU = %s", keyUsageString(e.KeyUsage))
+			t.Errorf("enc KU = %s", certinfo.KeyUsageString(e.KeyUsage))
 		}
 		if s.SerialNumber.Cmp(e.SerialNumber) == 0 {
 			t.Error("sign and enc share a serial")
@@ -231,7 +234,7 @@ func TestWriteLoadServe(t *testing.T) {
 					t.Errorf("%s is not a %s PEM", k, wantType)
 				}
 			}
-			cert, err := LoadTLCP(f.SignCert, signRef, f.EncCert, encRef)
+			cert, err := certs.LoadTLCP(f.SignCert, signRef, f.EncCert, encRef)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +245,7 @@ func TestWriteLoadServe(t *testing.T) {
 			if len(cert.SignCertificate) != wantLen || len(cert.EncCertificate) != wantLen {
 				t.Fatalf("chain lengths %d/%d", len(cert.SignCertificate), len(cert.EncCertificate))
 			}
-			roots, err := readCertificates(f.CACert)
+			roots, err := pemfile.ReadCertificates(f.CACert)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +276,7 @@ func TestIssueTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadTLS(cf, kf)
+	c, err := certs.LoadTLS(cf, kf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,4 +289,19 @@ func TestIssueTLS(t *testing.T) {
 	if _, err := newTestCA(t, false).IssueTLS(IssueOptions{DNSNames: []string{"x.com"}}); err == nil || !strings.Contains(err.Error(), "ECDSA or RSA CA") {
 		t.Fatalf("SM2 CA issuing TLS: err = %v", err)
 	}
+}
+
+// wantAll fails the test for each part that msg does not contain.
+func wantAll(t *testing.T, msg string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			t.Errorf("error %q\n  does not contain %q", msg, p)
+		}
+	}
+}
+
+// files are the TLCP files of a written pair.
+func files(d DualFiles) certs.TLCPFiles {
+	return certs.TLCPFiles{SignCert: d.SignCert, SignKey: d.SignKey, EncCert: d.EncCert, EncKey: d.EncKey}
 }

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
 
 // KeyAlgorithm names the key type of a CA or certificate that gmgate
@@ -179,13 +181,6 @@ func (ca *CA) KeyAlgorithm() KeyAlgorithm {
 	return keyAlgorithmOf(c.PublicKey)
 }
 
-func now(f func() time.Time) time.Time {
-	if f != nil {
-		return f()
-	}
-	return time.Now()
-}
-
 // generateKey makes a fresh key of the given algorithm.
 func generateKey(alg KeyAlgorithm) (crypto.Signer, error) {
 	switch alg {
@@ -240,7 +235,7 @@ func NewCA(opts CAOptions) (*CA, error) {
 	if subject.CommonName == "" {
 		subject.CommonName = "gmgate local " + opts.KeyAlgorithm.family() + " root CA"
 	}
-	t := now(opts.Now)
+	t := certinfo.Now(opts.Now)
 	rootKey, err := generateKey(opts.KeyAlgorithm)
 	if err != nil {
 		return nil, err
@@ -319,19 +314,19 @@ func (ca *CA) Write(dir string, enc *KeyEncryption) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeCertFile(filepath.Join(dir, CACertFile), ca.Root); err != nil {
+	if err := pemfile.WriteCertFile(filepath.Join(dir, CACertFile), ca.Root); err != nil {
 		return err
 	}
 	if ca.RootKey != nil {
-		if err := writeKeyFile(filepath.Join(dir, CAKeyFile), ca.RootKey, enc); err != nil {
+		if err := pemfile.WriteKeyFile(filepath.Join(dir, CAKeyFile), ca.RootKey, enc); err != nil {
 			return err
 		}
 	}
 	if ca.Intermediate != nil {
-		if err := writeCertFile(filepath.Join(dir, IntermediateCertFile), ca.Intermediate); err != nil {
+		if err := pemfile.WriteCertFile(filepath.Join(dir, IntermediateCertFile), ca.Intermediate); err != nil {
 			return err
 		}
-		if err := writeKeyFile(filepath.Join(dir, IntermediateKeyFile), ca.IntermediateKey, enc); err != nil {
+		if err := pemfile.WriteKeyFile(filepath.Join(dir, IntermediateKeyFile), ca.IntermediateKey, enc); err != nil {
 			return err
 		}
 	}
@@ -360,7 +355,7 @@ type LoadCAOptions struct {
 // key is optional (it may be kept offline).
 func LoadCAWithOptions(dir string, opts LoadCAOptions) (*CA, error) {
 	rootFile := filepath.Join(dir, CACertFile)
-	roots, err := readCertificates(rootFile)
+	roots, err := pemfile.ReadCertificates(rootFile)
 	if err != nil {
 		return nil, fmt.Errorf("CA %s: %w (create a CA with: gmgate cert init-ca --out %s)", dir, err, dir)
 	}
@@ -370,7 +365,7 @@ func LoadCAWithOptions(dir string, opts LoadCAOptions) (*CA, error) {
 	}
 	interFile := filepath.Join(dir, IntermediateCertFile)
 	if _, err := os.Stat(interFile); err == nil {
-		inters, err := readCertificates(interFile)
+		inters, err := pemfile.ReadCertificates(interFile)
 		if err != nil {
 			return nil, err
 		}
@@ -408,9 +403,9 @@ func openCAKey(path string, cert *smx509.Certificate, opts LoadCAOptions) (crypt
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("CA key: %w", explainKeyError(err))
+		return nil, fmt.Errorf("CA key: %w", certinfo.ExplainKeyError(err))
 	}
-	if !publicKeysEqual(key.Public(), cert.PublicKey) {
+	if !certinfo.PublicKeysEqual(key.Public(), cert.PublicKey) {
 		key.Close()
 		return nil, fmt.Errorf("CA key %s does not belong to its certificate (public keys differ); restore the key written with it", path)
 	}

@@ -1,4 +1,4 @@
-package certs
+package acme
 
 import (
 	"bytes"
@@ -125,8 +125,19 @@ func TestRedisStorageLock(t *testing.T) {
 	got := make(chan error, 1)
 	mr.Set("gmgate:acme:lock:issue_cert_b.example", "dead holder's token")
 	mr.SetTTL("gmgate:acme:lock:issue_cert_b.example", RedisLockTTL)
-	go func() { got <- a.Lock(ctx, "issue_cert_b.example") }()
-	time.Sleep(100 * time.Millisecond)
+	tries := make(chan struct{}, 1)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	client.AddHook(setHook{tries})
+	t.Cleanup(func() { client.Close() })
+	c := NewRedisStorage(client, "gmgate:acme:", testSealer(t))
+	go func() { got <- c.Lock(ctx, "issue_cert_b.example") }()
+	// Only once Lock has found the lock held does its expiry test
+	// anything.
+	select {
+	case <-tries:
+	case err := <-got:
+		t.Fatalf("Lock returned before it tried: %v", err)
+	}
 	mr.FastForward(RedisLockTTL + time.Second)
 	select {
 	case err := <-got:
@@ -139,9 +150,32 @@ func TestRedisStorageLock(t *testing.T) {
 	if v, _ := mr.Get("gmgate:acme:lock:issue_cert_b.example"); v == "dead holder's token" {
 		t.Fatal("the lock still names the dead holder")
 	}
-	if err := a.Unlock(ctx, "issue_cert_b.example"); err != nil {
+	if err := c.Unlock(ctx, "issue_cert_b.example"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// setHook tells of each SET a client has sent and had answered (a lock
+// attempt is a SET NX).
+type setHook struct{ done chan<- struct{} }
+
+func (h setHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h setHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "set" {
+			select {
+			case h.done <- struct{}{}:
+			default:
+			}
+		}
+		return err
+	}
+}
+
+func (h setHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // lockHandover checks that b waits while a holds the lock name, gets it
@@ -244,10 +278,10 @@ func TestACMEAcrossReplicas(t *testing.T) {
 	_, challengeLn, opts := pebbleHTTP01(t)
 	mr := miniredis.RunT(t)
 
-	var replicas []*ACME
+	var replicas []*Manager
 	for range 2 {
 		opts.Storage = newRedisStorage(t, mr)
-		a, err := NewACME(opts)
+		a, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +369,7 @@ func TestACMEStartsBeforeRedis(t *testing.T) {
 			opts.Storage = NewRedisStorage(client, "gmgate:acme:", testSealer(t))
 			tc.fail(t, srv)
 
-			a, err := NewACME(opts)
+			a, err := New(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -383,7 +417,7 @@ func TestACMEStopReleasesLock(t *testing.T) {
 		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(down.Close)
-	a, err := NewACME(ACMEOptions{
+	a, err := New(Options{
 		Domains:      []string{acmeTestDomain},
 		DirectoryURL: down.URL + "/directory",
 		Storage:      NewRedisStorage(client, "gmgate:acme:", testSealer(t)),
@@ -438,7 +472,7 @@ func TestRedisStorageKeyRotation(t *testing.T) {
 	// The reload that moves the new key first starts a new manager.
 	down := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(down.Close)
-	a, err := NewACME(ACMEOptions{Domains: []string{acmeTestDomain}, DirectoryURL: down.URL + "/directory",
+	a, err := New(Options{Domains: []string{acmeTestDomain}, DirectoryURL: down.URL + "/directory",
 		Storage: storage(newKey + "\n" + oldKey), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
 )
 
 // The dual CSRs of NewDualCSR, signed by the CA, make a pair that loads
@@ -40,7 +42,7 @@ func TestSignDualCSR(t *testing.T) {
 		t.Fatalf("enc: %v %s", err, role)
 	}
 	if sign.KeyUsage != SignKeyUsage || enc.KeyUsage != EncKeyUsage || sign.BasicConstraintsValid ||
-		string(sign.RawSubject) != string(enc.RawSubject) || string(sign.RawIssuer) != string(enc.RawIssuer) || sanString(sign) != "DNS:card.example.cn" {
+		string(sign.RawSubject) != string(enc.RawSubject) || string(sign.RawIssuer) != string(enc.RawIssuer) || certinfo.SANString(sign) != "DNS:card.example.cn" {
 		t.Errorf("pair shape: sign %v, enc %v", sign.KeyUsage, enc.KeyUsage)
 	}
 	dir := t.TempDir()
@@ -49,7 +51,7 @@ func TestSignDualCSR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, warnings, err := LoadTLCPFiles(files(f), LoadOptions{Roots: []*smx509.Certificate{ca.Root}}); err != nil || len(warnings) > 0 {
+	if _, warnings, err := certs.LoadTLCPFiles(files(f), certs.LoadOptions{Roots: []*smx509.Certificate{ca.Root}}); err != nil || len(warnings) > 0 {
 		t.Fatalf("load: %v %v", err, warnings)
 	}
 }
@@ -174,7 +176,7 @@ func TestIssueTLSKeyTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := describePublicKey(leaf.Cert.PublicKey); got != tc.want {
+		if got := certinfo.DescribePublicKey(leaf.Cert.PublicKey); got != tc.want {
 			t.Errorf("%s CA, leaf %q: %s", tc.ca, tc.leaf, got)
 		}
 		dir := t.TempDir()
@@ -182,7 +184,7 @@ func TestIssueTLSKeyTypes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadTLS(cf, kf); err != nil {
+		if _, err := certs.LoadTLS(cf, kf); err != nil {
 			t.Errorf("%s: %v", tc.want, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
 
 func inspectText(t *testing.T, files []string, opts InspectOptions) (string, bool) {
@@ -53,7 +54,7 @@ func TestInspectFlags(t *testing.T) {
 	})
 	t.Run("missing intermediate", func(t *testing.T) {
 		leafOnly := filepath.Join(dir, "leaf.crt")
-		writeCertFile(leafOnly, d.SignCert)
+		pemfile.WriteCertFile(leafOnly, d.SignCert)
 		out, bad := inspectText(t, []string{leafOnly}, InspectOptions{Roots: roots})
 		if !bad {
 			t.Error("no error")
@@ -79,7 +80,7 @@ func TestInspectFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, "usage.crt")
-		writeCertFile(p, c, issuer)
+		pemfile.WriteCertFile(p, c, issuer)
 		out, bad := inspectText(t, []string{p}, InspectOptions{Roots: roots})
 		if !bad {
 			t.Error("no error")
@@ -117,7 +118,7 @@ func TestInspectSelfSignedLeaf(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "self.crt")
-	writeCertFile(p, c)
+	pemfile.WriteCertFile(p, c)
 	out, bad := inspectText(t, []string{p}, InspectOptions{})
 	if bad || !strings.Contains(out, "verified by the certificate itself (self-signed)") {
 		t.Errorf("self-signed SM2 leaf:\n%s", out)
@@ -129,7 +130,7 @@ func TestInspectSelfSignedLeaf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeCertFile(p, broken)
+	pemfile.WriteCertFile(p, broken)
 	if out, bad := inspectText(t, []string{p}, InspectOptions{}); !bad || !strings.Contains(out, "ERROR: bad signature") {
 		t.Errorf("broken self-signature:\n%s", out)
 	}
@@ -173,8 +174,8 @@ func TestInspectTwoPairsFromOneCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	signC, encD := filepath.Join(dir, "c.sign.crt"), filepath.Join(dir, "d.enc.crt")
-	writeCertFile(signC, c.SignCert)
-	writeCertFile(encD, d.EncCert)
+	pemfile.WriteCertFile(signC, c.SignCert)
+	pemfile.WriteCertFile(encD, d.EncCert)
 	out, _ = inspectText(t, []string{signC, encD}, InspectOptions{})
 	wantAll(t, out, "WARNING: the encryption certificate "+encD+" has a different subject", "names other hosts (DNS:d.example.cn)")
 	// Next to the good pairs, the odd ones are not compared with them.

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"crypto"
@@ -18,13 +18,9 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 	"github.com/gmgate/gmgate/tlcp"
-)
-
-// Key usages of the two TLCP certificates.
-const (
-	SignKeyUsage = smx509.KeyUsageDigitalSignature | smx509.KeyUsageContentCommitment
-	EncKeyUsage  = smx509.KeyUsageKeyEncipherment | smx509.KeyUsageDataEncipherment | smx509.KeyUsageKeyAgreement
 )
 
 // IssueOptions describe the identity of a leaf certificate (or pair).
@@ -109,7 +105,7 @@ func (o *IssueOptions) template(issuer *smx509.Certificate) (*smx509.Certificate
 	if err != nil {
 		return nil, err
 	}
-	t := now(o.Now)
+	t := certinfo.Now(o.Now)
 	notBefore := t.Add(-backdate)
 	notAfter := notBefore.Add(validity)
 	if issuer != nil {
@@ -237,20 +233,20 @@ func DualFileNames(dir, name string) DualFiles {
 // as enc says (nil: not encrypted).
 func (d *Dual) Write(dir, name string, enc *KeyEncryption) (DualFiles, error) {
 	f := DualFileNames(dir, name)
-	if err := writeCertFile(f.SignCert, append([]*smx509.Certificate{d.SignCert}, d.Chain...)...); err != nil {
+	if err := pemfile.WriteCertFile(f.SignCert, append([]*smx509.Certificate{d.SignCert}, d.Chain...)...); err != nil {
 		return f, err
 	}
-	if err := writeKeyFile(f.SignKey, d.SignKey, enc); err != nil {
+	if err := pemfile.WriteKeyFile(f.SignKey, d.SignKey, enc); err != nil {
 		return f, err
 	}
-	if err := writeCertFile(f.EncCert, append([]*smx509.Certificate{d.EncCert}, d.Chain...)...); err != nil {
+	if err := pemfile.WriteCertFile(f.EncCert, append([]*smx509.Certificate{d.EncCert}, d.Chain...)...); err != nil {
 		return f, err
 	}
-	if err := writeKeyFile(f.EncKey, d.EncKey, enc); err != nil {
+	if err := pemfile.WriteKeyFile(f.EncKey, d.EncKey, enc); err != nil {
 		return f, err
 	}
 	if d.Root != nil {
-		if err := writeCertFile(f.CACert, d.Root); err != nil {
+		if err := pemfile.WriteCertFile(f.CACert, d.Root); err != nil {
 			return f, err
 		}
 	}
@@ -333,10 +329,10 @@ func (l *Leaf) TLSCertificate() (*tls.Certificate, error) {
 // NAME.key (0600) in dir, and returns both paths.
 func (l *Leaf) Write(dir, name string, enc *KeyEncryption) (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := writeCertFile(certFile, append([]*smx509.Certificate{l.Cert}, l.Chain...)...); err != nil {
+	if err := pemfile.WriteCertFile(certFile, append([]*smx509.Certificate{l.Cert}, l.Chain...)...); err != nil {
 		return certFile, keyFile, err
 	}
-	return certFile, keyFile, writeKeyFile(keyFile, l.Key, enc)
+	return certFile, keyFile, pemfile.WriteKeyFile(keyFile, l.Key, enc)
 }
 
 // DualCSR is a pair of certificate requests for an external GM CA, with
@@ -459,10 +455,10 @@ func (c *DualCSR) Write(dir, name string, enc *KeyEncryption) (CSRFiles, error) 
 		key  *sm2.PrivateKey
 		kp   string
 	}{{f.SignCSR, c.SignCSR, c.SignKey, f.SignKey}, {f.EncCSR, c.EncCSR, c.EncKey, f.EncKey}} {
-		if err := writeFileAtomic(w.path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: w.csr.Raw}), 0o644); err != nil {
+		if err := pemfile.WriteFileAtomic(w.path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: w.csr.Raw}), 0o644); err != nil {
 			return f, err
 		}
-		if err := writeKeyFile(w.kp, w.key, enc); err != nil {
+		if err := pemfile.WriteKeyFile(w.kp, w.key, enc); err != nil {
 			return f, err
 		}
 	}
@@ -471,8 +467,3 @@ func (c *DualCSR) Write(dir, name string, enc *KeyEncryption) (CSRFiles, error) 
 
 // publicKeysEqual compares two public keys by their SubjectPublicKeyInfo
 // encoding, which works across key wrappers and curve representations.
-func publicKeysEqual(a, b crypto.PublicKey) bool {
-	da, err1 := smx509.MarshalPKIXPublicKey(a)
-	db, err2 := smx509.MarshalPKIXPublicKey(b)
-	return err1 == nil && err2 == nil && string(da) == string(db)
-}

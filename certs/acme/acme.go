@@ -1,4 +1,4 @@
-package certs
+package acme
 
 import (
 	"context"
@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/gmgate/gmgate/certs"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// ACMEOptions configure ACME issuance for the TLS side.
-type ACMEOptions struct {
+// Options configure ACME issuance for the TLS side.
+type Options struct {
 	// StateDir is gmgate's state directory; certificates, keys and the
 	// ACME account live under StateDir/acme.
 	StateDir string
@@ -57,8 +58,8 @@ type ACMEOptions struct {
 	Storage certmagic.Storage
 }
 
-// ACME obtains and renews TLS certificates with certmagic.
-type ACME struct {
+// Manager obtains and renews TLS certificates with certmagic.
+type Manager struct {
 	cfg     *certmagic.Config
 	issuer  *certmagic.ACMEIssuer
 	cache   *certmagic.Cache
@@ -83,8 +84,8 @@ var acmeKeyTypes = map[string]certmagic.KeyType{
 	"rsa2048": certmagic.RSA2048, "rsa4096": certmagic.RSA4096,
 }
 
-// NewACME prepares ACME management; Manage obtains the certificates.
-func NewACME(opts ACMEOptions) (*ACME, error) {
+// New prepares ACME management; Manage obtains the certificates.
+func New(opts Options) (*Manager, error) {
 	if opts.StateDir == "" && opts.Storage == nil {
 		return nil, errors.New("acme: no state directory; set the state directory so that certificates and the account survive restarts")
 	}
@@ -100,7 +101,7 @@ func NewACME(opts ACMEOptions) (*ACME, error) {
 		log = slog.Default()
 	}
 	zl := zap.New(&slogCore{log: log.With("component", "acme")})
-	a := &ACME{
+	a := &Manager{
 		domains: append([]string(nil), opts.Domains...), name: opts.Name, log: log,
 		obtained: map[string]bool{}, failures: map[string]string{}, issuance: map[[2]string]uint64{},
 		changed: make(chan struct{}, 1),
@@ -140,7 +141,7 @@ func NewACME(opts ACMEOptions) (*ACME, error) {
 }
 
 // onEvent records certmagic's issuance results for Manage.
-func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) error {
+func (a *Manager) onEvent(_ context.Context, event string, data map[string]any) error {
 	name, _ := data["identifier"].(string)
 	if event == "cached_managed_cert" {
 		// Loaded from storage: one another replica obtained, say.
@@ -175,7 +176,7 @@ func (a *ACME) onEvent(_ context.Context, event string, data map[string]any) err
 }
 
 // signalChanged wakes Manage.
-func (a *ACME) signalChanged() {
+func (a *Manager) signalChanged() {
 	select {
 	case a.changed <- struct{}{}:
 	default:
@@ -186,7 +187,7 @@ func (a *ACME) signalChanged() {
 // obtains them, waiting until every domain has one or ctx is done, and
 // keeps them renewed in the background until Stop. It never prompts (an
 // empty Email registers an account without contact).
-func (a *ACME) Manage(ctx context.Context) error {
+func (a *Manager) Manage(ctx context.Context) error {
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (a *ACME) Manage(ctx context.Context) error {
 // the port of the http listener (HTTP-01) and of the TLS listener
 // (TLS-ALPN-01). certmagic finds them in use and leaves them to gmgate
 // instead of starting servers of its own. Call it before Start.
-func (a *ACME) SetChallengePorts(httpPort, tlsALPNPort int) {
+func (a *Manager) SetChallengePorts(httpPort, tlsALPNPort int) {
 	a.issuer.AltHTTPPort = httpPort
 	a.issuer.AltTLSALPNPort = tlsALPNPort
 }
@@ -238,7 +239,7 @@ func (a *ACME) SetChallengePorts(httpPort, tlsALPNPort int) {
 // Start loads the domains' certificates from the state directory and
 // obtains the missing ones in the background, then keeps them renewed
 // until Stop or ctx is done. It does not wait for issuance (see Manage).
-func (a *ACME) Start(ctx context.Context) error {
+func (a *Manager) Start(ctx context.Context) error {
 	// certmagic retries a failed order for up to 30 days, holding the
 	// order's lock: only cancelling its context ends that, so that the
 	// manager that replaces this one on a reload, or another replica,
@@ -259,7 +260,7 @@ func (a *ACME) Start(ctx context.Context) error {
 // reseal seals the shared storage's values again with the first sealing
 // key, trying again while Redis fails: a manager starts on the reload
 // that moves a new key first.
-func (a *ACME) reseal(ctx context.Context, rs *RedisStorage) {
+func (a *Manager) reseal(ctx context.Context, rs *RedisStorage) {
 	for wait := acmeRetry; ; wait = min(2*wait, acmeRetryMax) {
 		n, unopened, err := rs.Reseal(ctx)
 		if n > 0 {
@@ -296,7 +297,7 @@ const (
 // or to take an order's lock: a storage that fails then (a shared Redis
 // still starting, failing over, out of memory) would leave the domain
 // without a certificate until a restart.
-func (a *ACME) manage(ctx context.Context, domain string) {
+func (a *Manager) manage(ctx context.Context, domain string) {
 	// As ManageAsync names it: the lock's name and the cache's key.
 	domain = strings.ToLower(strings.TrimSpace(domain))
 	for wait := acmeRetry; ; wait = min(2*wait, acmeRetryMax) {
@@ -333,21 +334,21 @@ func (a *ACME) manage(ctx context.Context, domain string) {
 }
 
 // Domains returns the names the certificates are for.
-func (a *ACME) Domains() []string { return a.domains }
+func (a *Manager) Domains() []string { return a.domains }
 
 var acmeIssuanceDesc = prometheus.NewDesc("gmgate_acme_issuance_total",
 	"ACME certificate orders by certificate set, kind (new, renewal) and result (success, failure).", []string{"name", "kind", "result"}, nil)
 
 // Describe implements prometheus.Collector.
-func (a *ACME) Describe(ch chan<- *prometheus.Desc) {
+func (a *Manager) Describe(ch chan<- *prometheus.Desc) {
 	ch <- acmeIssuanceDesc
-	ch <- expiryDesc
+	ch <- certs.ExpiryDesc()
 }
 
 // Collect implements prometheus.Collector: the issuance counters and the
 // expiry of each managed certificate (gmgate_certificate_expiry_timestamp_seconds
 // with role "acme" and the domain as name).
-func (a *ACME) Collect(ch chan<- prometheus.Metric) {
+func (a *Manager) Collect(ch chan<- prometheus.Metric) {
 	a.mu.Lock()
 	for _, kind := range []string{"new", "renewal"} {
 		for _, result := range []string{"success", "failure"} {
@@ -358,7 +359,7 @@ func (a *ACME) Collect(ch chan<- prometheus.Metric) {
 	for _, d := range a.domains {
 		for _, c := range a.cache.AllMatchingCertificates(d) {
 			if c.Leaf != nil {
-				ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, float64(c.Leaf.NotAfter.Unix()), d, "acme")
+				ch <- prometheus.MustNewConstMetric(certs.ExpiryDesc(), prometheus.GaugeValue, float64(c.Leaf.NotAfter.Unix()), d, "acme")
 				break
 			}
 		}
@@ -367,25 +368,25 @@ func (a *ACME) Collect(ch chan<- prometheus.Metric) {
 
 // GetCertificate serves the managed certificates (and TLS-ALPN-01
 // challenges); for tls.Config.GetCertificate or StoreOptions.TLSFallback.
-func (a *ACME) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (a *Manager) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return a.cfg.GetCertificate(hello)
 }
 
 // HTTPChallengeHandler answers HTTP-01 challenges and passes everything
 // else to next; mount it on the port-80 listener.
-func (a *ACME) HTTPChallengeHandler(next http.Handler) http.Handler {
+func (a *Manager) HTTPChallengeHandler(next http.Handler) http.Handler {
 	return a.issuer.HTTPChallengeHandler(next)
 }
 
 // HandleHTTPChallenge answers r when it is an HTTP-01 challenge request
 // and reports whether it was.
-func (a *ACME) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
+func (a *Manager) HandleHTTPChallenge(w http.ResponseWriter, r *http.Request) bool {
 	return a.issuer.HandleHTTPChallenge(w, r)
 }
 
 // Stop ends background renewal and the orders in progress, releasing
 // their locks.
-func (a *ACME) Stop() {
+func (a *Manager) Stop() {
 	a.mu.Lock()
 	for _, cancel := range a.stopManaging {
 		cancel()

@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
 
 // Roles a signed certificate takes.
@@ -24,7 +26,7 @@ const (
 // self-signature, recognising an SM2 request signed with the empty user ID
 // of OpenSSL 3.
 func ReadCSR(path string) (*smx509.CertificateRequest, error) {
-	data, err := readSmallFile(path)
+	data, err := pemfile.ReadSmallFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -41,8 +43,8 @@ func ReadCSR(path string) (*smx509.CertificateRequest, error) {
 	}
 	if err := csr.CheckSignature(); err != nil {
 		pub, ok := csr.PublicKey.(*ecdsa.PublicKey)
-		if ok && csr.SignatureAlgorithm == smx509.SM2WithSM3 && verifySM2WithID(pub, nil, csr.RawTBSCertificateRequest, csr.Signature) {
-			return nil, fmt.Errorf("%s: SM2 signature signed with an empty user ID: %s", path, emptyIDAdvice)
+		if ok && csr.SignatureAlgorithm == smx509.SM2WithSM3 && certinfo.VerifySM2WithID(pub, nil, csr.RawTBSCertificateRequest, csr.Signature) {
+			return nil, fmt.Errorf("%s: SM2 signature signed with an empty user ID: %s", path, certinfo.EmptyIDAdvice)
 		}
 		return nil, fmt.Errorf("%s: the request's signature does not verify with its own key (%v); make the request again", path, err)
 	}
@@ -77,7 +79,7 @@ func (ca *CA) SignCSR(csr *smx509.CertificateRequest, opts SignOptions) (*smx509
 	case keySM2 && !caSM2:
 		return nil, "", fmt.Errorf("the request has an SM2 key, which a TLCP certificate from an SM2 CA needs; this CA is %s (make an SM2 CA with gmgate cert init-ca)", ca.KeyAlgorithm())
 	case !keySM2 && caSM2:
-		return nil, "", fmt.Errorf("the request has a %s key, for the TLS side; TLS clients cannot verify an SM2 CA's signature: sign it with an ECDSA or RSA CA (gmgate cert init-ca --key-type ecdsa-p256)", describePublicKey(csr.PublicKey))
+		return nil, "", fmt.Errorf("the request has a %s key, for the TLS side; TLS clients cannot verify an SM2 CA's signature: sign it with an ECDSA or RSA CA (gmgate cert init-ca --key-type ecdsa-p256)", certinfo.DescribePublicKey(csr.PublicKey))
 	}
 	requested, err := requestedKeyUsage(csr)
 	if err != nil {
@@ -89,7 +91,7 @@ func (ca *CA) SignCSR(csr *smx509.CertificateRequest, opts SignOptions) (*smx509
 			return nil, "", err
 		}
 	} else if opts.Role != "" && opts.Role != RoleTLS {
-		return nil, "", fmt.Errorf("the request has a %s key, which makes a TLS certificate; --usage %s is for SM2 requests", describePublicKey(csr.PublicKey), opts.Role)
+		return nil, "", fmt.Errorf("the request has a %s key, which makes a TLS certificate; --usage %s is for SM2 requests", certinfo.DescribePublicKey(csr.PublicKey), opts.Role)
 	}
 	issue := IssueOptions{
 		RawSubject:     csr.RawSubject,
@@ -144,12 +146,12 @@ func tlcpRole(requested smx509.KeyUsage, given string) (string, error) {
 		case RoleSign, RoleEnc:
 			return asks, nil
 		case "both":
-			return "", fmt.Errorf("the request asks for key usage %s, signing and encryption at once; TLCP keeps them apart: give --usage sign or --usage enc", keyUsageString(requested))
+			return "", fmt.Errorf("the request asks for key usage %s, signing and encryption at once; TLCP keeps them apart: give --usage sign or --usage enc", certinfo.KeyUsageString(requested))
 		}
 		return "", errors.New("the request asks for no key usage, so it does not say whether it is for the signing or the encryption certificate: give --usage sign or --usage enc")
 	case RoleSign, RoleEnc:
 		if asks != "" && asks != "both" && asks != given {
-			return "", fmt.Errorf("the request asks for key usage %s (the %s certificate), not for --usage %s; give the other request, or leave --usage out", keyUsageString(requested), asks, given)
+			return "", fmt.Errorf("the request asks for key usage %s (the %s certificate), not for --usage %s; give the other request, or leave --usage out", certinfo.KeyUsageString(requested), asks, given)
 		}
 		return given, nil
 	}

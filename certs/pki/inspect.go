@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"crypto"
@@ -16,6 +16,8 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 	"github.com/gmgate/gmgate/internal/keyenc"
 )
 
@@ -103,7 +105,7 @@ func Inspect(files []string, opts InspectOptions) *InspectReport {
 			certs = append(certs, it.cert)
 		}
 	}
-	t := now(opts.Now)
+	t := certinfo.Now(opts.Now)
 	for i, it := range r.Items {
 		if it.cert != nil {
 			var next *smx509.Certificate
@@ -118,19 +120,19 @@ func Inspect(files []string, opts InspectOptions) *InspectReport {
 }
 
 func inspectFile(path string, opts InspectOptions) []*InspectedItem {
-	data, err := readSmallFile(path)
+	data, err := pemfile.ReadSmallFile(path)
 	if err != nil {
 		it := &InspectedItem{File: path, Kind: "file"}
 		it.flag(SeverityError, "cannot read: %v", err)
 		return []*InspectedItem{it}
 	}
 	var items []*InspectedItem
-	for i, b := range splitPEM(data) {
-		block := b.block
+	for i, b := range pemfile.SplitPEM(data) {
+		block := b.PEM
 		it := &InspectedItem{File: path, Index: i + 1}
 		if block == nil {
 			it.Kind = "damaged PEM block"
-			it.flag(SeverityError, "%s", damagedPEM(i+1, b))
+			it.flag(SeverityError, "%s", pemfile.DamagedPEM(i+1, b))
 			items = append(items, it)
 			continue
 		}
@@ -186,9 +188,9 @@ func certRole(c *smx509.Certificate) string {
 		return "intermediate CA certificate"
 	case !sm2Key:
 		return "TLS certificate"
-	case looksLikeSign(c):
+	case certinfo.LooksLikeSign(c):
 		return "SM2 signing certificate"
-	case looksLikeEnc(c):
+	case certinfo.LooksLikeEnc(c):
 		return "SM2 encryption certificate"
 	}
 	return "SM2 certificate"
@@ -206,15 +208,15 @@ func describeCertificate(it *InspectedItem, der []byte) {
 	it.add("subject", c.Subject.String())
 	it.add("issuer", c.Issuer.String())
 	it.add("serial", fmt.Sprintf("%X (%d bytes)", c.SerialNumber, len(c.SerialNumber.Bytes())))
-	if s := sanString(c); s != "" {
+	if s := certinfo.SANString(c); s != "" {
 		it.add("names", s)
 	}
 	it.add("validity", fmt.Sprintf("%s to %s", c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339)))
-	it.add("key", describePublicKey(c.PublicKey))
+	it.add("key", certinfo.DescribePublicKey(c.PublicKey))
 	it.add("signature", c.SignatureAlgorithm.String())
-	it.add("key usage", keyUsageString(c.KeyUsage))
+	it.add("key usage", certinfo.KeyUsageString(c.KeyUsage))
 	if len(c.ExtKeyUsage) > 0 {
-		it.add("ext key usage", ekuString(c.ExtKeyUsage))
+		it.add("ext key usage", certinfo.EKUString(c.ExtKeyUsage))
 	}
 	if c.BasicConstraintsValid {
 		it.add("basic constraints", fmt.Sprintf("CA:%v", c.IsCA))
@@ -229,28 +231,28 @@ func checkCertificate(it *InspectedItem, t time.Time, next *smx509.Certificate, 
 	c := it.cert
 	switch {
 	case t.After(c.NotAfter):
-		it.flag(SeverityError, "expired on %s (%s ago); renew it", c.NotAfter.UTC().Format(time.RFC3339), ago(t.Sub(c.NotAfter)))
+		it.flag(SeverityError, "expired on %s (%s ago); renew it", c.NotAfter.UTC().Format(time.RFC3339), certinfo.Ago(t.Sub(c.NotAfter)))
 	case t.Before(c.NotBefore):
 		it.flag(SeverityError, "not yet valid: valid from %s; check the clock of the machine that issued it", c.NotBefore.UTC().Format(time.RFC3339))
 	default:
-		it.add("expires in", ago(c.NotAfter.Sub(t)))
+		it.add("expires in", certinfo.Ago(c.NotAfter.Sub(t)))
 	}
 	sm2Key := sm2.IsSM2PublicKey(c.PublicKey)
 	if !c.IsCA {
 		if c.KeyUsage != 0 && c.KeyUsage&(smx509.KeyUsageDigitalSignature|EncKeyUsage) == 0 {
-			it.flag(SeverityError, "wrong usage: key usage %s allows neither signing (digitalSignature) nor encryption; it cannot serve TLCP or TLS", keyUsageString(c.KeyUsage))
+			it.flag(SeverityError, "wrong usage: key usage %s allows neither signing (digitalSignature) nor encryption; it cannot serve TLCP or TLS", certinfo.KeyUsageString(c.KeyUsage))
 		}
 		if c.KeyUsage&(smx509.KeyUsageCertSign|smx509.KeyUsageCRLSign) != 0 && sm2Key {
 			it.flag(SeverityWarning, "an end-entity certificate with keyCertSign/cRLSign; GmSSL peers reject it")
 		}
 		if sm2Key && c.KeyUsage&smx509.KeyUsageDigitalSignature != 0 && c.KeyUsage&EncKeyUsage != 0 {
-			it.flag(SeverityWarning, "key usage %s mixes signing and encryption; TLCP uses separate signing and encryption certificates", keyUsageString(c.KeyUsage))
+			it.flag(SeverityWarning, "key usage %s mixes signing and encryption; TLCP uses separate signing and encryption certificates", certinfo.KeyUsageString(c.KeyUsage))
 		}
-		if len(c.ExtKeyUsage) > 0 && !hasEKU(c, smx509.ExtKeyUsageServerAuth) && !hasEKU(c, smx509.ExtKeyUsageAny) {
-			if hasEKU(c, smx509.ExtKeyUsageClientAuth) {
+		if len(c.ExtKeyUsage) > 0 && !certinfo.HasEKU(c, smx509.ExtKeyUsageServerAuth) && !certinfo.HasEKU(c, smx509.ExtKeyUsageAny) {
+			if certinfo.HasEKU(c, smx509.ExtKeyUsageClientAuth) {
 				it.flag(SeverityWarning, "extended key usage is clientAuth only; it cannot be a server certificate")
 			} else {
-				it.flag(SeverityError, "wrong usage: extended key usage %s has neither serverAuth nor clientAuth", ekuString(c.ExtKeyUsage))
+				it.flag(SeverityError, "wrong usage: extended key usage %s has neither serverAuth nor clientAuth", certinfo.EKUString(c.ExtKeyUsage))
 			}
 		}
 		if c.BasicConstraintsValid && sm2Key {
@@ -301,8 +303,8 @@ func checkIssuerSignature(it *InspectedItem, next *smx509.Certificate, all, root
 		}
 		return
 	}
-	if signedWithEmptyID(c, issuer) {
-		it.flag(SeverityError, "SM2 signature signed with an empty user ID: %s", emptyIDAdvice)
+	if certinfo.SignedWithEmptyID(c, issuer) {
+		it.flag(SeverityError, "SM2 signature signed with an empty user ID: %s", certinfo.EmptyIDAdvice)
 		return
 	}
 	it.flag(SeverityError, "bad signature: it does not verify with the key of its issuer %q (wrong or replaced CA certificate?)", issuer.Subject.String())
@@ -339,12 +341,12 @@ func describeCSR(it *InspectedItem, der []byte) {
 	if len(names) > 0 {
 		it.add("names", strings.Join(names, ", "))
 	}
-	it.add("key", describePublicKey(csr.PublicKey))
+	it.add("key", certinfo.DescribePublicKey(csr.PublicKey))
 	it.add("signature", csr.SignatureAlgorithm.String())
 	if err := csr.CheckSignature(); err != nil {
 		pub, ok := csr.PublicKey.(*ecdsa.PublicKey)
-		if ok && csr.SignatureAlgorithm == smx509.SM2WithSM3 && verifySM2WithID(pub, nil, csr.RawTBSCertificateRequest, csr.Signature) {
-			it.flag(SeverityError, "SM2 signature signed with an empty user ID: %s", emptyIDAdvice)
+		if ok && csr.SignatureAlgorithm == smx509.SM2WithSM3 && certinfo.VerifySM2WithID(pub, nil, csr.RawTBSCertificateRequest, csr.Signature) {
+			it.flag(SeverityError, "SM2 signature signed with an empty user ID: %s", certinfo.EmptyIDAdvice)
 		} else {
 			it.flag(SeverityError, "bad self-signature: %v", err)
 		}
@@ -388,8 +390,8 @@ func describeKey(it *InspectedItem, data, password []byte) {
 		return
 	}
 	it.pub = k.Public()
-	it.Summary = describePublicKey(it.pub) + " private key"
-	it.add("key", describePublicKey(it.pub))
+	it.Summary = certinfo.DescribePublicKey(it.pub) + " private key"
+	it.add("key", certinfo.DescribePublicKey(it.pub))
 }
 
 // checkKeysAndPairs matches keys to certificates and compares SM2 pairs.
@@ -405,7 +407,7 @@ func checkKeysAndPairs(r *InspectReport) {
 			continue
 		}
 		for _, c := range certItems {
-			if publicKeysEqual(it.pub, c.cert.PublicKey) {
+			if certinfo.PublicKeysEqual(it.pub, c.cert.PublicKey) {
 				it.add("belongs to", fmt.Sprintf("%s certificate %d (%s)", c.File, c.Index, c.Subject()))
 				c.matchd = true
 				it.matchd = true
@@ -428,8 +430,8 @@ func checkKeysAndPairs(r *InspectReport) {
 		e, how := partner(s, signs, encs)
 		switch how {
 		case pairedSubject:
-			if sanString(s.cert) != sanString(e.cert) {
-				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, sanString(e.cert))
+			if certinfo.SANString(s.cert) != certinfo.SANString(e.cert) {
+				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, certinfo.SANString(e.cert))
 			}
 		case pairedOnly:
 			if string(s.cert.RawSubject) != string(e.cert.RawSubject) {
@@ -438,8 +440,8 @@ func checkKeysAndPairs(r *InspectReport) {
 			if string(s.cert.RawIssuer) != string(e.cert.RawIssuer) {
 				s.flag(SeverityWarning, "the encryption certificate %s has a different issuer; GmSSL peers require the same issuer on the pair", e.File)
 			}
-			if sanString(s.cert) != sanString(e.cert) {
-				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, sanString(e.cert))
+			if certinfo.SANString(s.cert) != certinfo.SANString(e.cert) {
+				s.flag(SeverityWarning, "the encryption certificate %s names other hosts (%s); peers that check it reject the pair", e.File, certinfo.SANString(e.cert))
 			}
 		}
 	}
@@ -473,7 +475,7 @@ func partner(s *InspectedItem, signs, encs []*InspectedItem) (*InspectedItem, in
 	if len(bySubject) > 0 {
 		// Prefer the one that also names the same hosts.
 		for _, e := range bySubject {
-			if sanString(e.cert) == sanString(s.cert) {
+			if certinfo.SANString(e.cert) == certinfo.SANString(s.cert) {
 				return e, pairedSubject
 			}
 		}

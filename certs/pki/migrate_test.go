@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"bytes"
@@ -21,6 +21,9 @@ import (
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
 
 // writeLegacyServer writes a self-issued RSA or ECDSA server certificate
@@ -51,14 +54,6 @@ func writeLegacyServer(t testing.TB, dir, base string, key crypto.Signer, subjec
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
 	return certFile, keyFile
-}
-
-func writeRSAServer(t testing.TB, dir string, dns ...string) (string, string) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeLegacyServer(t, dir, "rsa", key, pkix.Name{CommonName: dns[0]}, dns, nil, 90*24*time.Hour)
 }
 
 func TestMigrate(t *testing.T) {
@@ -96,7 +91,7 @@ func TestMigrate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			certFile, keyFile := writeLegacyServer(t, dir, "old", tc.key, tc.subject, tc.dns, tc.ips, tc.validity)
-			old, _ := readCertificates(certFile)
+			old, _ := pemfile.ReadCertificates(certFile)
 			out := filepath.Join(dir, "sm2")
 			res, err := Migrate(MigrateOptions{From: certFile, Key: keyFile, CA: ca, OutDir: out, Now: clock})
 			if err != nil {
@@ -117,28 +112,28 @@ func TestMigrate(t *testing.T) {
 					t.Errorf("IPs %v, want %v", c.IPAddresses, tc.ips)
 				}
 				if !sm2.IsSM2PublicKey(c.PublicKey) {
-					t.Errorf("key %s, want SM2", describePublicKey(c.PublicKey))
+					t.Errorf("key %s, want SM2", certinfo.DescribePublicKey(c.PublicKey))
 				}
 				if days := int(c.NotAfter.Sub(c.NotBefore).Hours() / 24); days != tc.wantDays {
 					t.Errorf("lifetime %d days, want %d", days, tc.wantDays)
 				}
 			}
 			if m.Dual.SignCert.KeyUsage != SignKeyUsage || m.Dual.EncCert.KeyUsage != EncKeyUsage {
-				t.Errorf("usages sign=%s enc=%s", keyUsageString(m.Dual.SignCert.KeyUsage), keyUsageString(m.Dual.EncCert.KeyUsage))
+				t.Errorf("usages sign=%s enc=%s", certinfo.KeyUsageString(m.Dual.SignCert.KeyUsage), certinfo.KeyUsageString(m.Dual.EncCert.KeyUsage))
 			}
-			loaded, err := LoadTLCP(m.Files.SignCert, m.Files.SignKey, m.Files.EncCert, m.Files.EncKey)
+			loaded, err := certs.LoadTLCP(m.Files.SignCert, m.Files.SignKey, m.Files.EncCert, m.Files.EncKey)
 			if err != nil {
 				t.Fatalf("the migrated pair does not load: %v", err)
 			}
 			if _, err := loaded.SignLeaf.Verify(smx509.VerifyOptions{Roots: ca.Pool(), DNSName: tc.dns[0]}); err != nil {
 				t.Errorf("verify: %v", err)
 			}
-			if _, err := LoadTLS(certFile, keyFile); err != nil {
+			if _, err := certs.LoadTLS(certFile, keyFile); err != nil {
 				t.Errorf("the old certificate no longer loads for TLS: %v", err)
 			}
 			var report bytes.Buffer
 			res.WriteReport(&report)
-			wantAll(t, report.String(), describePublicKey(tc.key.Public())+" ", "SM2 (sign) + SM2 (enc)", "same (byte for byte)", m.Files.SignCert, "keep serving "+certFile)
+			wantAll(t, report.String(), certinfo.DescribePublicKey(tc.key.Public())+" ", "SM2 (sign) + SM2 (enc)", "same (byte for byte)", m.Files.SignCert, "keep serving "+certFile)
 		})
 	}
 }
@@ -150,7 +145,7 @@ func TestMigrateDirectoryAndCSR(t *testing.T) {
 	writeLegacyServer(t, dir, "a", rsaKey, pkix.Name{CommonName: "a.example.com"}, []string{"a.example.com", "www.a.example.com"}, nil, 365*24*time.Hour)
 	writeLegacyServer(t, dir, "b", ecKey, pkix.Name{CommonName: "b.example.com"}, []string{"b.example.com", "m.b.example.com"}, nil, 365*24*time.Hour)
 	ca := newTestCA(t, false)
-	writeCertFile(filepath.Join(dir, "ca.pem"), ca.Root)
+	pemfile.WriteCertFile(filepath.Join(dir, "ca.pem"), ca.Root)
 	os.WriteFile(filepath.Join(dir, "notes.pem"), []byte("not a certificate"), 0o644)
 
 	out := filepath.Join(t.TempDir(), "csr")
@@ -191,7 +186,7 @@ func TestMigrateDirectoryAndCSR(t *testing.T) {
 				wantKU = EncKeyUsage
 			}
 			if ku := kuOfRequest(t, csr); ku != wantKU {
-				t.Errorf("%s requests %s, want %s", p, keyUsageString(ku), keyUsageString(wantKU))
+				t.Errorf("%s requests %s, want %s", p, certinfo.KeyUsageString(ku), certinfo.KeyUsageString(wantKU))
 			}
 		}
 	}

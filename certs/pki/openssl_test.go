@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 	"github.com/gmgate/gmgate/internal/testopenssl"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
@@ -91,7 +94,7 @@ func TestOpenSSLAcceptsGmgateCertificates(t *testing.T) {
 					t.Fatal(err)
 				}
 				plain := filepath.Join(dir, "plain.key")
-				if err := writeKeyFile(plain, key, nil); err != nil {
+				if err := pemfile.WriteKeyFile(plain, key, nil); err != nil {
 					t.Fatal(err)
 				}
 				pubFromKey := runOpenSSL(t, bin, dir, "pkey", "-in", plain, "-pubout")
@@ -103,7 +106,7 @@ func TestOpenSSLAcceptsGmgateCertificates(t *testing.T) {
 
 			// And our own client accepts them in a handshake.
 			ref := func(k string) string { return "file:" + k + "?password-file=" + pwFile }
-			cert, err := LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey))
+			cert, err := certs.LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +121,7 @@ func TestOpenSSLAcceptsGmgateCertificates(t *testing.T) {
 // CLI. withID chooses whether the leaves are signed with the default SM2
 // user ID (-sigopt distid:...) or, as OpenSSL 3.0 does by default, with an
 // empty one.
-func openSSLPKI(t *testing.T, bin, dir string, withID bool) (caCert string, f TLCPFiles) {
+func openSSLPKI(t *testing.T, bin, dir string, withID bool) (caCert string, f certs.TLCPFiles) {
 	t.Helper()
 	run := func(args ...string) { runOpenSSL(t, bin, dir, args...) }
 	run("genpkey", "-algorithm", "SM2", "-out", "ca.key")
@@ -137,7 +140,7 @@ func openSSLPKI(t *testing.T, bin, dir string, withID bool) (caCert string, f TL
 		run(args...)
 	}
 	p := func(n string) string { return filepath.Join(dir, n) }
-	return p("ca.crt"), TLCPFiles{SignCert: p("sign.crt"), SignKey: p("sign.key"), EncCert: p("enc.crt"), EncKey: p("enc.key")}
+	return p("ca.crt"), certs.TLCPFiles{SignCert: p("sign.crt"), SignKey: p("sign.key"), EncCert: p("enc.crt"), EncKey: p("enc.key")}
 }
 
 func TestOpenSSLMadeCertificatesServe(t *testing.T) {
@@ -150,11 +153,11 @@ func TestOpenSSLMadeCertificatesServe(t *testing.T) {
 	t.Setenv("GMGATE_TEST_OPENSSL_PW", "openssl pw")
 	f.EncKey = "file:" + filepath.Join(dir, "enc.p8.key") + "?password-env=GMGATE_TEST_OPENSSL_PW"
 
-	roots, err := ReadRoots(caFile)
+	roots, err := certs.ReadRoots(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, warnings, err := LoadTLCPFiles(f, LoadOptions{Roots: roots})
+	cert, warnings, err := certs.LoadTLCPFiles(f, certs.LoadOptions{Roots: roots})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +188,7 @@ func TestOpenSSLEmptyUserIDRecognised(t *testing.T) {
 	// OpenSSL itself only accepts it without distid.
 	runOpenSSL(t, bin, dir, "verify", "-CAfile", caFile, f.SignCert)
 
-	roots, err := ReadRoots(caFile)
+	roots, err := certs.ReadRoots(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +199,7 @@ func TestOpenSSLEmptyUserIDRecognised(t *testing.T) {
 	if strings.Contains(b.String(), "bad signature") {
 		t.Errorf("reported as a bare bad signature:\n%s", b.String())
 	}
-	_, _, err = LoadTLCPFiles(f, LoadOptions{Roots: roots})
+	_, _, err = certs.LoadTLCPFiles(f, certs.LoadOptions{Roots: roots})
 	if err == nil {
 		t.Fatal("loaded a pair signed with an empty user ID against its CA")
 	}
@@ -210,14 +213,14 @@ func TestEmptyUserIDRecognisedWithoutOpenSSL(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := resignWithEmptyID(t, d.SignCert, ca)
-	if !signedWithEmptyID(bad, ca.Root) || signedWithEmptyID(d.SignCert, ca.Root) {
+	if !certinfo.SignedWithEmptyID(bad, ca.Root) || certinfo.SignedWithEmptyID(d.SignCert, ca.Root) {
 		t.Fatal("empty-ID detection is wrong")
 	}
 	dir := t.TempDir()
 	p := filepath.Join(dir, "noid.crt")
 	os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: bad.Raw}), 0o644)
 	caFile := filepath.Join(dir, "ca.crt")
-	writeCertFile(caFile, ca.Root)
+	pemfile.WriteCertFile(caFile, ca.Root)
 	var b bytes.Buffer
 	Inspect([]string{p, caFile}, InspectOptions{}).WriteText(&b)
 	wantAll(t, b.String(), "empty user ID", "-sigopt distid:1234567812345678")
@@ -236,12 +239,12 @@ func TestEmptyUserIDRecognisedWithoutOpenSSL(t *testing.T) {
 func resignWithEmptyID(t *testing.T, c *smx509.Certificate, ca *CA) *smx509.Certificate {
 	t.Helper()
 	key := ca.RootKey.(*sm2.PrivateKey)
-	point, ok := uncompressedPoint(&key.PublicKey)
+	point, ok := certinfo.UncompressedPoint(&key.PublicKey)
 	if !ok {
 		t.Fatal("no point")
 	}
 	h := sm3.New()
-	h.Write(zaWithID(point, nil))
+	h.Write(certinfo.ZAWithID(point, nil))
 	h.Write(c.RawTBSCertificate)
 	sig, err := sm2.SignASN1(rand.Reader, key, h.Sum(nil), nil)
 	if err != nil {
@@ -301,11 +304,11 @@ func TestTongsuoFormatKeyOpens(t *testing.T) {
 	}
 	t.Setenv("GMGATE_TEST_KEYPW", "pw")
 	ref := func(p string) string { return "file:" + p + "?password-env=GMGATE_TEST_KEYPW" }
-	if _, err := LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); err != nil {
+	if _, err := certs.LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("GMGATE_TEST_KEYPW", "not it")
-	if _, err := LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); !errors.Is(err, accel.ErrKeyPassword) {
+	if _, err := certs.LoadTLCP(f.SignCert, ref(f.SignKey), f.EncCert, ref(f.EncKey)); !errors.Is(err, accel.ErrKeyPassword) {
 		t.Errorf("wrong password: %v", err)
 	}
 }

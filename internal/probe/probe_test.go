@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/tlcp"
 	"go.uber.org/goleak"
@@ -26,21 +26,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // server is a TLCP HTTP server that requests (and verifies, when given)
 // client certificates and answers with what it saw.
-func server(t *testing.T) (url string, dir string, client certs.DualFiles) {
+func server(t *testing.T) (url string, dir string, client pki.DualFiles) {
 	t.Helper()
 	dir = t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ca.Write(dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	srvPair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	srvPair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cliPair, err := ca.IssueDual(certs.IssueOptions{DNSNames: []string{"client.test"}})
+	cliPair, err := ca.IssueDual(pki.IssueOptions{DNSNames: []string{"client.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ type connKey struct{}
 
 func TestProbe(t *testing.T) {
 	url, dir, client := server(t)
-	ca := filepath.Join(dir, certs.CACertFile)
+	ca := filepath.Join(dir, pki.CACertFile)
 	ctx := context.Background()
 
 	var info bytes.Buffer
@@ -127,7 +127,7 @@ func TestProbeRefusals(t *testing.T) {
 // sent as given, User-Agent included.
 func TestProbeHostAndHeaders(t *testing.T) {
 	url, dir, _ := server(t)
-	ca := filepath.Join(dir, certs.CACertFile)
+	ca := filepath.Join(dir, pki.CACertFile)
 	var info bytes.Buffer
 	res, err := Run(context.Background(), Options{URL: url, CAFile: ca, Header: http.Header{"Host": {"site.example.cn"}, "User-Agent": {"my-agent/1"}, "X-Test": {"kept"}}}, &info)
 	if err != nil {
@@ -149,7 +149,7 @@ func TestProbeHostAndHeaders(t *testing.T) {
 // --resolve connects elsewhere while the URL's host is verified and sent.
 func TestProbeResolve(t *testing.T) {
 	url, dir, _ := server(t)
-	ca := filepath.Join(dir, certs.CACertFile)
+	ca := filepath.Join(dir, pki.CACertFile)
 	_, port, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(url, "https://"), "/path"))
 	var info bytes.Buffer
 	res, err := Run(context.Background(), Options{URL: "https://localhost:" + port + "/path", CAFile: ca, Resolve: []string{"localhost:" + port + ":127.0.0.1"}}, &info)
@@ -177,7 +177,7 @@ func TestProbeResolve(t *testing.T) {
 // command's flags.
 func TestProbeClientCertificates(t *testing.T) {
 	url, dir, client := server(t)
-	ca := filepath.Join(dir, certs.CACertFile)
+	ca := filepath.Join(dir, pki.CACertFile)
 	res, err := Run(context.Background(), Options{URL: url, CAFile: ca, SignCert: client.SignCert, SignKey: client.SignKey}, nil)
 	if err != nil {
 		t.Fatalf("signing certificate alone: %v", err)
@@ -204,7 +204,7 @@ func TestProbeClientCertificates(t *testing.T) {
 // standard profile sends both; an unknown profile is refused.
 func TestProbeProfile(t *testing.T) {
 	url, dir, client := server(t)
-	ca := filepath.Join(dir, certs.CACertFile)
+	ca := filepath.Join(dir, pki.CACertFile)
 	for _, tc := range []struct {
 		profile, suite string
 		certs          int
@@ -233,7 +233,7 @@ func TestProbeProfile(t *testing.T) {
 func TestProbeResumeShowsBothResponses(t *testing.T) {
 	url, dir, _ := server(t)
 	var info bytes.Buffer
-	res, err := Run(context.Background(), Options{URL: url, CAFile: filepath.Join(dir, certs.CACertFile), Resume: true, Header: http.Header{"X-Test": {"again"}}}, &info)
+	res, err := Run(context.Background(), Options{URL: url, CAFile: filepath.Join(dir, pki.CACertFile), Resume: true, Header: http.Header{"X-Test": {"again"}}}, &info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,12 +251,12 @@ func TestProbeResumeShowsBothResponses(t *testing.T) {
 // Raw mode: bytes out, the sending side closed, everything back.
 func TestProbeRaw(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca.Write(dir, nil)
-	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := ca.IssueDual(pki.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestProbeRaw(t *testing.T) {
 		}
 	}()
 	defer func() { ln.Close(); <-done }()
-	caFile := filepath.Join(dir, certs.CACertFile)
+	caFile := filepath.Join(dir, pki.CACertFile)
 	var info bytes.Buffer
 	res, err := Run(context.Background(), Options{URL: ln.Addr().String(), CAFile: caFile, Raw: true, Send: []byte("PING\r\n")}, &info)
 	if err != nil {
@@ -355,18 +355,18 @@ func alpnServer(t *testing.T, protos ...string) (url, caFile string) {
 func localPair(t *testing.T) (caFile string, cert tlcp.Certificate) {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := certs.NewCA(certs.CAOptions{})
+	ca, err := pki.NewCA(pki.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ca.Write(dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	pair, err := ca.IssueDual(certs.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	pair, err := ca.IssueDual(pki.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(dir, certs.CACertFile), *pair.Certificate()
+	return filepath.Join(dir, pki.CACertFile), *pair.Certificate()
 }
 
 // --http2 offers ALPN and speaks the version the server chooses; without
@@ -524,7 +524,7 @@ func FuzzResumeAddrs(f *testing.F) {
 // is a file without a certificate.
 func TestProbeCADamaged(t *testing.T) {
 	url, dir, _ := server(t)
-	good, err := os.ReadFile(filepath.Join(dir, certs.CACertFile))
+	good, err := os.ReadFile(filepath.Join(dir, pki.CACertFile))
 	if err != nil {
 		t.Fatal(err)
 	}

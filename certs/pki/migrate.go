@@ -1,4 +1,4 @@
-package certs
+package pki
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
+	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
 
 // MigrateOptions configure Migrate.
@@ -157,7 +159,7 @@ func fileExists(path string) bool {
 // migrateOne prepares one migration; skip reports errors that only mean
 // "not a certificate to migrate" (so a directory scan moves on).
 func migrateOne(certFile, keyFile string, opts MigrateOptions) (*MigratedCert, bool, error) {
-	certs, err := readCertificates(certFile)
+	certs, err := pemfile.ReadCertificates(certFile)
 	if err != nil {
 		return nil, true, fmt.Errorf("--from %w", err)
 	}
@@ -172,9 +174,9 @@ func migrateOne(certFile, keyFile string, opts MigrateOptions) (*MigratedCert, b
 	if keyFile != "" {
 		k, err := accel.Open(context.Background(), keyFile)
 		if err != nil {
-			return nil, false, fmt.Errorf("--key: %w", explainKeyError(err))
+			return nil, false, fmt.Errorf("--key: %w", certinfo.ExplainKeyError(err))
 		}
-		match := publicKeysEqual(k.Public(), old.PublicKey)
+		match := certinfo.PublicKeysEqual(k.Public(), old.PublicKey)
 		k.Close()
 		if !match {
 			return nil, false, fmt.Errorf("--key %s does not belong to %s (the public keys differ); give the key of the existing certificate, or leave --key out", keyFile, certFile)
@@ -243,12 +245,12 @@ func (r *MigrateResult) WriteReport(w io.Writer) error {
 		fmt.Fprintf(&b, "%s\n", m.Source)
 		row := func(what, old, new string) { fmt.Fprintf(&b, "  %-10s %-42s -> %s\n", what, old, new) }
 		row("subject", m.Old.Subject.String(), "same (byte for byte)")
-		row("names", sanString(m.Old), "same")
-		row("key", describePublicKey(m.Old.PublicKey), "SM2 (sign) + SM2 (enc)")
+		row("names", certinfo.SANString(m.Old), "same")
+		row("key", certinfo.DescribePublicKey(m.Old.PublicKey), "SM2 (sign) + SM2 (enc)")
 		row("lifetime", fmt.Sprintf("%d days", int(m.Old.NotAfter.Sub(m.Old.NotBefore).Hours()/24)), fmt.Sprintf("%d days", int(m.Validity.Hours()/24)))
 		if m.Dual != nil {
 			row("issuer", m.Old.Issuer.String(), m.Dual.SignCert.Issuer.String())
-			row("usage", keyUsageString(m.Old.KeyUsage), "sign: "+keyUsageString(m.Dual.SignCert.KeyUsage)+"; enc: "+keyUsageString(m.Dual.EncCert.KeyUsage))
+			row("usage", certinfo.KeyUsageString(m.Old.KeyUsage), "sign: "+certinfo.KeyUsageString(m.Dual.SignCert.KeyUsage)+"; enc: "+certinfo.KeyUsageString(m.Dual.EncCert.KeyUsage))
 			fmt.Fprintf(&b, "  wrote      %s, %s, %s, %s\n", m.Files.SignCert, m.Files.SignKey, m.Files.EncCert, m.Files.EncKey)
 		} else {
 			fmt.Fprintf(&b, "  wrote      %s, %s (send both to your GM CA), keys %s, %s\n", m.CSRFiles.SignCSR, m.CSRFiles.EncCSR, m.CSRFiles.SignKey, m.CSRFiles.EncKey)
