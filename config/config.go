@@ -382,6 +382,17 @@ type Upstream struct {
 	// Retries is how many other targets an idempotent request that could
 	// not be sent is tried on; 0 disables retries.
 	Retries *int `yaml:"retries"`
+	// MaxConnsPerTarget bounds the requests in flight to each target: the
+	// connections in use over HTTP/1.1, the streams over HTTP/2. Requests
+	// beyond it wait, at most QueueSize of them for at most QueueTimeout.
+	// Not for tcp:// targets, whose connections max_connections bounds.
+	MaxConnsPerTarget *int `yaml:"max_conns_per_target"`
+	// QueueSize is how many requests may wait for a target's slot; 0
+	// answers 503 at once when all are taken.
+	QueueSize *int `yaml:"queue_size"`
+	// QueueTimeout is how long a request waits for a slot before it is
+	// answered 503.
+	QueueTimeout Duration `yaml:"queue_timeout"`
 }
 
 // UpstreamTLS configures https:// targets.

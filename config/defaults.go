@@ -31,6 +31,9 @@ const (
 	DefaultEjectFor         = 30 * time.Second
 	DefaultPanicThreshold   = 50
 	DefaultRetries          = 1
+	// DefaultQueueTimeout is how long a request waits for a connection
+	// to a target when all of max_conns_per_target are in use.
+	DefaultQueueTimeout = 5 * time.Second
 	// DefaultUpstreamSessions is the size of a tlcp:// upstream's client
 	// session cache: one session per target is kept.
 	DefaultUpstreamSessions = 256
@@ -137,6 +140,14 @@ func Defaults(c *Config) {
 		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
 		setIntPtr(&u.Passive.PanicThreshold, DefaultPanicThreshold)
 		setIntPtr(&u.Retries, DefaultRetries)
+		if u.Scheme() != "tcp" && c.Limits.MaxConnections > 0 {
+			// As many connections to a target as one listener's HTTP/1.1
+			// clients could make; HTTP/2 clients, with up to 128 requests
+			// a connection, no more than that.
+			setIntPtr(&u.MaxConnsPerTarget, c.Limits.MaxConnections)
+			setIntPtr(&u.QueueSize, *u.MaxConnsPerTarget)
+			setDuration(&u.QueueTimeout, DefaultQueueTimeout)
+		}
 		if t := u.TLCP; t != nil {
 			if len(t.Suites) == 0 {
 				// The ECDHE suites need the client's encryption pair.

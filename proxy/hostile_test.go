@@ -16,19 +16,24 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +41,8 @@ import (
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // hostileScale is how hard the suite attacks.
@@ -520,6 +527,197 @@ func serverNameExtension(name string) []byte {
 		})
 	})
 	return b.BytesOrPanic()
+}
+
+// fanOutScale is the HTTP/2 fan-out attack of item 2 of the second
+// review at sc's scale: conns client connections of 128 streams each,
+// against a target of maxConns connections and a queue of queue.
+func fanOutScale(sc hostileScale) (conns, maxConns, queue int, queueTimeout time.Duration) {
+	if sc.name == "full" {
+		return 100, 256, 256, 5 * time.Second
+	}
+	return 10, 16, 16, time.Second
+}
+
+// TestHostileUpstreamFanOut is item 2 of the second review: HTTP/2
+// clients opening 128 slow requests on each connection get no more
+// connections to a target than max_conns_per_target, the requests that
+// find them all in use wait in a bounded queue or are answered 503 at
+// once, nothing counts against the target, and the clients of another
+// upstream are served meanwhile. The gateway's open files and goroutines
+// stay within what the limits allow, plus a small constant.
+func TestHostileUpstreamFanOut(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	nConns, maxConns, queue, queueTimeout := fanOutScale(sc)
+	const streams = http2MaxStreams
+	p := getPKI(t)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll()
+	var held atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	other := echoUpstream(t, "other")
+	gw := startHostileGateway(t, p, sc, slow.URL, func(cfg *config.Config) {
+		cfg.Listeners[0].Routes = []config.Route{{Path: "/other", Upstream: "other"}, {Upstream: "app"}}
+		cfg.Upstreams["other"] = &config.Upstream{Targets: []string{other.URL}}
+		app := cfg.Upstreams["app"]
+		app.MaxConnsPerTarget, app.QueueSize, app.QueueTimeout = &maxConns, &queue, config.Duration(queueTimeout)
+		app.Health.Disabled = true
+		config.Defaults(cfg)
+	})
+	s := gw.srv
+	client := tlcpClient(t, p, nil)
+	baseline := baselineOf(t, gw)
+	files0 := openFiles(t)
+
+	var answered [600]atomic.Int64 // by status
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range nConns {
+		c, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		context.AfterFunc(ctx, func() { c.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slowStreams(c, streams, func(status int) { answered[status].Add(1) })
+		}()
+	}
+	total := int64(nConns * streams)
+	refused := func() int64 { return answered[http.StatusServiceUnavailable].Load() }
+	testwait.For(t, "every slot taken, the queue full and the other requests refused", func() bool {
+		return held.Load() == int64(maxConns) && refused() >= total-int64(maxConns+queue)
+	})
+
+	files, goroutines := openFiles(t), runtime.NumGoroutine()
+	// Each client connection: its socket at both ends, the client's
+	// reader, the gateway's HTTP/2 server (two); each slot: a socket at
+	// both ends, a handler, the upstream's server; each waiting request
+	// its handler.
+	maxFiles := files0 + 2*nConns + 2*maxConns + 32
+	maxGoroutines := baseline.goroutines + 4*nConns + 4*maxConns + queue + 64
+	t.Logf("%s scale, %d HTTP/2 connections × %d slow requests, max_conns_per_target %d, queue_size %d: %d connections to the target, open files %d → %d (bound %d), goroutines %d → %d (bound %d), %d answered 503 at once",
+		sc.name, nConns, streams, maxConns, queue, held.Load(), files0, files, maxFiles, baseline.goroutines, goroutines, maxGoroutines, refused())
+	if files > maxFiles {
+		t.Errorf("%d files open under the attack, %d before: more than the %d the limits allow", files, files0, maxFiles)
+	}
+	if goroutines > maxGoroutines {
+		t.Errorf("%d goroutines under the attack, %d before: more than the %d the limits allow", goroutines, baseline.goroutines, maxGoroutines)
+	}
+	mf := scrape(t, s)
+	target := strings.TrimPrefix(slow.URL, "http://")
+	if v, _ := metricValue(mf, "gmgate_upstream_connections_in_use", map[string]string{"upstream": "app", "target": target}); v != float64(maxConns) {
+		t.Errorf("gmgate_upstream_connections_in_use = %v, want %d", v, maxConns)
+	}
+	for range 3 {
+		if resp, body := get(t, client, gatewayURL(s, "/other")); resp.StatusCode/100 != 2 || !strings.Contains(body, "other") {
+			t.Errorf("a client of another upstream during the attack: %d %q", resp.StatusCode, body)
+		}
+	}
+
+	// The queue's requests time out; none of it is held against the
+	// target.
+	testwait.For(t, "the waiting requests to time out", func() bool { return refused() == total-int64(maxConns) })
+	mf = scrape(t, s)
+	if v, _ := metricValue(mf, "gmgate_upstream_requests_refused_total", map[string]string{"upstream": "app", "target": target, "reason": "queue_timeout"}); v < 1 {
+		t.Errorf("no request counted as timed out in the queue")
+	}
+	if v, _ := metricValue(mf, "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
+		t.Errorf("targets in service after the attack: %v, want 1", v)
+	}
+	if _, ok := mf["gmgate_upstream_failures_total"]; ok {
+		t.Errorf("requests refused for want of a connection counted as failures of the target")
+	}
+	releaseAll()
+	testwait.For(t, "the held requests to be answered", func() bool { return answered[http.StatusOK].Load() == int64(maxConns) })
+	cancel()
+	wg.Wait()
+	baseline.check(t, gw, client)
+}
+
+// slowStreams opens n GET streams on an HTTP/2 connection c, all at once,
+// and reports the status of each response until the connection closes.
+func slowStreams(c net.Conn, n int, status func(int)) {
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		return
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := range n {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/slow"}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			return
+		}
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = fr.WritePing(true, f.Data)
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			// The connection's window for the bodies of the 503s; each
+			// is smaller than a stream's.
+			if n := len(f.Data()); n > 0 {
+				_ = fr.WriteWindowUpdate(0, uint32(n))
+			}
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				return
+			}
+			for _, hf := range fields {
+				if hf.Name == ":status" {
+					if code, err := strconv.Atoi(hf.Value); err == nil && code >= 0 && code < 600 {
+						status(code)
+					}
+				}
+			}
+		}
+	}
+}
+
+// openFiles is the number of files the test process (the gateway, its
+// upstreams and clients) has open.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(fds)
 }
 
 // resourceBaseline is what the gateway held before an attack, to which it
