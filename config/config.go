@@ -98,6 +98,11 @@ type Timeouts struct {
 	// RequestBody bounds the wait for each read of a request body: the
 	// time a client may leave an upload idle, not its whole length.
 	RequestBody Duration `yaml:"request_body"`
+	// RequestBodyMinRate is the average rate, in bytes a second, a request
+	// body must keep while gmgate waits for it, past a first RequestBody
+	// of grace, until the response starts: a body that trickles (a byte
+	// every few seconds, each within RequestBody) is cut. 0 turns it off.
+	RequestBodyMinRate *int `yaml:"request_body_min_rate"`
 	// Idle closes keep-alive client connections that stay idle this long
 	// (and TCP-mode connections that move no byte this long).
 	Idle Duration `yaml:"idle"`

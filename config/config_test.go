@@ -618,3 +618,29 @@ listeners:
 		t.Errorf("no problem at %s in %v", path, err)
 	}
 }
+
+// timeouts.request_body_min_rate defaults to 500 bytes a second, 0 turns
+// it off, and a negative rate is one problem at its line.
+func TestRequestBodyMinRate(t *testing.T) {
+	const base = `listeners:
+  - listen: ":1"
+    tls: {cert: c, key: k}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`
+	for doc, want := range map[string]int{base: DefaultRequestBodyMinRate, base + "timeouts: {request_body_min_rate: 0}\n": 0, base + "timeouts: {request_body_min_rate: 64}\n": 64} {
+		cfg, err := Parse("x.yaml", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *cfg.Timeouts.RequestBodyMinRate; got != want {
+			t.Errorf("request_body_min_rate %d, want %d in\n%s", got, want, doc)
+		}
+	}
+	_, err := Parse("x.yaml", []byte(base+"timeouts:\n  request_body_min_rate: -1\n"))
+	const want = "x.yaml:7: timeouts.request_body_min_rate: may not be negative, not -1; write bytes a second, such as 500, or 0 to turn the bound off"
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || cerr.Problems[0].String() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}

@@ -70,6 +70,10 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 		}
 	}
 
+	if r := c.Timeouts.RequestBodyMinRate; r != nil && *r < 0 {
+		v.add("timeouts.request_body_min_rate", fmt.Sprintf("may not be negative, not %d", *r), "write bytes a second, such as 500, or 0 to turn the bound off")
+	}
+
 	if len(c.Listeners) == 0 && !v.idx.has("listeners[0]") {
 		v.add("listeners", "no listener is configured", "add at least one entry under listeners: with listen, protocol and routes")
 	}

@@ -720,6 +720,94 @@ func openFiles(t *testing.T) int {
 	return len(fds)
 }
 
+// TestHostileTricklingBodies is item 5 of the second review: bodies that
+// send a byte within each timeouts.request_body, 50 connections of them
+// at one byte every 25 s in the full version, are cut with 408 within a
+// minute by timeouts.request_body_min_rate, over HTTP/1.1 and HTTP/2,
+// their upstream requests end, and the target is not held at fault.
+func TestHostileTricklingBodies(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	// Short: a byte every 300 ms against request_body 1s; full: the
+	// review's byte every 25 s against the defaults (30s, 500 bytes a
+	// second).
+	n, gap, idle, within := 10, 300*time.Millisecond, time.Second, 10*time.Second
+	if sc.name == "full" {
+		n, gap, idle, within = 50, 25*time.Second, config.DefaultRequestBody, time.Minute
+	}
+	const length = 1000
+	p := getPKI(t)
+	var reading atomic.Int64
+	up := bodyReader(t, &reading)
+	gw := startHostileGateway(t, p, sc, up.URL, func(cfg *config.Config) {
+		cfg.Timeouts.RequestBody = config.Duration(idle)
+		cfg.Upstreams["app"].Health.Disabled = true
+	})
+	s := gw.srv
+	baseline := baselineOf(t, gw)
+	h2 := h2TLSClient(t, p)
+	h2.Timeout = 0
+	stop := make(chan struct{})
+	var trickling sync.WaitGroup
+	type result struct {
+		proto  string
+		status int
+		took   time.Duration
+		err    error
+	}
+	results := make(chan result, 2*n)
+	for range n {
+		go func() {
+			c := dialTLCP(t, p, s)
+			_ = c.SetDeadline(time.Now().Add(2 * within))
+			start := time.Now()
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n", length)
+			trickling.Go(func() { trickle(c, length, gap, stop) })
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			c.Close()
+			r := result{proto: "HTTP/1.1", took: time.Since(start), err: err}
+			if err == nil {
+				r.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			results <- r
+		}()
+		go func() {
+			pr, pw := io.Pipe()
+			trickling.Go(func() { trickle(pw, length, gap, stop); pw.Close() })
+			req, _ := http.NewRequest(http.MethodPost, "https://"+s.Addr("edge").String()+"/", pr)
+			req.ContentLength = length
+			start := time.Now()
+			resp, err := h2.Do(req)
+			pr.Close()
+			r := result{proto: "HTTP/2", took: time.Since(start), err: err}
+			if err == nil {
+				r.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			results <- r
+		}()
+	}
+	var slowest time.Duration
+	for range 2 * n {
+		r := <-results
+		slowest = max(slowest, r.took)
+		if r.err != nil || r.status != http.StatusRequestTimeout || r.took > within {
+			t.Errorf("a trickling body over %s: %d after %v (%v), want 408 within %v", r.proto, r.status, r.took, r.err, within)
+		}
+	}
+	t.Logf("%s scale: %d trickling bodies (a byte every %v) over HTTP/1.1 and HTTP/2 each, request_body %v: all cut within %v", sc.name, n, gap, idle, slowest.Round(time.Millisecond))
+	close(stop)
+	trickling.Wait()
+	testwait.For(t, "the upstream requests to end", func() bool { return reading.Load() == 0 })
+	if v, _ := metricValue(scrape(t, s), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
+		t.Errorf("targets in service after the trickling bodies: %v, want 1", v)
+	}
+	baseline.check(t, gw, h2)
+}
+
 // resourceBaseline is what the gateway held before an attack, to which it
 // must return after.
 type resourceBaseline struct {

@@ -176,6 +176,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the request's context: HTTP/2 serves several requests of a
 		// connection at once.
 		body := newRequestBody(r.Body, w, st.requestBody)
+		body.minRate = st.requestBodyMinRate
 		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
 		r.Body = body
 		body.http1 = r.ProtoMajor == 1

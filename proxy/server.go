@@ -484,6 +484,9 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 		handshakes:    gen.handshakes[lc.Name],
 		proxyProtocol: lc.ProxyProtocol,
 	}
+	if r := gen.cfg.Timeouts.RequestBodyMinRate; r != nil {
+		st.requestBodyMinRate = int64(*r)
+	}
 	var sites []*site
 	for j, sc := range lc.SiteList() {
 		if lc.Protocol == config.ProtocolHTTP || lc.Protocol == config.ProtocolTCP {
