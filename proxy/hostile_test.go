@@ -751,7 +751,7 @@ func TestHostileTricklingBodies(t *testing.T) {
 	s := gw.srv
 	baseline := baselineOf(t, gw)
 	h2 := h2TLSClient(t, p)
-	h2.Timeout = 0
+	h2.Timeout = 0 // each request has its own bound
 	stop := make(chan struct{})
 	var trickling sync.WaitGroup
 	type result struct {
@@ -780,7 +780,9 @@ func TestHostileTricklingBodies(t *testing.T) {
 		go func() {
 			pr, pw := io.Pipe()
 			trickling.Go(func() { trickle(pw, length, gap, stop); pw.Close() })
-			req, _ := http.NewRequest(http.MethodPost, "https://"+s.Addr("edge").String()+"/", pr)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*within)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+s.Addr("edge").String()+"/", pr)
 			req.ContentLength = length
 			start := time.Now()
 			resp, err := h2.Do(req)
