@@ -545,12 +545,11 @@ func fanOutScale(sc hostileScale) (conns, maxConns, queue int, queueTimeout time
 // find them all in use wait in a bounded queue or are answered 503 at
 // once, nothing counts against the target, and the clients of another
 // upstream are served meanwhile. The gateway's open files and goroutines
-// stay within what the limits allow, plus a small constant.
+// stay within what the limits allow, plus a small constant. With
+// GMGATE_HOSTILE_BINARY it runs gmgate serve from that binary and counts
+// the files and goroutines of that process alone.
 func TestHostileUpstreamFanOut(t *testing.T) {
 	sc := hostileScaleFromEnv(t)
-	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
-		t.Skip("runs against a gateway in the test process")
-	}
 	nConns, maxConns, queue, queueTimeout := fanOutScale(sc)
 	const streams = http2MaxStreams
 	p := getPKI(t)
@@ -569,25 +568,44 @@ func TestHostileUpstreamFanOut(t *testing.T) {
 	}))
 	defer slow.Close()
 	other := echoUpstream(t, "other")
-	gw := startHostileGateway(t, p, sc, slow.URL, func(cfg *config.Config) {
-		cfg.Listeners[0].Routes = []config.Route{{Path: "/other", Upstream: "other"}, {Upstream: "app"}}
-		cfg.Upstreams["other"] = &config.Upstream{Targets: []string{other.URL}}
-		app := cfg.Upstreams["app"]
-		app.MaxConnsPerTarget, app.QueueSize, app.QueueTimeout = &maxConns, &queue, config.Duration(queueTimeout)
-		app.Health.Disabled = true
-		config.Defaults(cfg)
-	})
-	s := gw.srv
+	cfg := testConfig(p, slow.URL)
+	cfg.Limits.MaxHandshakes = sc.maxHandshakes
+	cfg.Listeners[0].Routes = []config.Route{{Path: "/other", Upstream: "other"}, {Upstream: "app"}}
+	cfg.Upstreams["other"] = &config.Upstream{Targets: []string{other.URL}}
+	app := cfg.Upstreams["app"]
+	app.MaxConnsPerTarget, app.QueueSize, app.QueueTimeout = &maxConns, &queue, config.Duration(queueTimeout)
+	app.Health.Disabled = true
+	config.Defaults(cfg)
+	gw := &hostileGateway{}
+	// The gateway's open files and goroutines; ends is how many ends of
+	// a connection that counts (both in the test process).
+	var files, goroutines func() int
+	ends := 2
+	if bin := os.Getenv("GMGATE_HOSTILE_BINARY"); bin != "" {
+		var pid int
+		gw, pid = startGatewayBinary(t, bin, cfg)
+		files = func() int { return countFiles(t, fmt.Sprintf("/proc/%d/fd", pid)) }
+		goroutines = func() int {
+			v, _ := metricValue(scrapeAddr(t, gw.admin), "go_goroutines", nil)
+			return int(v)
+		}
+		ends = 1
+	} else {
+		s := startServer(t, cfg, nil)
+		gw = &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+		files = func() int { return countFiles(t, "/proc/self/fd") }
+		goroutines = runtime.NumGoroutine
+	}
 	client := tlcpClient(t, p, nil)
 	baseline := baselineOf(t, gw)
-	files0 := openFiles(t)
+	files0, goroutines0 := files(), goroutines()
 
 	var answered [600]atomic.Int64 // by status
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	for range nConns {
-		c, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", NextProtos: []string{"h2"}})
+		c, err := tls.Dial("tcp", gw.addr, &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", NextProtos: []string{"h2"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,28 +626,28 @@ func TestHostileUpstreamFanOut(t *testing.T) {
 		t.Errorf("%d requests at the target, want max_conns_per_target, %d", n, maxConns)
 	}
 
-	files, goroutines := openFiles(t), runtime.NumGoroutine()
-	// Each client connection: its socket at both ends, the client's
-	// reader, the gateway's HTTP/2 server (two); each slot: a socket at
-	// both ends, a handler, the upstream's server; each waiting request
-	// its handler.
-	maxFiles := files0 + 2*nConns + 2*maxConns + 32
-	maxGoroutines := baseline.goroutines + 4*nConns + 4*maxConns + queue + 64
+	nFiles, nGoroutines := files(), goroutines()
+	// Each client connection: its socket (at both ends in the test
+	// process), the client's reader, the gateway's HTTP/2 server (two);
+	// each slot: a socket (at both ends), a handler, the upstream's
+	// server; each waiting request its handler.
+	maxFiles := files0 + ends*nConns + ends*maxConns + 32
+	maxGoroutines := goroutines0 + 4*nConns + 4*maxConns + queue + 64
 	t.Logf("%s scale, %d HTTP/2 connections × %d slow requests, max_conns_per_target %d, queue_size %d: %d connections to the target, open files %d → %d (bound %d), goroutines %d → %d (bound %d), %d answered 503 at once",
-		sc.name, nConns, streams, maxConns, queue, held.Load(), files0, files, maxFiles, baseline.goroutines, goroutines, maxGoroutines, refused())
-	if files > maxFiles {
-		t.Errorf("%d files open under the attack, %d before: more than the %d the limits allow", files, files0, maxFiles)
+		sc.name, nConns, streams, maxConns, queue, held.Load(), files0, nFiles, maxFiles, goroutines0, nGoroutines, maxGoroutines, refused())
+	if nFiles > maxFiles {
+		t.Errorf("%d files open under the attack, %d before: more than the %d the limits allow", nFiles, files0, maxFiles)
 	}
-	if goroutines > maxGoroutines {
-		t.Errorf("%d goroutines under the attack, %d before: more than the %d the limits allow", goroutines, baseline.goroutines, maxGoroutines)
+	if nGoroutines > maxGoroutines {
+		t.Errorf("%d goroutines under the attack, %d before: more than the %d the limits allow", nGoroutines, goroutines0, maxGoroutines)
 	}
-	mf := scrape(t, s)
+	mf := scrapeAddr(t, gw.admin)
 	target := strings.TrimPrefix(slow.URL, "http://")
 	if v, _ := metricValue(mf, "gmgate_upstream_connections_in_use", map[string]string{"upstream": "app", "target": target}); v != float64(maxConns) {
 		t.Errorf("gmgate_upstream_connections_in_use = %v, want %d", v, maxConns)
 	}
 	for range 3 {
-		if resp, body := get(t, client, gatewayURL(s, "/other")); resp.StatusCode/100 != 2 || !strings.Contains(body, "other") {
+		if resp, body := get(t, client, "https://"+gw.addr+"/other"); resp.StatusCode/100 != 2 || !strings.Contains(body, "other") {
 			t.Errorf("a client of another upstream during the attack: %d %q", resp.StatusCode, body)
 		}
 	}
@@ -637,7 +655,7 @@ func TestHostileUpstreamFanOut(t *testing.T) {
 	// The queue's requests time out; none of it is held against the
 	// target.
 	testwait.For(t, "the waiting requests to time out", func() bool { return refused() == total-int64(maxConns) })
-	mf = scrape(t, s)
+	mf = scrapeAddr(t, gw.admin)
 	if v, _ := metricValue(mf, "gmgate_upstream_requests_refused_total", map[string]string{"upstream": "app", "target": target, "reason": "queue_timeout"}); v < 1 {
 		t.Errorf("no request counted as timed out in the queue")
 	}
@@ -712,15 +730,64 @@ func slowStreams(c net.Conn, n int, status func(int)) {
 	}
 }
 
-// openFiles is the number of files the test process (the gateway, its
-// upstreams and clients) has open.
-func openFiles(t *testing.T) int {
+// countFiles is the number of files a process has open, from its
+// /proc/PID/fd directory.
+func countFiles(t *testing.T, dir string) int {
 	t.Helper()
-	fds, err := os.ReadDir("/proc/self/fd")
+	fds, err := os.ReadDir(dir)
 	if err != nil {
 		t.Skipf("cannot count open files: %v", err)
 	}
 	return len(fds)
+}
+
+// startGatewayBinary runs gmgate serve from bin with cfg (its listeners
+// and admin moved to free loopback ports) until the test ends, and
+// returns the gateway and the process's id.
+func startGatewayBinary(t *testing.T, bin string, cfg *config.Config) (*hostileGateway, int) {
+	t.Helper()
+	cfg.Admin.Listen = closedAddr(t)
+	for i := range cfg.Listeners {
+		cfg.Listeners[i].Listen = closedAddr(t)
+	}
+	doc, err := config.Show(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gmgate.yaml")
+	if err := os.WriteFile(file, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "-c", file)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	gw := &hostileGateway{addr: cfg.Listeners[0].Listen, admin: cfg.Admin.Listen}
+	testwait.For(t, "the gateway binary to listen", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("gmgate serve exited: %v", cmd.ProcessState)
+		default:
+		}
+		c, err := net.Dial("tcp", gw.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return gw, cmd.Process.Pid
 }
 
 // TestHostileTricklingBodies is item 5 of the second review: bodies that
