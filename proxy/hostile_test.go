@@ -795,11 +795,9 @@ func startGatewayBinary(t *testing.T, bin string, cfg *config.Config) (*hostileG
 // at one byte every 25 s in the full version, are cut with 408 within a
 // minute by timeouts.request_body_min_rate, over HTTP/1.1 and HTTP/2,
 // their upstream requests end, and the target is not held at fault.
+// With GMGATE_HOSTILE_BINARY it attacks gmgate serve from that binary.
 func TestHostileTricklingBodies(t *testing.T) {
 	sc := hostileScaleFromEnv(t)
-	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
-		t.Skip("runs against a gateway in the test process")
-	}
 	// Short: a byte every 300 ms against request_body 1s; full: the
 	// review's byte every 25 s against the defaults (30s, 500 bytes a
 	// second).
@@ -811,11 +809,17 @@ func TestHostileTricklingBodies(t *testing.T) {
 	p := getPKI(t)
 	var reading atomic.Int64
 	up := bodyReader(t, &reading)
-	gw := startHostileGateway(t, p, sc, up.URL, func(cfg *config.Config) {
-		cfg.Timeouts.RequestBody = config.Duration(idle)
-		cfg.Upstreams["app"].Health.Disabled = true
-	})
-	s := gw.srv
+	cfg := testConfig(p, up.URL)
+	cfg.Limits.MaxHandshakes = sc.maxHandshakes
+	cfg.Timeouts.RequestBody = config.Duration(idle)
+	cfg.Upstreams["app"].Health.Disabled = true
+	var gw *hostileGateway
+	if bin := os.Getenv("GMGATE_HOSTILE_BINARY"); bin != "" {
+		gw, _ = startGatewayBinary(t, bin, cfg)
+	} else {
+		s := startServer(t, cfg, nil)
+		gw = &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+	}
 	baseline := baselineOf(t, gw)
 	h2 := h2TLSClient(t, p)
 	h2.Timeout = 0 // each request has its own bound
@@ -830,7 +834,12 @@ func TestHostileTricklingBodies(t *testing.T) {
 	results := make(chan result, 2*n)
 	for range n {
 		go func() {
-			c := dialTLCP(t, p, s)
+			c, err := tlcp.Dial("tcp", gw.addr, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+			if err != nil {
+				results <- result{proto: "HTTP/1.1", err: err}
+				return
+			}
+			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(2 * within))
 			start := time.Now()
 			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n", length)
@@ -849,7 +858,7 @@ func TestHostileTricklingBodies(t *testing.T) {
 			trickling.Go(func() { trickle(pw, length, gap, stop); pw.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), 2*within)
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+s.Addr("edge").String()+"/", pr)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+gw.addr+"/", pr)
 			req.ContentLength = length
 			start := time.Now()
 			resp, err := h2.Do(req)
@@ -874,7 +883,7 @@ func TestHostileTricklingBodies(t *testing.T) {
 	close(stop)
 	trickling.Wait()
 	testwait.For(t, "the upstream requests to end", func() bool { return reading.Load() == 0 })
-	if v, _ := metricValue(scrape(t, s), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
+	if v, _ := metricValue(scrapeAddr(t, gw.admin), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
 		t.Errorf("targets in service after the trickling bodies: %v, want 1", v)
 	}
 	baseline.check(t, gw, h2)
