@@ -353,7 +353,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
-			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && reflect.DeepEqual(old.timeouts, cfg.Timeouts) && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
 				gen.pools[name] = old
 				continue
 			}
