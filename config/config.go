@@ -98,6 +98,11 @@ type Timeouts struct {
 	// RequestBody bounds the wait for each read of a request body: the
 	// time a client may leave an upload idle, not its whole length.
 	RequestBody Duration `yaml:"request_body"`
+	// RequestBodyMinRate is the average rate, in bytes a second, a request
+	// body must keep while gmgate waits for it, past a first RequestBody
+	// of grace, until the response starts: a body that trickles (a byte
+	// every few seconds, each within RequestBody) is cut. 0 turns it off.
+	RequestBodyMinRate *int `yaml:"request_body_min_rate"`
 	// Idle closes keep-alive client connections that stay idle this long
 	// (and TCP-mode connections that move no byte this long).
 	Idle Duration `yaml:"idle"`
@@ -382,6 +387,17 @@ type Upstream struct {
 	// Retries is how many other targets an idempotent request that could
 	// not be sent is tried on; 0 disables retries.
 	Retries *int `yaml:"retries"`
+	// MaxConnsPerTarget bounds the requests in flight to each target: the
+	// connections in use over HTTP/1.1, the streams over HTTP/2. Requests
+	// beyond it wait, at most QueueSize of them for at most QueueTimeout.
+	// Not for tcp:// targets, whose connections max_connections bounds.
+	MaxConnsPerTarget *int `yaml:"max_conns_per_target"`
+	// QueueSize is how many requests may wait for a target's slot; 0
+	// answers 503 at once when all are taken.
+	QueueSize *int `yaml:"queue_size"`
+	// QueueTimeout is how long a request waits for a slot before it is
+	// answered 503.
+	QueueTimeout Duration `yaml:"queue_timeout"`
 }
 
 // UpstreamTLS configures https:// targets.

@@ -559,3 +559,88 @@ func TestDurationOfTheWrongKind(t *testing.T) {
 		t.Errorf("no problem at %s in %v", path, err)
 	}
 }
+
+// max_conns_per_target and its queue default from limits.max_connections,
+// are read when set, and their wrong values are each one problem at
+// their line; tcp:// upstreams take none of them.
+func TestTargetLimitKeys(t *testing.T) {
+	const base = `limits: {max_connections: 300}
+listeners:
+  - listen: ":1"
+    tls: {cert: c, key: k}
+    routes: [{upstream: u}]
+`
+	cfg, err := Parse("x.yaml", []byte(base+"upstreams:\n  u: {targets: [\"h2c://h:1\"]}\n  v:\n    targets: [\"https://h:2\"]\n    max_conns_per_target: 64\n    queue_size: 0\n    queue_timeout: 250ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, v := cfg.Upstreams["u"], cfg.Upstreams["v"]
+	if *u.MaxConnsPerTarget != 300 || *u.QueueSize != 300 || u.QueueTimeout.D() != DefaultQueueTimeout {
+		t.Errorf("defaults: %d, %d, %v; want 300, 300, %v", *u.MaxConnsPerTarget, *u.QueueSize, u.QueueTimeout, DefaultQueueTimeout)
+	}
+	if *v.MaxConnsPerTarget != 64 || *v.QueueSize != 0 || v.QueueTimeout.D() != 250*time.Millisecond {
+		t.Errorf("values set: %d, %d, %v", *v.MaxConnsPerTarget, *v.QueueSize, v.QueueTimeout)
+	}
+
+	doc := base + `upstreams:
+  u:
+    targets: ["http://h:1"]
+    max_conns_per_target: 0
+    queue_size: -1
+    queue_timeout: -5s
+  db:
+    targets: ["tcp://h:5432"]
+    max_conns_per_target: 10
+`
+	_, err = Parse("x.yaml", []byte(doc))
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("got %v, want a configuration error", err)
+	}
+	want := map[string]string{
+		"upstreams.u.max_conns_per_target":  "x.yaml:9: upstreams.u.max_conns_per_target: must be greater than zero, not 0; remove it for the default, limits.max_connections",
+		"upstreams.u.queue_size":            "x.yaml:10: upstreams.u.queue_size: may not be negative, not -1; use 0 to answer 503 at once when every connection is in use",
+		"upstreams.u.queue_timeout":         `x.yaml:11: upstreams.u.queue_timeout: a duration may not be negative; write a duration such as "5s", or use queue_size: 0 for no waiting`,
+		"upstreams.db.max_conns_per_target": "x.yaml:14: upstreams.db.max_conns_per_target: tcp:// targets take one connection per client connection, which limits.max_connections bounds; remove max_conns_per_target",
+	}
+	for _, p := range cerr.Problems {
+		w, ok := want[p.Path]
+		if !ok {
+			t.Errorf("unexpected problem %s", p)
+			continue
+		}
+		if p.String() != w {
+			t.Errorf("got  %s\nwant %s", p, w)
+		}
+		delete(want, p.Path)
+	}
+	for path := range want {
+		t.Errorf("no problem at %s in %v", path, err)
+	}
+}
+
+// timeouts.request_body_min_rate defaults to 500 bytes a second, 0 turns
+// it off, and a negative rate is one problem at its line.
+func TestRequestBodyMinRate(t *testing.T) {
+	const base = `listeners:
+  - listen: ":1"
+    tls: {cert: c, key: k}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`
+	for doc, want := range map[string]int{base: DefaultRequestBodyMinRate, base + "timeouts: {request_body_min_rate: 0}\n": 0, base + "timeouts: {request_body_min_rate: 64}\n": 64} {
+		cfg, err := Parse("x.yaml", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *cfg.Timeouts.RequestBodyMinRate; got != want {
+			t.Errorf("request_body_min_rate %d, want %d in\n%s", got, want, doc)
+		}
+	}
+	_, err := Parse("x.yaml", []byte(base+"timeouts:\n  request_body_min_rate: -1\n"))
+	const want = "x.yaml:7: timeouts.request_body_min_rate: may not be negative, not -1; write bytes a second, such as 500, or 0 to turn the bound off"
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || cerr.Problems[0].String() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}

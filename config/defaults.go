@@ -19,18 +19,24 @@ const (
 	DefaultClientHello      = 5 * time.Second
 	DefaultReadHeader       = 10 * time.Second
 	DefaultRequestBody      = 30 * time.Second
-	DefaultIdle             = 2 * time.Minute
-	DefaultUpstreamConnect  = 5 * time.Second
-	DefaultUpstreamResponse = time.Minute
-	DefaultShutdown         = 30 * time.Second
-	DefaultHealthInterval   = 5 * time.Second
-	DefaultHealthTimeout    = 2 * time.Second
-	DefaultHealthFails      = 2
-	DefaultHealthPasses     = 1
-	DefaultPassiveMaxFails  = 3
-	DefaultEjectFor         = 30 * time.Second
-	DefaultPanicThreshold   = 50
-	DefaultRetries          = 1
+	// DefaultRequestBodyMinRate is the average a request body must keep,
+	// in bytes a second (Apache's mod_reqtimeout MinRate).
+	DefaultRequestBodyMinRate = 500
+	DefaultIdle               = 2 * time.Minute
+	DefaultUpstreamConnect    = 5 * time.Second
+	DefaultUpstreamResponse   = time.Minute
+	DefaultShutdown           = 30 * time.Second
+	DefaultHealthInterval     = 5 * time.Second
+	DefaultHealthTimeout      = 2 * time.Second
+	DefaultHealthFails        = 2
+	DefaultHealthPasses       = 1
+	DefaultPassiveMaxFails    = 3
+	DefaultEjectFor           = 30 * time.Second
+	DefaultPanicThreshold     = 50
+	DefaultRetries            = 1
+	// DefaultQueueTimeout is how long a request waits for a connection
+	// to a target when all of max_conns_per_target are in use.
+	DefaultQueueTimeout = 5 * time.Second
 	// DefaultUpstreamSessions is the size of a tlcp:// upstream's client
 	// session cache: one session per target is kept.
 	DefaultUpstreamSessions = 256
@@ -72,6 +78,7 @@ func Defaults(c *Config) {
 	setDuration(&c.Timeouts.ClientHello, DefaultClientHello)
 	setDuration(&c.Timeouts.ReadHeader, DefaultReadHeader)
 	setDuration(&c.Timeouts.RequestBody, DefaultRequestBody)
+	setIntPtr(&c.Timeouts.RequestBodyMinRate, DefaultRequestBodyMinRate)
 	setDuration(&c.Timeouts.Idle, DefaultIdle)
 	setDuration(&c.Timeouts.UpstreamConnect, DefaultUpstreamConnect)
 	setDuration(&c.Timeouts.UpstreamResponse, DefaultUpstreamResponse)
@@ -137,6 +144,14 @@ func Defaults(c *Config) {
 		setDuration(&u.Passive.EjectFor, DefaultEjectFor)
 		setIntPtr(&u.Passive.PanicThreshold, DefaultPanicThreshold)
 		setIntPtr(&u.Retries, DefaultRetries)
+		if u.Scheme() != "tcp" && c.Limits.MaxConnections > 0 {
+			// As many connections to a target as one listener's HTTP/1.1
+			// clients could make; HTTP/2 clients, with up to 128 requests
+			// a connection, no more than that.
+			setIntPtr(&u.MaxConnsPerTarget, c.Limits.MaxConnections)
+			setIntPtr(&u.QueueSize, *u.MaxConnsPerTarget)
+			setDuration(&u.QueueTimeout, DefaultQueueTimeout)
+		}
 		if t := u.TLCP; t != nil {
 			if len(t.Suites) == 0 {
 				// The ECDHE suites need the client's encryption pair.

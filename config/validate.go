@@ -70,6 +70,10 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 		}
 	}
 
+	if r := c.Timeouts.RequestBodyMinRate; r != nil && *r < 0 {
+		v.add("timeouts.request_body_min_rate", fmt.Sprintf("may not be negative, not %d", *r), "write bytes a second, such as 500, or 0 to turn the bound off")
+	}
+
 	if len(c.Listeners) == 0 && !v.idx.has("listeners[0]") {
 		v.add("listeners", "no listener is configured", "add at least one entry under listeners: with listen, protocol and routes")
 	}
@@ -792,6 +796,36 @@ func (v *validator) upstream(p string, u *Upstream) {
 	}
 	if u.Retries != nil && (*u.Retries < 0 || *u.Retries > 10) {
 		v.add(p+".retries", fmt.Sprintf("%d is out of range", *u.Retries), "use a number from 0 to 10")
+	}
+	v.targetLimits(p, u, scheme)
+}
+
+// targetLimits checks the bound on each target's requests in flight and
+// the queue of those waiting for one.
+func (v *validator) targetLimits(p string, u *Upstream, scheme string) {
+	if scheme == "tcp" {
+		for _, k := range []struct {
+			name string
+			set  bool
+		}{
+			{"max_conns_per_target", u.MaxConnsPerTarget != nil},
+			{"queue_size", u.QueueSize != nil},
+			{"queue_timeout", u.QueueTimeout != 0},
+		} {
+			if k.set {
+				v.add(p+"."+k.name, "tcp:// targets take one connection per client connection, which limits.max_connections bounds", "remove "+k.name)
+			}
+		}
+		return
+	}
+	if n := u.MaxConnsPerTarget; n != nil && *n <= 0 {
+		v.add(p+".max_conns_per_target", fmt.Sprintf("must be greater than zero, not %d", *n), "remove it for the default, limits.max_connections")
+	}
+	if u.QueueSize != nil && *u.QueueSize < 0 {
+		v.add(p+".queue_size", fmt.Sprintf("may not be negative, not %d", *u.QueueSize), "use 0 to answer 503 at once when every connection is in use")
+	}
+	if u.QueueTimeout < 0 {
+		v.add(p+".queue_timeout", "a duration may not be negative", `write a duration such as "5s", or use queue_size: 0 for no waiting`)
 	}
 }
 

@@ -26,10 +26,27 @@ import (
 // as activity too (responded), as Envoy's stream idle timeout does: a
 // bidirectional stream (gRPC) whose client only listens while the
 // upstream streams is not cut, one quiet both ways still is.
+//
+// Until the response starts, the body must also keep an average of
+// minRate bytes a second (timeouts.request_body_min_rate) over the time
+// gmgate waited for it, past a first idle of grace, as Apache's
+// mod_reqtimeout MinRate asks: a body that trickles a byte every few
+// seconds, each within idle, would otherwise hold its request and the
+// upstream's for ever. Time the upstream takes to accept the data does
+// not count, nor, once the response has started, the rate: a stream
+// answered is bounded by its activity both ways alone.
 type requestBody struct {
 	io.ReadCloser
 	ctl  *http.ResponseController
 	idle time.Duration
+	// minRate is the average the body must keep, in bytes a second (0:
+	// none); waited is the time Reads waited for the client, got the
+	// bytes they brought (both under reading); answered is set once the
+	// response has started.
+	minRate  int64
+	waited   time.Duration
+	got      int64
+	answered atomic.Bool
 	// http1 is set for a request over HTTP/1.
 	http1 bool
 
@@ -61,12 +78,19 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	b.reading.Lock()
 	defer b.reading.Unlock()
 	b.started.Store(true)
+	now := time.Now()
 	if b.idle > 0 {
 		// The deadline is set when gmgate is ready for more, so a slow
 		// upstream does not count against the client.
-		b.setReadDeadline(time.Now().Add(b.idle))
+		until := now.Add(b.idle)
+		if r := b.rateDeadline(now); !r.IsZero() && r.Before(until) {
+			until = r
+		}
+		b.setReadDeadline(until)
 	}
 	n, err := b.ReadCloser.Read(p)
+	b.waited += time.Since(now)
+	b.got += int64(n)
 	if b.idle > 0 {
 		b.deadlineMu.Lock()
 		b.readUntil = time.Time{}
@@ -121,6 +145,25 @@ func (b *requestBody) forwardTrailer(in http.Header, spoofable []string) http.He
 	return out
 }
 
+// maxRateCredit bounds the waiting the bytes of a body earn, so that the
+// sum cannot overflow.
+const maxRateCredit = 24 * time.Hour
+
+// rateDeadline is when a Read starting at now must have brought data for
+// the body to keep minRate on average over the time gmgate waited for it,
+// past a first idle of grace; zero when the rate does not apply (none is
+// set, or the response has started).
+func (b *requestBody) rateDeadline(now time.Time) time.Time {
+	if b.minRate <= 0 || b.answered.Load() {
+		return time.Time{}
+	}
+	credit := maxRateCredit
+	if secs := b.got / b.minRate; secs < int64(maxRateCredit/time.Second) {
+		credit = time.Duration(b.got) * time.Second / time.Duration(b.minRate)
+	}
+	return now.Add(b.idle + credit - b.waited)
+}
+
 func (b *requestBody) setReadDeadline(t time.Time) {
 	b.deadlineMu.Lock()
 	defer b.deadlineMu.Unlock()
@@ -141,6 +184,7 @@ func (b *requestBody) streaming() bool {
 // each; a stream quiet both ways is cut between idle and an eighth more
 // after its last byte.
 func (b *requestBody) responded() {
+	b.answered.Store(true)
 	if b.idle <= 0 {
 		return
 	}

@@ -63,6 +63,8 @@ func (tr *tlcpTransport) newConnSet(identity string) *connSet {
 	s.users.Store(1)
 	ts := tr.settings
 	s.http = ts.httpTransport()
+	// HTTP/1.1 only, with http2 too: the targets that did not choose h2.
+	ts.boundConns(s.http)
 	if tr.h2 == nil {
 		s.http.DialTLSContext = ts.boundWrites(func(ctx context.Context, _, addr string) (net.Conn, error) {
 			c, err := tr.dial(ctx, addr)

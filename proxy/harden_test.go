@@ -265,6 +265,9 @@ func TestRequestBodyTimeout(t *testing.T) {
 	up := echoUpstream(t, "a")
 	cfg := testConfig(p, up.URL)
 	cfg.Timeouts.RequestBody = config.Duration(300 * time.Millisecond)
+	// The slow upload below keeps 10 bytes a second: above the rate.
+	rate := 5
+	cfg.Timeouts.RequestBodyMinRate = &rate
 	s := startServer(t, cfg, nil)
 
 	c := dialTLCP(t, p, s)

@@ -16,19 +16,24 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +41,8 @@ import (
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // hostileScale is how hard the suite attacks.
@@ -520,6 +527,366 @@ func serverNameExtension(name string) []byte {
 		})
 	})
 	return b.BytesOrPanic()
+}
+
+// fanOutScale is the HTTP/2 fan-out attack of item 2 of the second
+// review at sc's scale: conns client connections of 128 streams each,
+// against a target of maxConns connections and a queue of queue.
+func fanOutScale(sc hostileScale) (conns, maxConns, queue int, queueTimeout time.Duration) {
+	if sc.name == "full" {
+		return 100, 256, 256, 5 * time.Second
+	}
+	return 10, 16, 16, time.Second
+}
+
+// TestHostileUpstreamFanOut is item 2 of the second review: HTTP/2
+// clients opening 128 slow requests on each connection get no more
+// connections to a target than max_conns_per_target, the requests that
+// find them all in use wait in a bounded queue or are answered 503 at
+// once, nothing counts against the target, and the clients of another
+// upstream are served meanwhile. The gateway's open files and goroutines
+// stay within what the limits allow, plus a small constant. With
+// GMGATE_HOSTILE_BINARY it runs gmgate serve from that binary and counts
+// the files and goroutines of that process alone.
+func TestHostileUpstreamFanOut(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	nConns, maxConns, queue, queueTimeout := fanOutScale(sc)
+	const streams = http2MaxStreams
+	p := getPKI(t)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll()
+	var held atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	other := echoUpstream(t, "other")
+	cfg := testConfig(p, slow.URL)
+	cfg.Limits.MaxHandshakes = sc.maxHandshakes
+	cfg.Listeners[0].Routes = []config.Route{{Path: "/other", Upstream: "other"}, {Upstream: "app"}}
+	cfg.Upstreams["other"] = &config.Upstream{Targets: []string{other.URL}}
+	app := cfg.Upstreams["app"]
+	app.MaxConnsPerTarget, app.QueueSize, app.QueueTimeout = &maxConns, &queue, config.Duration(queueTimeout)
+	app.Health.Disabled = true
+	config.Defaults(cfg)
+	gw := &hostileGateway{}
+	// The gateway's open files and goroutines; ends is how many ends of
+	// a connection that counts (both in the test process).
+	var files, goroutines func() int
+	ends := 2
+	if bin := os.Getenv("GMGATE_HOSTILE_BINARY"); bin != "" {
+		var pid int
+		gw, pid = startGatewayBinary(t, bin, cfg)
+		files = func() int { return countFiles(t, fmt.Sprintf("/proc/%d/fd", pid)) }
+		goroutines = func() int {
+			v, _ := metricValue(scrapeAddr(t, gw.admin), "go_goroutines", nil)
+			return int(v)
+		}
+		ends = 1
+	} else {
+		s := startServer(t, cfg, nil)
+		gw = &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+		files = func() int { return countFiles(t, "/proc/self/fd") }
+		goroutines = runtime.NumGoroutine
+	}
+	client := tlcpClient(t, p, nil)
+	baseline := baselineOf(t, gw)
+	files0, goroutines0 := files(), goroutines()
+
+	var answered [600]atomic.Int64 // by status
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range nConns {
+		c, err := tls.Dial("tcp", gw.addr, &tls.Config{RootCAs: p.tlsRoots, ServerName: "localhost", NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		context.AfterFunc(ctx, func() { c.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slowStreams(c, streams, func(status int) { answered[status].Add(1) })
+		}()
+	}
+	total := int64(nConns * streams)
+	refused := func() int64 { return answered[http.StatusServiceUnavailable].Load() }
+	testwait.For(t, "every request at the target, refused, or in the queue", func() bool {
+		return held.Load()+refused() >= total-int64(queue)
+	})
+	if n := held.Load(); n != int64(maxConns) {
+		t.Errorf("%d requests at the target, want max_conns_per_target, %d", n, maxConns)
+	}
+
+	nFiles, nGoroutines := files(), goroutines()
+	// Each client connection: its socket (at both ends in the test
+	// process), the client's reader, the gateway's HTTP/2 server (two);
+	// each slot: a socket (at both ends), a handler, the upstream's
+	// server; each waiting request its handler.
+	maxFiles := files0 + ends*nConns + ends*maxConns + 32
+	maxGoroutines := goroutines0 + 4*nConns + 4*maxConns + queue + 64
+	t.Logf("%s scale, %d HTTP/2 connections × %d slow requests, max_conns_per_target %d, queue_size %d: %d connections to the target, open files %d → %d (bound %d), goroutines %d → %d (bound %d), %d answered 503 at once",
+		sc.name, nConns, streams, maxConns, queue, held.Load(), files0, nFiles, maxFiles, goroutines0, nGoroutines, maxGoroutines, refused())
+	if nFiles > maxFiles {
+		t.Errorf("%d files open under the attack, %d before: more than the %d the limits allow", nFiles, files0, maxFiles)
+	}
+	if nGoroutines > maxGoroutines {
+		t.Errorf("%d goroutines under the attack, %d before: more than the %d the limits allow", nGoroutines, goroutines0, maxGoroutines)
+	}
+	mf := scrapeAddr(t, gw.admin)
+	target := strings.TrimPrefix(slow.URL, "http://")
+	if v, _ := metricValue(mf, "gmgate_upstream_connections_in_use", map[string]string{"upstream": "app", "target": target}); v != float64(maxConns) {
+		t.Errorf("gmgate_upstream_connections_in_use = %v, want %d", v, maxConns)
+	}
+	for range 3 {
+		if resp, body := get(t, client, "https://"+gw.addr+"/other"); resp.StatusCode/100 != 2 || !strings.Contains(body, "other") {
+			t.Errorf("a client of another upstream during the attack: %d %q", resp.StatusCode, body)
+		}
+	}
+
+	// The queue's requests time out; none of it is held against the
+	// target.
+	testwait.For(t, "the waiting requests to time out", func() bool { return refused() == total-int64(maxConns) })
+	mf = scrapeAddr(t, gw.admin)
+	if v, _ := metricValue(mf, "gmgate_upstream_requests_refused_total", map[string]string{"upstream": "app", "target": target, "reason": "queue_timeout"}); v < 1 {
+		t.Errorf("no request counted as timed out in the queue")
+	}
+	if v, _ := metricValue(mf, "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
+		t.Errorf("targets in service after the attack: %v, want 1", v)
+	}
+	if _, ok := mf["gmgate_upstream_failures_total"]; ok {
+		t.Errorf("requests refused for want of a connection counted as failures of the target")
+	}
+	releaseAll()
+	testwait.For(t, "the held requests to be answered", func() bool { return answered[http.StatusOK].Load() == int64(maxConns) })
+	cancel()
+	wg.Wait()
+	baseline.check(t, gw, client)
+}
+
+// slowStreams opens n GET streams on an HTTP/2 connection c, all at once,
+// and reports the status of each response until the connection closes.
+func slowStreams(c net.Conn, n int, status func(int)) {
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		return
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := range n {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/slow"}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			return
+		}
+	}
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = fr.WritePing(true, f.Data)
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			// The connection's window for the bodies of the 503s; each
+			// is smaller than a stream's.
+			if n := len(f.Data()); n > 0 {
+				_ = fr.WriteWindowUpdate(0, uint32(n))
+			}
+		case *http2.HeadersFrame:
+			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				return
+			}
+			for _, hf := range fields {
+				if hf.Name == ":status" {
+					if code, err := strconv.Atoi(hf.Value); err == nil && code >= 0 && code < 600 {
+						status(code)
+					}
+				}
+			}
+		}
+	}
+}
+
+// countFiles is the number of files a process has open, from its
+// /proc/PID/fd directory.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(fds)
+}
+
+// startGatewayBinary runs gmgate serve from bin with cfg (its listeners
+// and admin moved to free loopback ports) until the test ends, and
+// returns the gateway and the process's id.
+func startGatewayBinary(t *testing.T, bin string, cfg *config.Config) (*hostileGateway, int) {
+	t.Helper()
+	cfg.Admin.Listen = closedAddr(t)
+	for i := range cfg.Listeners {
+		cfg.Listeners[i].Listen = closedAddr(t)
+	}
+	doc, err := config.Show(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "gmgate.yaml")
+	if err := os.WriteFile(file, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "-c", file)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	gw := &hostileGateway{addr: cfg.Listeners[0].Listen, admin: cfg.Admin.Listen}
+	testwait.For(t, "the gateway binary to listen", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("gmgate serve exited: %v", cmd.ProcessState)
+		default:
+		}
+		c, err := net.Dial("tcp", gw.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return gw, cmd.Process.Pid
+}
+
+// TestHostileTricklingBodies is item 5 of the second review: bodies that
+// send a byte within each timeouts.request_body, 50 connections of them
+// at one byte every 25 s in the full version, are cut with 408 within a
+// minute by timeouts.request_body_min_rate, over HTTP/1.1 and HTTP/2,
+// their upstream requests end, and the target is not held at fault.
+// With GMGATE_HOSTILE_BINARY it attacks gmgate serve from that binary.
+func TestHostileTricklingBodies(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	// Short: a byte every 300 ms against request_body 1s; full: the
+	// review's byte every 25 s against the defaults (30s, 500 bytes a
+	// second).
+	n, gap, idle, within := 10, 300*time.Millisecond, time.Second, 10*time.Second
+	if sc.name == "full" {
+		n, gap, idle, within = 50, 25*time.Second, config.DefaultRequestBody, time.Minute
+	}
+	const length = 1000
+	p := getPKI(t)
+	var reading atomic.Int64
+	up := bodyReader(t, &reading)
+	cfg := testConfig(p, up.URL)
+	cfg.Limits.MaxHandshakes = sc.maxHandshakes
+	cfg.Timeouts.RequestBody = config.Duration(idle)
+	cfg.Upstreams["app"].Health.Disabled = true
+	var gw *hostileGateway
+	if bin := os.Getenv("GMGATE_HOSTILE_BINARY"); bin != "" {
+		gw, _ = startGatewayBinary(t, bin, cfg)
+	} else {
+		s := startServer(t, cfg, nil)
+		gw = &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+	}
+	baseline := baselineOf(t, gw)
+	h2 := h2TLSClient(t, p)
+	h2.Timeout = 0 // each request has its own bound
+	stop := make(chan struct{})
+	var trickling sync.WaitGroup
+	type result struct {
+		proto  string
+		status int
+		took   time.Duration
+		err    error
+	}
+	results := make(chan result, 2*n)
+	for range n {
+		go func() {
+			c, err := tlcp.Dial("tcp", gw.addr, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+			if err != nil {
+				results <- result{proto: "HTTP/1.1", err: err}
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(2 * within))
+			start := time.Now()
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n", length)
+			trickling.Go(func() { trickle(c, length, gap, stop) })
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			c.Close()
+			r := result{proto: "HTTP/1.1", took: time.Since(start), err: err}
+			if err == nil {
+				r.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			results <- r
+		}()
+		go func() {
+			pr, pw := io.Pipe()
+			trickling.Go(func() { trickle(pw, length, gap, stop); pw.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 2*within)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+gw.addr+"/", pr)
+			req.ContentLength = length
+			start := time.Now()
+			resp, err := h2.Do(req)
+			pr.Close()
+			r := result{proto: "HTTP/2", took: time.Since(start), err: err}
+			if err == nil {
+				r.status = resp.StatusCode
+				resp.Body.Close()
+			}
+			results <- r
+		}()
+	}
+	var slowest time.Duration
+	for range 2 * n {
+		r := <-results
+		slowest = max(slowest, r.took)
+		if r.err != nil || r.status != http.StatusRequestTimeout || r.took > within {
+			t.Errorf("a trickling body over %s: %d after %v (%v), want 408 within %v", r.proto, r.status, r.took, r.err, within)
+		}
+	}
+	t.Logf("%s scale: %d trickling bodies (a byte every %v) over HTTP/1.1 and HTTP/2 each, request_body %v: all cut within %v", sc.name, n, gap, idle, slowest.Round(time.Millisecond))
+	close(stop)
+	trickling.Wait()
+	testwait.For(t, "the upstream requests to end", func() bool { return reading.Load() == 0 })
+	if v, _ := metricValue(scrapeAddr(t, gw.admin), "gmgate_upstream_targets_healthy", map[string]string{"upstream": "app"}); v != 1 {
+		t.Errorf("targets in service after the trickling bodies: %v, want 1", v)
+	}
+	baseline.check(t, gw, h2)
 }
 
 // resourceBaseline is what the gateway held before an attack, to which it

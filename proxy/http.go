@@ -176,6 +176,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the request's context: HTTP/2 serves several requests of a
 		// connection at once.
 		body := newRequestBody(r.Body, w, st.requestBody)
+		body.minRate = st.requestBodyMinRate
 		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
 		r.Body = body
 		body.http1 = r.ProtoMajor == 1
@@ -419,7 +420,7 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool,
 func failureAttrs(p *pool, err error, extra ...slog.Attr) []slog.Attr {
 	attrs := []slog.Attr{slog.String("upstream", p.name)}
 	attrs = append(attrs, extra...)
-	if !errors.Is(err, errNoTarget) {
+	if !noTargetFault(err) {
 		stage, reason := upstreamFailure(err)
 		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
 		if hint := failureHint(stage, reason); hint != "" {
@@ -446,6 +447,8 @@ func classifyUpstreamError(err error) (int, string) {
 	switch {
 	case errors.Is(err, errNoTarget):
 		return http.StatusServiceUnavailable, "no upstream server is available"
+	case errors.Is(err, errTargetBusy):
+		return http.StatusServiceUnavailable, "the upstream server is busy"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():
 		return http.StatusGatewayTimeout, "the upstream server did not answer in time"

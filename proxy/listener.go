@@ -44,8 +44,10 @@ type listenerState struct {
 	clientHello   time.Duration
 	idle          time.Duration
 	requestBody   time.Duration
-	upstreamDial  time.Duration
-	handshakes    *handshakeLimiter
+	// requestBodyMinRate is timeouts.request_body_min_rate.
+	requestBodyMinRate int64
+	upstreamDial       time.Duration
+	handshakes         *handshakeLimiter
 	// plain is set on http listeners.
 	plain *plainHTTP
 }

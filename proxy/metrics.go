@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,8 +26,13 @@ type Metrics struct {
 	upstreamTLCP      *prometheus.CounterVec
 	upstreamDuration  *prometheus.HistogramVec
 	upstreamHealthy   *prometheus.GaugeVec
-	requestDuration   *prometheus.HistogramVec
-	reloads           *prometheus.CounterVec
+	// upstreamConnsInUse, upstreamWaiting and upstreamRefused are the
+	// slots of max_conns_per_target (targetslots.go).
+	upstreamConnsInUse *prometheus.GaugeVec
+	upstreamWaiting    *prometheus.GaugeVec
+	upstreamRefused    *prometheus.CounterVec
+	requestDuration    *prometheus.HistogramVec
+	reloads            *prometheus.CounterVec
 
 	accelOps      *prometheus.CounterVec
 	accelDuration *prometheus.HistogramVec
@@ -104,6 +108,18 @@ func newMetrics() *Metrics {
 		Name: "gmgate_upstream_targets_healthy",
 		Help: "Targets of an upstream that are in service (not failed by health checks nor ejected).",
 	}, []string{"upstream"})
+	m.upstreamConnsInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_upstream_connections_in_use",
+		Help: "Requests in flight to an upstream target, each holding one of its max_conns_per_target: a connection over HTTP/1.1, a stream over HTTP/2.",
+	}, []string{"upstream", "target"})
+	m.upstreamWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_upstream_requests_waiting",
+		Help: "Requests waiting for a connection to an upstream target, all of its max_conns_per_target being in use.",
+	}, []string{"upstream", "target"})
+	m.upstreamRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_upstream_requests_refused_total",
+		Help: "Requests answered 503 because every connection to their upstream target was in use, by why they could not wait (queue_full, queue_timeout).",
+	}, []string{"upstream", "target", "reason"})
 	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_request_duration_seconds",
 		Help:    "Time to serve an HTTP request, from its header to the end of the response, by listener, site and HTTP version (1.1, 2).",
@@ -134,6 +150,7 @@ func newMetrics() *Metrics {
 	m.Registry.MustRegister(
 		m.handshakes, m.handshakeDuration, m.connsActive, m.connsRefused,
 		m.handshakesResumed, m.upstreamRequests, m.upstreamFailures, m.upstreamTLCP, m.upstreamDuration, m.upstreamHealthy, m.requestDuration, m.reloads,
+		m.upstreamConnsInUse, m.upstreamWaiting, m.upstreamRefused,
 		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -193,7 +210,7 @@ func (m *Metrics) upstreamResult(upstream string, code int, err error) {
 	label := "error"
 	if err == nil {
 		label = strconv.Itoa(code)
-	} else if !errors.Is(err, errNoTarget) {
+	} else if !noTargetFault(err) {
 		stage, reason := upstreamFailure(err)
 		m.upstreamFailures.WithLabelValues(upstream, stage, reason).Inc()
 	}

@@ -362,7 +362,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
-			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && old.timeouts == cfg.Timeouts && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && reflect.DeepEqual(old.timeouts, cfg.Timeouts) && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
 				gen.pools[name] = old
 				continue
 			}
@@ -482,6 +482,9 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 		upstreamDial:  gen.cfg.Timeouts.UpstreamConnect.D(),
 		handshakes:    gen.handshakes[lc.Name],
 		proxyProtocol: lc.ProxyProtocol,
+	}
+	if r := gen.cfg.Timeouts.RequestBodyMinRate; r != nil {
+		st.requestBodyMinRate = int64(*r)
 	}
 	var sites []*site
 	for j, sc := range lc.SiteList() {

@@ -43,6 +43,21 @@ type transportSettings struct {
 	store *certs.Store
 	// offline builds for an offline check: no key is opened.
 	offline bool
+	// maxConnsPerTarget bounds the HTTP/1.1 connections kept to each
+	// target (0: no bound), as the pool's slots bound the requests.
+	maxConnsPerTarget int
+}
+
+// boundConns bounds the connections t keeps to each target, in use or
+// idle, to ts.maxConnsPerTarget: the pool lets no more requests than
+// that in flight, and the bound keeps a connection dialed while another
+// came free from being kept too. For a transport that speaks HTTP/1.1
+// only; over HTTP/2 the slots count streams.
+func (ts transportSettings) boundConns(t *http.Transport) {
+	if n := ts.maxConnsPerTarget; n > 0 {
+		t.MaxConnsPerHost = n
+		t.MaxIdleConnsPerHost = min(t.MaxIdleConnsPerHost, n)
+	}
 }
 
 func (ts transportSettings) dialer() *net.Dialer {

@@ -43,6 +43,9 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
 	setUpstreamProtocols(tr.http, uc)
 	tr.http2 = tr.http.Protocols.HTTP2() || tr.http.Protocols.UnencryptedHTTP2()
+	if !tr.http2 {
+		ts.boundConns(tr.http)
+	}
 	if scheme == "http" {
 		tr.h1 = newH1Client(tr.dialer, ts)
 	}

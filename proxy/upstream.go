@@ -25,6 +25,9 @@ type target struct {
 	host string
 
 	inflight atomic.Int64
+	// slots bound the requests in flight to the target (nil: no bound,
+	// for tcp:// targets).
+	slots *targetSlots
 	// healthy is the active health checks' verdict.
 	healthy atomic.Bool
 	// fails counts consecutive failures on real traffic; ejectedUntil
@@ -81,6 +84,13 @@ func newPolicy(name string) selectionPolicy {
 
 // errNoTarget means every target of a pool is down or ejected.
 var errNoTarget = errors.New("no healthy target")
+
+// noTargetFault reports whether err is a request the pool did not send:
+// no target in service, or every connection to the target in use. Such a
+// failure is nobody's doing, counted against no target.
+func noTargetFault(err error) bool {
+	return errors.Is(err, errNoTarget) || errors.Is(err, errTargetBusy)
+}
 
 // pool is an upstream: targets, a selection policy, health checking and
 // the transport that reaches them.
@@ -154,9 +164,20 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 			t.host = targetHost(u)
 		}
 		t.healthy.Store(true)
+		if uc.MaxConnsPerTarget != nil && p.scheme != "tcp" {
+			queue := 0
+			if uc.QueueSize != nil {
+				queue = *uc.QueueSize
+			}
+			t.slots = newTargetSlots(*uc.MaxConnsPerTarget, queue, uc.QueueTimeout.D(), m, name, addr)
+		}
 		p.targets = append(p.targets, t)
 	}
-	tr, err := newTransport(p, uc, transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store, offline: offline})
+	ts := transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store, offline: offline}
+	if uc.MaxConnsPerTarget != nil {
+		ts.maxConnsPerTarget = *uc.MaxConnsPerTarget
+	}
+	tr, err := newTransport(p, uc, ts)
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
@@ -271,7 +292,8 @@ func (e *upstreamError) Unwrap() error { return e.err }
 func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	var triedBuf [4]*target
 	tried := triedBuf[:0]
-	var lastErr error
+	var lastErr, busy error
+	client := req.Context().Value(connInfoKey{})
 	for attempt := 0; ; attempt++ {
 		t := p.pick(tried)
 		if t == nil {
@@ -279,10 +301,34 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 				// Every other target was tried; the last failure stands.
 				return nil, lastErr
 			}
+			if busy != nil {
+				p.metrics.upstreamResult(p.name, 0, busy)
+				return nil, busy
+			}
 			p.metrics.upstreamResult(p.name, 0, errNoTarget)
 			return nil, &upstreamError{pool: p.name, err: errNoTarget}
 		}
 		tried = append(tried, t)
+		if t.slots != nil {
+			if err := t.slots.acquire(req.Context(), client); err != nil {
+				if req.Context().Err() != nil {
+					return nil, err
+				}
+				busy = &upstreamError{pool: p.name, target: t.addr, err: err}
+				var be *targetBusyError
+				if errors.As(err, &be) && !be.timedOut {
+					// A full queue answers at once: another target may
+					// have room. Not an attempt.
+					attempt--
+					continue
+				}
+				if lastErr == nil {
+					p.metrics.upstreamResult(p.name, 0, busy)
+					return nil, busy
+				}
+				return nil, lastErr
+			}
+		}
 		out := req
 		if attempt > 0 {
 			out = req.Clone(req.Context())
@@ -300,6 +346,13 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		start := time.Now()
 		resp, err := p.transport.roundTrip(out, t)
 		t.inflight.Add(-1)
+		if t.slots != nil {
+			if err == nil {
+				holdUntilClosed(resp, func() { t.slots.release(client) })
+			} else {
+				t.slots.release(client)
+			}
+		}
 		if err == nil {
 			p.succeeded(t)
 			p.counters.responded(p.metrics, p.name, resp.StatusCode)
