@@ -16,6 +16,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -453,6 +454,60 @@ func TestHostileClientHellos(t *testing.T) {
 				}
 			}
 			t.Logf("%d refused in %v", n, time.Since(start))
+		})
+	}
+	baseline.check(t, gw)
+}
+
+// TestHostileOversizedRecord is item 4 of the second review: a first
+// handshake record longer than 2^14 bytes, which a plaintext ClientHello
+// never is, is refused at once with record_overflow instead of being held
+// until timeouts.client_hello, on TLCP and TLS.
+func TestHostileOversizedRecord(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	gw := startHostileGateway(t, p, sc, up.URL, func(cfg *config.Config) {
+		// Far beyond the test's own wait: only the alert can end it.
+		cfg.Timeouts.Handshake = config.Duration(time.Hour)
+		cfg.Timeouts.ClientHello = config.Duration(time.Hour)
+	})
+	baseline := baselineOf(t, gw)
+	n := 8
+	if sc.name == "full" {
+		n = 1000
+	}
+	for name, version := range map[string][2]byte{"tlcp": {1, 1}, "tls": {3, 1}} {
+		t.Run(name, func(t *testing.T) {
+			// 2^14+1 bytes of a ClientHello that announces more.
+			body := handshakeMessage(handshakeTypeClientHello, 40000)[:1<<14+1]
+			record := append([]byte{recordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
+			want := []byte{recordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.Dial("tcp", gw.addr)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(time.Minute))
+					// The gateway may refuse before it has read it all.
+					_, _ = c.Write(record)
+					got, err := io.ReadAll(c)
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						t.Errorf("held for a minute after % x", got)
+						return
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("answered % x (%v), want the record_overflow alert % x and the end of the connection", got, err, want)
+					}
+				}()
+			}
+			wg.Wait()
 		})
 	}
 	baseline.check(t, gw)
