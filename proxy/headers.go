@@ -204,10 +204,14 @@ func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
 	if ci.protocol == "http" {
 		proto = "http"
 	}
-	clientIP := stripPort(remoteAddr)
-	ch := &connHeaders{remoteAddr: remoteAddr, realIP: []string{clientIP}, proto: []string{proto}}
+	clientIP := remoteAddr
+	xForwardedFor := false
 	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		ch.xForwardedFor = []string{host}
+		clientIP, xForwardedFor = host, true
+	}
+	ch := &connHeaders{remoteAddr: remoteAddr, realIP: []string{clientIP}, proto: []string{proto}}
+	if xForwardedFor {
+		ch.xForwardedFor = []string{clientIP}
 	}
 	ch.forwardedFor = clientIP
 	if strings.Contains(clientIP, ":") {

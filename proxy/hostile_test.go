@@ -459,6 +459,88 @@ func TestHostileClientHellos(t *testing.T) {
 	baseline.check(t, gw)
 }
 
+// TestHostileMalformedHosts is item 1 of the second review: clients
+// without a certificate, on the open site of a listener whose other site
+// requires one, send requests whose Host is that other site's name in
+// malformed forms, over keep-alive HTTP/1.1 connections and HTTP/2; every
+// one is answered 400 and none reaches the other site's virtual host of
+// the upstream both share.
+func TestHostileMalformedHosts(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	up := newVhostUpstream(t)
+	s := twoSiteGateway(t, up.url)
+	gw := &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+	baseline := baselineOf(t, gw)
+	clients, rounds := 2, 1
+	if sc.name == "full" {
+		clients, rounds = 100, 20
+	}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c net.Conn
+			var br *bufio.Reader
+			defer func() {
+				if c != nil {
+					c.Close()
+				}
+			}()
+			for range rounds {
+				for _, host := range malformedPayHosts {
+					if c == nil {
+						tc, err := tlcp.Dial("tcp", gw.addr, &tlcp.Config{RootCAs: getPKI(t).roots, ServerName: "open.test"})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						_ = tc.SetDeadline(time.Now().Add(5 * time.Minute))
+						c, br = tc, bufio.NewReader(tc)
+					}
+					if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+						t.Error(err)
+						return
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("Host %q: %v", host, err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "pay vhost") {
+						t.Errorf("Host %q: %d %q, want 400", host, resp.StatusCode, body)
+					}
+					if resp.Close {
+						// net/http's own 400 for a Host with
+						// characters no host has ends the connection.
+						c.Close()
+						c = nil
+					}
+				}
+			}
+		}()
+	}
+	for range rounds {
+		for _, host := range malformedPayHosts {
+			c := dialOpenSite(t, s, "h2")
+			if status, body := h2Exchange(t, c, ":method", "GET", ":scheme", "https", ":authority", host, ":path", "/"); status != "400" && status != "reset" || strings.Contains(body, "pay vhost") {
+				t.Errorf(":authority %q: %s %q, want 400", host, status, body)
+			}
+			c.Close()
+		}
+	}
+	wg.Wait()
+	if got := up.seen(); len(got) != 0 {
+		t.Errorf("%d requests reached the upstream, the first with Host %q", len(got), got[0])
+	}
+	baseline.check(t, gw)
+}
+
 // TestHostileOversizedRecord is item 4 of the second review: a first
 // handshake record longer than 2^14 bytes, which a plaintext ClientHello
 // never is, is refused at once with record_overflow instead of being held

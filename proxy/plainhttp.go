@@ -9,6 +9,7 @@ import (
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/route"
 )
 
 // plainHTTP is what an http listener does besides routing: it answers
@@ -40,7 +41,7 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 
 // intercept answers r when it is an ACME challenge or redirected to
 // HTTPS, and reports whether it did.
-func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request) bool {
+func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route.Host) bool {
 	for _, a := range p.acme {
 		if a.HandleHTTPChallenge(w, r) {
 			return true
@@ -49,17 +50,15 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request) bool {
 	if p.redirectPort == "" {
 		return false
 	}
-	host := stripPort(r.Host)
-	if host == "" {
+	if host.Name == "" {
 		plainError(w, http.StatusBadRequest, "the request names no host to redirect to")
 		return true
 	}
+	authority := host.Name // an IPv6 address in its brackets
 	if p.redirectPort != "443" {
-		host = net.JoinHostPort(host, p.redirectPort)
-	} else if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		host = "[" + host + "]"
+		authority += ":" + p.redirectPort
 	}
-	w.Header().Set("Location", "https://"+host+r.URL.RequestURI())
+	w.Header().Set("Location", "https://"+authority+r.URL.RequestURI())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusMovedPermanently)
 	_, _ = w.Write([]byte("Moved to HTTPS.\n"))

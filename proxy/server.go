@@ -590,16 +590,6 @@ func tlsClientAuth(s string) tls.ClientAuthType {
 	return tls.NoClientCert
 }
 
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // Start serves the bound listeners and the admin listener.
 func (s *Server) Start() {
 	s.mu.Lock()
