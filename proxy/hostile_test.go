@@ -541,6 +541,66 @@ func TestHostileMalformedHosts(t *testing.T) {
 	baseline.check(t, gw)
 }
 
+// TestHostileForgedIdentity is item 3 of the second review: clients of
+// listeners that set no session headers send, over keep-alive HTTP/1.1
+// and HTTP/2, the identity headers another listener or site sets (in
+// case and '_' variants) and Client-Cert; none reaches the upstream.
+func TestHostileForgedIdentity(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	up := echoUpstream(t, "app")
+	s := identityGateway(t, up.URL)
+	gw := &hostileGateway{addr: s.Addr("bare").String(), admin: s.AdminAddr().String(), srv: s}
+	baseline := baselineOf(t, gw)
+	clients, requests := 2, 5
+	if sc.name == "full" {
+		clients, requests = 100, 100
+	}
+	p := getPKI(t)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c net.Conn
+			var err error
+			if i%2 == 0 {
+				c, err = tlcp.Dial("tcp", s.Addr("bare").String(), &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+			} else {
+				c, err = net.Dial("tcp", s.Addr("local").String())
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+			for range requests {
+				h, err := sendForged(c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if left := forgedLeft(h); len(left) != 0 {
+					t.Errorf("the upstream got forged identity headers: %q", left)
+					return
+				}
+			}
+		}()
+	}
+	for range requests {
+		c := dialTLCPTo(t, s, "bare", "h2")
+		if left := forgedLeft(sendForgedH2(t, c)); len(left) != 0 {
+			t.Errorf("over HTTP/2, the upstream got forged identity headers: %q", left)
+		}
+		c.Close()
+	}
+	wg.Wait()
+	baseline.check(t, gw)
+}
+
 // TestHostileOversizedRecord is item 4 of the second review: a first
 // handshake record longer than 2^14 bytes, which a plaintext ClientHello
 // never is, is refused at once with record_overflow instead of being held

@@ -515,7 +515,7 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 // an identity.
 func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *site {
 	st := &site{name: sc.Name, implicit: true, isDefault: true, headers: *sc.SessionHeaders, router: &router{routes: compileRoutes(lc, sc.Routes, gen)}}
-	st.forwarding = newHeaderPolicy(st.headers)
+	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
 	for v := range st.requests {
 		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
 	}

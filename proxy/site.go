@@ -254,7 +254,7 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 	if sc.SessionHeaders != nil {
 		st.headers = *sc.SessionHeaders
 	}
-	st.forwarding = newHeaderPolicy(st.headers)
+	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
 	for _, h := range sc.Hosts {
 		st.hosts = append(st.hosts, route.Pattern(h))
 	}
