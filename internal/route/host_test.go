@@ -224,6 +224,12 @@ func FuzzParseAuthority(f *testing.F) {
 		f.Add(c.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		// A server name is an authority without a port or brackets.
+		if name, ok := ParseServerName(s); ok && s != "" {
+			if h, ok := ParseAuthority(s); !ok || h.Name != name || h.Port != "" {
+				t.Fatalf("server name %q (%q) parses as authority %+v, %v", s, name, h, ok)
+			}
+		}
 		h, ok := ParseAuthority(s)
 		if !ok {
 			if h != (Host{}) {
