@@ -48,7 +48,9 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 }
 
 // intercept answers r when it is an ACME challenge or redirected to
-// HTTPS, and reports whether it did.
+// HTTPS, and reports whether it did. host is r's host, valid and
+// canonical (requestHost); the redirect keeps r's path and query, never
+// the host of an absolute-form target.
 func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route.Host) bool {
 	for _, a := range p.acme {
 		if a.HandleHTTPChallenge(w, r) {
