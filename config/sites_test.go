@@ -83,7 +83,7 @@ func TestSitesProblems(t *testing.T) {
         tlcp: {sign_cert: a, sign_key: a, enc_cert: a, enc_key: a}
         routes: [{upstream: app}]
       - name: "api"
-        hosts: [API.example.cn, "bad host"]
+        hosts: [API.example.cn, "bad host", "127.1"]
         default: true
         tls: {cert: b, key: b}
         routes: [{upstream: app}]
@@ -110,6 +110,7 @@ upstreams:
 		"listeners[0].sites[1].tlcp: a site of a tlcp listener needs a tlcp section",
 		`listeners[0].sites[1].hosts[0]: "API.example.cn" is listed by sites[0] too`,
 		`listeners[0].sites[1].hosts[1]: "bad host" is not a host name or wildcard`,
+		`listeners[0].sites[1].hosts[2]: "127.1" is not a host name or wildcard`,
 		"listeners[0].sites[1].default: sites[0] is the default already",
 		"listeners[0].sites[1].tls: a tlcp listener does not use a tls section",
 		"listeners[0].sites[2].routes: the site has no route",

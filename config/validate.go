@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gmgate/gmgate/internal/keyref"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -253,11 +254,11 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 		}
 		for k, h := range site.Hosts {
 			hp := fmt.Sprintf("%s.hosts[%d]", sp, k)
-			if bare, dot := strings.CutSuffix(h, "."); dot && validHost(bare) && !strings.Contains(strings.TrimPrefix(bare, "*."), "*") {
+			if bare, dot := strings.CutSuffix(h, "."); dot && validRequestHost(bare) {
 				v.add(hp, fmt.Sprintf("%q ends in a dot", h), fmt.Sprintf("write it without the trailing dot, %q: a site's names match without it", bare))
 				continue
 			}
-			if !validHost(h) || strings.Contains(strings.TrimPrefix(h, "*."), "*") {
+			if !validRequestHost(h) {
 				v.add(hp, fmt.Sprintf("%q is not a host name or wildcard", h), "write a name such as api.example.cn or a wildcard such as *.example.cn")
 				continue
 			}
@@ -360,7 +361,7 @@ func (v *validator) routes(c *Config, p string, l *Listener, routes []Route) {
 	seen := map[string]int{}
 	for j, r := range routes {
 		rp := fmt.Sprintf("%s.routes[%d]", p, j)
-		if r.Host != "" && !validHost(r.Host) {
+		if r.Host != "" && !validRequestHost(r.Host) {
 			v.add(rp+".host", fmt.Sprintf("%q is not a host name", r.Host), "write a name such as api.example.cn or *.example.cn, or leave it out to match any host")
 		}
 		if !strings.HasPrefix(r.Path, "/") {
@@ -966,6 +967,16 @@ func validHost(s string) bool {
 		}
 	}
 	return true
+}
+
+// validRequestHost reports whether s, a host or wildcard of a site or
+// route, is a name a request or ClientHello can name: the one parser of
+// request hosts (internal/route) takes it, so that no configured name is
+// one no request ever matches ("127.1", "010.0.0.1").
+func validRequestHost(s string) bool {
+	name := strings.TrimPrefix(s, "*.")
+	_, ok := route.ParseServerName(name)
+	return ok && validHost(name)
 }
 
 // validHostHeader reports whether s is a Host header gmgate may send: a

@@ -32,6 +32,18 @@ const recordHeaderLen = 5
 
 var errNotHandshake = errors.New("the first bytes are not a TLCP or TLS handshake record")
 
+// maxPlaintextRecord is the longest plaintext record (RFC 5246 §6.2.1,
+// RFC 8446 §5.1, GB/T 38636 §6.3.3.1): the records of a ClientHello are
+// plaintext, so the 2^14+2048 bytes of a TLS 1.2 ciphertext (or 2^14+256
+// in TLS 1.3) do not apply to them. crypto/tls checks only those bounds
+// before a handshake, but no conforming client sends a longer plaintext
+// record, and one that does only pins a buffer until the hello times out.
+const maxPlaintextRecord = 1 << 14
+
+// errRecordOverflow is a handshake record longer than maxPlaintextRecord:
+// refused at once with record_overflow, not read to its end.
+var errRecordOverflow = errors.New("a handshake record is longer than 2^14 bytes")
+
 // errPlainHTTP is a plain HTTP request on a TLCP/TLS port; it was answered
 // with a 400 that says so, as nginx does.
 var errPlainHTTP = errors.New("plain HTTP request on a TLCP/TLS port")
@@ -67,7 +79,10 @@ func looksLikeHTTP(hdr []byte) bool {
 // detectProtocol tells TLCP from TLS by the header of the first record: a
 // handshake record (type 22) with version 1.1 (01 01) is TLCP, one with
 // major version 3 is TLS. Everything else, including SSLv2-style hellos
-// (which no current client sends), is refused.
+// (which no current client sends), is refused with errNotHandshake. A
+// handshake record of either protocol longer than maxPlaintextRecord
+// returns its protocol and errRecordOverflow, for the caller to answer
+// with the alert.
 func detectProtocol(hdr []byte) (wireProtocol, error) {
 	if len(hdr) < recordHeaderLen {
 		return 0, errNotHandshake
@@ -75,17 +90,22 @@ func detectProtocol(hdr []byte) (wireProtocol, error) {
 	if hdr[0] != 22 {
 		return 0, fmt.Errorf("%w (record type %d)", errNotHandshake, hdr[0])
 	}
-	length := int(hdr[3])<<8 | int(hdr[4])
-	if length == 0 || length > 1<<14+2048 {
-		return 0, fmt.Errorf("%w (record length %d)", errNotHandshake, length)
-	}
+	var proto wireProtocol
 	switch {
 	case hdr[1] == 1 && hdr[2] == 1:
-		return wireTLCP, nil
+		proto = wireTLCP
 	case hdr[1] == 3 && hdr[2] <= 4:
-		return wireTLS, nil
+		proto = wireTLS
+	default:
+		return 0, fmt.Errorf("%w (version %02x %02x)", errNotHandshake, hdr[1], hdr[2])
 	}
-	return 0, fmt.Errorf("%w (version %02x %02x)", errNotHandshake, hdr[1], hdr[2])
+	switch length := int(hdr[3])<<8 | int(hdr[4]); {
+	case length == 0:
+		return 0, fmt.Errorf("%w (empty record)", errNotHandshake)
+	case length > maxPlaintextRecord:
+		return proto, fmt.Errorf("%w (%d bytes)", errRecordOverflow, length)
+	}
+	return proto, nil
 }
 
 // answerPlainHTTP writes the 400 and lets the client read it: the rest of

@@ -18,15 +18,14 @@ func TestDetectProtocol(t *testing.T) {
 		{[]byte{22, 1, 2, 0, 80}, 0},             // not a TLCP version
 		{[]byte{23, 1, 1, 0, 80}, 0},             // application data first
 		{[]byte{22, 3, 3, 0, 0}, 0},              // empty record
-		{[]byte{22, 3, 3, 0xff, 0xff}, 0},        // oversized record
 		{[]byte{0x80, 0x2e, 1, 3, 1}, 0},         // SSLv2-style hello
 		{[]byte("GET / HTTP/1.1\r\n"), 0},        // plain HTTP
 		{[]byte{22, 1}, 0},                       // short
 		{[]byte("PROXY TCP4 1.2.3.4 "), 0},       // a PROXY header where none is trusted
 		{[]byte{22, 3, 5, 0, 10}, 0},             // unknown TLS minor version
 		{[]byte{22, 254, 253, 0, 10}, 0},         // DTLS
-		{[]byte{22, 1, 1, 0x48, 0x00}, wireTLCP}, // largest allowed length
-		{[]byte{22, 1, 1, 0x48, 0x01}, 0},
+		{[]byte{22, 1, 1, 0x40, 0x00}, wireTLCP}, // largest allowed length
+		{[]byte{22, 3, 3, 0x40, 0x00}, wireTLS},
 	}
 	for _, c := range cases {
 		got, err := detectProtocol(c.hdr)
@@ -35,6 +34,18 @@ func TestDetectProtocol(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, errNotHandshake) {
 			t.Errorf("error %v does not wrap errNotHandshake", err)
+		}
+	}
+	// A plaintext record longer than 2^14 names its protocol, for the
+	// record_overflow alert of its version.
+	for hdr, want := range map[[5]byte]wireProtocol{
+		{22, 1, 1, 0x40, 0x01}: wireTLCP,
+		{22, 3, 1, 0x48, 0x00}: wireTLS,
+		{22, 3, 3, 0xff, 0xff}: wireTLS,
+	} {
+		got, err := detectProtocol(hdr[:])
+		if got != want || !errors.Is(err, errRecordOverflow) {
+			t.Errorf("detectProtocol(% x) = %v, %v; want %v and errRecordOverflow", hdr, got, err, want)
 		}
 	}
 }
@@ -47,7 +58,7 @@ func FuzzDetectProtocol(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		proto, err := detectProtocol(data)
-		if (err == nil) != (proto == wireTLCP || proto == wireTLS) {
+		if (err == nil || errors.Is(err, errRecordOverflow)) != (proto == wireTLCP || proto == wireTLS) {
 			t.Fatalf("detectProtocol(% x) = %v, %v", data, proto, err)
 		}
 		if err == nil && (len(data) < recordHeaderLen || data[0] != 22) {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,21 +18,52 @@ import (
 // it forwards, besides the listener's session headers.
 var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP"}
 
-// spoofableHeaders returns the normalised names (see normalHeaderName) of
-// every header gmgate sets on a listener's requests: a client's header
-// that normalises to one of them is a forgery attempt. CGI, WSGI and PHP
-// backends map X_Forwarded_For and X-Forwarded-For to the same variable,
-// so removing the exact names alone would not do.
-func spoofableHeaders(h config.SessionHeaders) []string {
-	names := make([]string, 0, len(forwardingHeaders)+8)
-	for _, n := range forwardingHeaders {
-		names = append(names, normalHeaderName(n))
+// certHeaders are the headers of RFC 9440 with which a TLS-terminating
+// proxy hands the client's certificate to its upstream: gmgate does not
+// set them, but an upstream may read them as an identity that gmgate
+// vouched for, so no client may send them through.
+var certHeaders = []string{"Client-Cert", "Client-Cert-Chain"}
+
+// identityHeaderNames are the names of every header gmgate can set on a
+// request to tell its upstream who the client is or how it connected:
+// the session headers of every listener and site of cfg, and
+// certHeaders. Each listener removes all of them from its clients'
+// requests, whether or not it sets them itself: an upstream that another
+// listener (or site) sends a verified identity under a name cannot tell
+// that identity from one a client of this listener wrote.
+func identityHeaderNames(cfg *config.Config) []string {
+	names := slices.Clone(certHeaders)
+	add := func(h config.SessionHeaders) {
+		// Every session header, including any added to the type later.
+		v := reflect.ValueOf(h)
+		for i := range v.NumField() {
+			if f := v.Field(i); f.Kind() == reflect.String && f.String() != "" {
+				names = append(names, f.String())
+			}
+		}
 	}
-	// Every session header, including any added to the type later.
-	v := reflect.ValueOf(h)
-	for i := range v.NumField() {
-		if f := v.Field(i); f.Kind() == reflect.String && f.String() != "" {
-			names = append(names, normalHeaderName(f.String()))
+	for _, l := range cfg.Listeners {
+		add(l.SessionHeaders)
+		for _, sc := range l.Sites {
+			if sc.SessionHeaders != nil {
+				add(*sc.SessionHeaders)
+			}
+		}
+	}
+	return names
+}
+
+// spoofableHeaders returns the normalised names (see normalHeaderName) of
+// every header gmgate sets on requests anywhere: the forwarding headers
+// and identity (identityHeaderNames). A client's header that normalises to
+// one of them is a forgery attempt. CGI, WSGI and PHP backends map
+// X_Forwarded_For and X-Forwarded-For to the same variable, so removing
+// the exact names alone would not do.
+func spoofableHeaders(identity []string) []string {
+	names := make([]string, 0, len(forwardingHeaders)+len(identity))
+	for _, n := range slices.Concat(forwardingHeaders, identity) {
+		if n := normalHeaderName(n); !slices.Contains(names, n) {
+			names = append(names, n)
 		}
 	}
 	return names
@@ -98,7 +130,8 @@ var (
 // gmgate sets are removed, then the forwarding headers and the site's
 // session headers are set.
 type headerPolicy struct {
-	// spoofable are the normalised names of every header gmgate sets.
+	// spoofable are the normalised names of every header gmgate sets, on
+	// any listener.
 	spoofable []string
 	// session are the canonical names of the session headers in the order
 	// of connHeaders.session ("" for one not configured).
@@ -117,8 +150,11 @@ const (
 	sessionHeaderCount
 )
 
-func newHeaderPolicy(h config.SessionHeaders) *headerPolicy {
-	p := &headerPolicy{spoofable: spoofableHeaders(h)}
+// newHeaderPolicy is the policy of a site that sets the session headers
+// h, and removes every header of identity (identityHeaderNames) that clients
+// send.
+func newHeaderPolicy(h config.SessionHeaders, identity []string) *headerPolicy {
+	p := &headerPolicy{spoofable: spoofableHeaders(identity)}
 	for i, name := range [sessionHeaderCount]string{
 		sessionProtocol:          h.Protocol,
 		sessionSuite:             h.Suite,
@@ -204,10 +240,14 @@ func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
 	if ci.protocol == "http" {
 		proto = "http"
 	}
-	clientIP := stripPort(remoteAddr)
-	ch := &connHeaders{remoteAddr: remoteAddr, realIP: []string{clientIP}, proto: []string{proto}}
+	clientIP := remoteAddr
+	xForwardedFor := false
 	if host, _, err := net.SplitHostPort(remoteAddr); err == nil {
-		ch.xForwardedFor = []string{host}
+		clientIP, xForwardedFor = host, true
+	}
+	ch := &connHeaders{remoteAddr: remoteAddr, realIP: []string{clientIP}, proto: []string{proto}}
+	if xForwardedFor {
+		ch.xForwardedFor = []string{clientIP}
 	}
 	ch.forwardedFor = clientIP
 	if strings.Contains(clientIP, ":") {

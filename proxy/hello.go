@@ -61,6 +61,9 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 	}
 	hdr := [recordHeaderLen]byte(h.buf)
 	proto, err := detectProtocol(hdr[:])
+	if errors.Is(err, errRecordOverflow) {
+		return proto, nil, sendAlert(w, [2]byte{hdr[1], hdr[2]}, tlcp.AlertRecordOverflow, err)
+	}
 	if err != nil {
 		if looksLikeHTTP(hdr[:]) {
 			answerPlainHTTP(r, w)
@@ -105,7 +108,11 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 			return proto, nil, err
 		}
 		hdr = [recordHeaderLen]byte(h.buf[end:])
-		if next, err := detectProtocol(hdr[:]); err != nil || next != proto {
+		next, err := detectProtocol(hdr[:])
+		if errors.Is(err, errRecordOverflow) && next == proto {
+			return proto, nil, sendAlert(w, version, tlcp.AlertRecordOverflow, err)
+		}
+		if err != nil || next != proto {
 			return proto, nil, sendAlert(w, version, tlcp.AlertUnexpectedMessage, errors.New("a record that is not part of the ClientHello came before its end"))
 		}
 	}

@@ -84,6 +84,9 @@ func TestReadClientHelloRefuses(t *testing.T) {
 		{"too many records", records(tlcpV, hello, 1), nil, tlcp.AlertUnexpectedMessage},
 		{"an alert inside the hello", append(records(tlcpV, hello, 60)[:65], 21, 1, 1, 0, 2, 2, 40), nil, tlcp.AlertUnexpectedMessage},
 		{"a TLS record inside a TLCP hello", append(records(tlcpV, hello, 60)[:65], 22, 3, 3, 0, 44), nil, tlcp.AlertUnexpectedMessage},
+		// Refused on its header, before its body is read.
+		{"a first record longer than 2^14", records(tlcpV, handshakeMessage(handshakeTypeClientHello, 1<<15), 1<<14+1)[:recordHeaderLen], errRecordOverflow, tlcp.AlertRecordOverflow},
+		{"a later record longer than 2^14", append(records(tlcpV, handshakeMessage(handshakeTypeClientHello, 1<<15), 1<<14)[:recordHeaderLen+1<<14], 22, 1, 1, 0x40, 0x01), errRecordOverflow, tlcp.AlertRecordOverflow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var alerts bytes.Buffer

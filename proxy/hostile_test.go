@@ -465,6 +465,202 @@ func TestHostileClientHellos(t *testing.T) {
 	baseline.check(t, gw)
 }
 
+// TestHostileMalformedHosts is item 1 of the second review: clients
+// without a certificate, on the open site of a listener whose other site
+// requires one, send requests whose Host is that other site's name in
+// malformed forms, over keep-alive HTTP/1.1 connections and HTTP/2; every
+// one is answered 400 and none reaches the other site's virtual host of
+// the upstream both share.
+func TestHostileMalformedHosts(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	up := newVhostUpstream(t)
+	s := twoSiteGateway(t, up.url)
+	gw := &hostileGateway{addr: s.Addr("edge").String(), admin: s.AdminAddr().String(), srv: s}
+	baseline := baselineOf(t, gw)
+	clients, rounds := 2, 1
+	if sc.name == "full" {
+		clients, rounds = 100, 20
+	}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c net.Conn
+			var br *bufio.Reader
+			defer func() {
+				if c != nil {
+					c.Close()
+				}
+			}()
+			for range rounds {
+				for _, host := range malformedPayHosts {
+					if c == nil {
+						tc, err := tlcp.Dial("tcp", gw.addr, &tlcp.Config{RootCAs: getPKI(t).roots, ServerName: "open.test"})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						_ = tc.SetDeadline(time.Now().Add(5 * time.Minute))
+						c, br = tc, bufio.NewReader(tc)
+					}
+					if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+						t.Error(err)
+						return
+					}
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("Host %q: %v", host, err)
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "pay vhost") {
+						t.Errorf("Host %q: %d %q, want 400", host, resp.StatusCode, body)
+					}
+					if resp.Close {
+						// net/http's own 400 for a Host with
+						// characters no host has ends the connection.
+						c.Close()
+						c = nil
+					}
+				}
+			}
+		}()
+	}
+	for range rounds {
+		for _, host := range malformedPayHosts {
+			c := dialOpenSite(t, s, "h2")
+			if status, body := h2Exchange(t, c, ":method", "GET", ":scheme", "https", ":authority", host, ":path", "/"); status != "400" && status != "reset" || strings.Contains(body, "pay vhost") {
+				t.Errorf(":authority %q: %s %q, want 400", host, status, body)
+			}
+			c.Close()
+		}
+	}
+	wg.Wait()
+	if got := up.seen(); len(got) != 0 {
+		t.Errorf("%d requests reached the upstream, the first with Host %q", len(got), got[0])
+	}
+	baseline.check(t, gw)
+}
+
+// TestHostileForgedIdentity is item 3 of the second review: clients of
+// listeners that set no session headers send, over keep-alive HTTP/1.1
+// and HTTP/2, the identity headers another listener or site sets (in
+// case and '_' variants) and Client-Cert; none reaches the upstream.
+func TestHostileForgedIdentity(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	if os.Getenv("GMGATE_HOSTILE_BINARY") != "" {
+		t.Skip("runs against a gateway in the test process")
+	}
+	up := echoUpstream(t, "app")
+	s := identityGateway(t, up.URL)
+	gw := &hostileGateway{addr: s.Addr("bare").String(), admin: s.AdminAddr().String(), srv: s}
+	baseline := baselineOf(t, gw)
+	clients, requests := 2, 5
+	if sc.name == "full" {
+		clients, requests = 100, 100
+	}
+	p := getPKI(t)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c net.Conn
+			var err error
+			if i%2 == 0 {
+				c, err = tlcp.Dial("tcp", s.Addr("bare").String(), &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"})
+			} else {
+				c, err = net.Dial("tcp", s.Addr("local").String())
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
+			for range requests {
+				h, err := sendForged(c)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if left := forgedLeft(h); len(left) != 0 {
+					t.Errorf("the upstream got forged identity headers: %q", left)
+					return
+				}
+			}
+		}()
+	}
+	for range requests {
+		c := dialTLCPTo(t, s, "bare", "h2")
+		if left := forgedLeft(sendForgedH2(t, c)); len(left) != 0 {
+			t.Errorf("over HTTP/2, the upstream got forged identity headers: %q", left)
+		}
+		c.Close()
+	}
+	wg.Wait()
+	baseline.check(t, gw)
+}
+
+// TestHostileOversizedRecord is item 4 of the second review: a first
+// handshake record longer than 2^14 bytes, which a plaintext ClientHello
+// never is, is refused at once with record_overflow instead of being held
+// until timeouts.client_hello, on TLCP and TLS.
+func TestHostileOversizedRecord(t *testing.T) {
+	sc := hostileScaleFromEnv(t)
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	gw := startHostileGateway(t, p, sc, up.URL, func(cfg *config.Config) {
+		// Far beyond the test's own wait: only the alert can end it.
+		cfg.Timeouts.Handshake = config.Duration(time.Hour)
+		cfg.Timeouts.ClientHello = config.Duration(time.Hour)
+	})
+	baseline := baselineOf(t, gw)
+	n := 8
+	if sc.name == "full" {
+		n = 1000
+	}
+	for name, version := range map[string][2]byte{"tlcp": {1, 1}, "tls": {3, 1}} {
+		t.Run(name, func(t *testing.T) {
+			// 2^14+1 bytes of a ClientHello that announces more.
+			body := handshakeMessage(handshakeTypeClientHello, 40000)[:1<<14+1]
+			record := append([]byte{recordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
+			want := []byte{recordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
+			var wg sync.WaitGroup
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c, err := net.Dial("tcp", gw.addr)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(time.Minute))
+					// The gateway may refuse before it has read it all.
+					_, _ = c.Write(record)
+					got, err := io.ReadAll(c)
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						t.Errorf("held for a minute after % x", got)
+						return
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("answered % x (%v), want the record_overflow alert % x and the end of the connection", got, err, want)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+	baseline.check(t, gw)
+}
+
 // accepted sends hello and reports whether the gateway went on with the
 // handshake (a handshake record) rather than refusing it (an alert, or
 // closing).

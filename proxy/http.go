@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/net/http/httpguts"
 )
@@ -89,9 +90,9 @@ func infoFrom(ctx context.Context) *connInfo {
 	return ci
 }
 
-// route is a compiled config.Route.
-type route struct {
-	host     string // lower case; "" any; "*.x" wildcard
+// routeEntry is a compiled config.Route.
+type routeEntry struct {
+	host     string // canonical (route.Pattern); "" any; "*.x" wildcard
 	path     string
 	upstream *pool
 	// stream routes take whole connections.
@@ -101,34 +102,33 @@ type route struct {
 // router picks the route for a host and path: an exact host before a
 // wildcard before any host, then the longest path prefix.
 type router struct {
-	routes []route
+	routes []routeEntry
 }
 
-func hostRank(pattern, host string) int {
+func hostRank(pattern, name string) int {
 	switch {
 	case pattern == "":
 		return 1
-	case strings.HasPrefix(pattern, "*."):
-		if strings.HasSuffix(host, pattern[1:]) && len(host) > len(pattern)-1 {
-			return 2
-		}
+	case !route.Match(pattern, name):
 		return 0
-	case pattern == host:
-		return 3
+	case strings.HasPrefix(pattern, "*"):
+		return 2
 	}
-	return 0
+	return 3
 }
 
-func (r *router) match(host, path string, tcp bool) *route {
-	host = strings.ToLower(strings.TrimSuffix(stripPort(host), "."))
-	var best *route
+// match returns the route for a canonical host name (route.Host.Name, or
+// what route.ParseServerName returns for a stream route: the name that
+// chose the site), nil when none matches.
+func (r *router) match(name, path string, tcp bool) *routeEntry {
+	var best *routeEntry
 	bestRank := 0
 	for i := range r.routes {
 		rt := &r.routes[i]
 		if rt.stream != tcp {
 			continue
 		}
-		rank := hostRank(rt.host, host)
+		rank := hostRank(rt.host, name)
 		if rank == 0 || !strings.HasPrefix(path, rt.path) {
 			continue
 		}
@@ -139,15 +139,16 @@ func (r *router) match(host, path string, tcp bool) *route {
 	return best
 }
 
-func stripPort(host string) string {
-	// Without a colon there is no port, and SplitHostPort would only
-	// allocate its error to say so.
-	if strings.IndexByte(host, ':') >= 0 {
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			return h
-		}
+// requestHost is the host a request names, valid and canonical: its Host
+// header, its :authority over HTTP/2, or the host of its absolute-form
+// target (net/http puts each in r.Host). An HTTP/1.0 request may name
+// none (the zero Host: the default site, routes for any host); ok is
+// false for a host that is not a valid host[:port] (route.ParseAuthority).
+func requestHost(r *http.Request) (h route.Host, ok bool) {
+	if r.Host == "" {
+		return route.Host{}, r.ProtoMajor == 1
 	}
-	return strings.Trim(host, "[]")
+	return route.ParseAuthority(r.Host)
 }
 
 // httpHandler serves the requests of one listener.
@@ -185,27 +186,38 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer body.boundUnread()
 		}
 	}
-	// The site the Host names must be the one the connection's handshake
-	// chose: its certificate and client authentication are what the
-	// client passed.
-	site := st.sites.all.lookup(r.Host)
-	var rt *route
+	// The host is checked, and put in its canonical form, before
+	// anything looks it up: the site, the route, the upstream (which
+	// receives it) and the access log all see the one name.
+	host, hostOK := requestHost(r)
+	var site *site
+	if hostOK {
+		r.Host = host.Authority
+		// The site the host names must be the one the connection's
+		// handshake chose: its certificate and client authentication
+		// are what the client passed.
+		site = st.sites.all.lookup(host.Name)
+	}
+	var rt *routeEntry
 	switch {
 	case r.ProtoMajor == 2 && r.Host == "":
 		// Malformed (RFC 9113 §8.3.1), as an HTTP/1.1 request without
 		// Host is, which net/http answers 400.
 		plainError(rec, http.StatusBadRequest, "the request names no host (:authority or Host)")
-	case r.ProtoMajor == 2 && !httpguts.ValidHostHeader(r.Host):
-		// HTTP/1 requests had their Host checked by net/http; Go's
-		// HTTP/2 server takes any :authority.
-		plainError(rec, http.StatusBadRequest, "the :authority is not a valid host")
-	case st.plain != nil && st.plain.intercept(rec, r):
+	case !hostOK:
+		// net/http checks the characters of an HTTP/1 Host, not its
+		// form ("pay.example.cn:1:2"), and Go's HTTP/2 server takes
+		// any :authority. A host that is not one would match no site,
+		// fall to the default site, and reach an upstream that reads
+		// it otherwise (as pay.example.cn).
+		plainError(rec, http.StatusBadRequest, "the host (Host, :authority or the request target) is not a valid host[:port]")
+	case st.plain != nil && st.plain.intercept(rec, r, host):
 	case site == nil || site.name != ci.site:
-		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+sanitizedHost(r.Host))
+		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+host.Name)
 	case hasDotSegment(r.URL.Path):
 		plainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")
 	default:
-		rt = site.router.match(r.Host, r.URL.Path, false)
+		rt = site.router.match(host.Name, r.URL.Path, false)
 		if rt == nil {
 			plainError(rec, http.StatusNotFound, "no route for this host and path")
 		}
@@ -281,29 +293,6 @@ func hasDotSegment(p string) bool {
 		}
 	}
 	return false
-}
-
-// sanitizedHost is a Host header fit to repeat in a response: a host
-// name or address, or nothing.
-func sanitizedHost(h string) string {
-	h = stripPort(h)
-	if !validHostChars(h) {
-		return "it"
-	}
-	return h
-}
-
-func validHostChars(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c == '-' || c == '.' || c == ':' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return true
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/connworkers"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
@@ -323,7 +324,9 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	}
 	_ = established.SetDeadline(time.Time{})
 
-	if rt := site.router.match(info.sni, "", true); rt != nil {
+	// The handshake took the server name (lookupServerName): it is valid.
+	sni, _ := route.ParseServerName(info.sni)
+	if rt := site.router.match(sni, "", true); rt != nil {
 		s.forwardTCP(st, rt.upstream, established, info)
 		return
 	}
@@ -534,7 +537,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected wire
 		err := tc.HandshakeContext(ctx)
 		cs := tc.ConnectionState()
 		info.sni = cs.ServerName
-		site := st.sites.tls.lookup(cs.ServerName)
+		site := st.sites.tls.lookupServerName(cs.ServerName)
 		if site != nil {
 			info.site = site.name
 		}
@@ -561,7 +564,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected wire
 	err := tc.HandshakeContext(ctx)
 	cs := tc.ConnectionState()
 	info.sni = cs.ServerName
-	site := st.sites.tlcp.lookup(cs.ServerName)
+	site := st.sites.tlcp.lookupServerName(cs.ServerName)
 	if site != nil {
 		info.site = site.name
 	}

@@ -1,14 +1,21 @@
 package proxy
 
 import (
+	"crypto/x509"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
+
+	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/route"
 )
 
 // plainHTTP is what an http listener does besides routing: it answers
@@ -21,6 +28,8 @@ import (
 type plainHTTP struct {
 	// redirectPort is the HTTPS port redirects go to ("" for none).
 	redirectPort string
+	// redirectNames are the names redirects may go to.
+	redirectNames *servedNames
 	// acme answer HTTP-01 challenges.
 	acme []*acme.Manager
 }
@@ -29,6 +38,7 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 	p := &plainHTTP{}
 	if lc.RedirectHTTPS {
 		p.redirectPort, _ = gen.cfg.HTTPSPort()
+		p.redirectNames = newServedNames(gen)
 	}
 	for _, site := range gen.acme {
 		if slices.Contains(site.spec.acme.Challenges, config.ChallengeHTTP01) {
@@ -39,8 +49,10 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 }
 
 // intercept answers r when it is an ACME challenge or redirected to
-// HTTPS, and reports whether it did.
-func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request) bool {
+// HTTPS, and reports whether it did. host is r's host, valid and
+// canonical (requestHost); the redirect keeps r's path and query, never
+// the host of an absolute-form target.
+func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route.Host) bool {
 	for _, a := range p.acme {
 		if a.HandleHTTPChallenge(w, r) {
 			return true
@@ -49,17 +61,21 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request) bool {
 	if p.redirectPort == "" {
 		return false
 	}
-	host := stripPort(r.Host)
-	if host == "" {
-		plainError(w, http.StatusBadRequest, "the request names no host to redirect to")
-		return true
+	name := host.Name
+	if !p.redirectNames.serves(name) {
+		// A redirect to whatever the client named would send a browser
+		// anywhere (a Host a cache or a link forged); the default
+		// site's name is where a lost client belongs.
+		if name = p.redirectNames.fallback(); name == "" {
+			plainError(w, http.StatusBadRequest, "the request names no host this gateway serves")
+			return true
+		}
 	}
+	authority := name // an IPv6 address in its brackets
 	if p.redirectPort != "443" {
-		host = net.JoinHostPort(host, p.redirectPort)
-	} else if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		host = "[" + host + "]"
+		authority += ":" + p.redirectPort
 	}
-	w.Header().Set("Location", "https://"+host+r.URL.RequestURI())
+	w.Header().Set("Location", "https://"+authority+r.URL.RequestURI())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusMovedPermanently)
 	_, _ = w.Write([]byte("Moved to HTTPS.\n"))
@@ -99,4 +115,158 @@ func resolveRedirectPorts(gen *generation, bound func(name string) *runningListe
 			}
 		}
 	}
+}
+
+// servedNames are the names the HTTPS listener that redirects go to (the
+// first tls or auto listener) serves: the hosts of its sites, exact or
+// wildcard, and for a site that lists none (the flat form, or a default
+// site without hosts) the names its certificates carry and its ACME
+// domains, looked up when asked, as certificates change on reload.
+type servedNames struct {
+	patterns []string // canonical (route.Pattern)
+	// defaultName is the default site's first exact host, "" when it has
+	// none.
+	defaultName string
+	// open are the sites without hosts.
+	open  []openSite
+	store *certs.Store
+}
+
+// openSite is a site that lists no hosts: its certificate source and its
+// ACME domains.
+type openSite struct {
+	source string
+	acme   []string // canonical
+}
+
+func newServedNames(gen *generation) *servedNames {
+	n := &servedNames{store: gen.store}
+	for _, lc := range gen.cfg.Listeners {
+		if lc.Protocol != config.ProtocolTLS && lc.Protocol != config.ProtocolAuto {
+			continue
+		}
+		for _, sc := range lc.SiteList() {
+			for _, h := range sc.Hosts {
+				pattern := route.Pattern(h)
+				n.patterns = append(n.patterns, pattern)
+				if sc.Default && n.defaultName == "" && !strings.HasPrefix(pattern, "*") {
+					n.defaultName = pattern
+				}
+			}
+			if len(sc.Hosts) == 0 {
+				o := openSite{source: siteSpec{lc: lc, cfg: sc}.source()}
+				if sc.TLS != nil && sc.TLS.ACME != nil {
+					for _, d := range sc.TLS.ACME.Domains {
+						o.acme = append(o.acme, route.Pattern(d))
+					}
+				}
+				n.open = append(n.open, o)
+			}
+		}
+		break // the listener HTTPSPort names
+	}
+	return n
+}
+
+// serves reports whether the canonical name is one the HTTPS listener
+// serves.
+func (n *servedNames) serves(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, p := range n.patterns {
+		if route.Match(p, name) {
+			return true
+		}
+	}
+	for _, o := range n.open {
+		if slices.Contains(o.acme, name) {
+			return true
+		}
+		for _, c := range n.certificates(o) {
+			if certificateNames(c, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fallback is the name a request for a name the listener does not serve
+// is sent to: the default site's first exact host, or for a default site
+// without hosts its first ACME domain or the first exact DNS name of its
+// certificates; "" when there is none.
+func (n *servedNames) fallback() string {
+	if n.defaultName != "" {
+		return n.defaultName
+	}
+	for _, o := range n.open {
+		if len(o.acme) > 0 {
+			return o.acme[0]
+		}
+		for _, c := range n.certificates(o) {
+			for _, d := range c.DNSNames {
+				if p := route.Pattern(d); !strings.HasPrefix(p, "*") {
+					if name, ok := route.ParseServerName(p); ok {
+						return name
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// servedCert is what a certificate says it is for.
+type servedCert struct {
+	DNSNames []string
+	IPs      []net.IP
+}
+
+// certificates are the TLS certificate and the TLCP signing certificate
+// of a site without hosts, as served now.
+func (n *servedNames) certificates(o openSite) []servedCert {
+	if n.store == nil {
+		return nil
+	}
+	var out []servedCert
+	if c := n.store.TLSCertificate(o.source); c != nil {
+		leaf := c.Leaf
+		if leaf == nil && len(c.Certificate) > 0 {
+			leaf, _ = x509.ParseCertificate(c.Certificate[0])
+		}
+		if leaf != nil {
+			out = append(out, servedCert{DNSNames: leaf.DNSNames, IPs: leaf.IPAddresses})
+		}
+	}
+	if c := n.store.TLCPCertificate(o.source); c != nil {
+		leaf := c.SignLeaf
+		if leaf == nil && len(c.SignCertificate) > 0 {
+			leaf, _ = smx509.ParseCertificate(c.SignCertificate[0])
+		}
+		if leaf != nil {
+			out = append(out, servedCert{DNSNames: leaf.DNSNames, IPs: leaf.IPAddresses})
+		}
+	}
+	return out
+}
+
+// certificateNames reports whether a certificate is for the canonical
+// name: one of its DNS names (wildcards included) or IP addresses.
+func certificateNames(c servedCert, name string) bool {
+	for _, d := range c.DNSNames {
+		if route.Match(route.Pattern(d), name) {
+			return true
+		}
+	}
+	addr, err := netip.ParseAddr(strings.Trim(name, "[]"))
+	if err != nil {
+		return false
+	}
+	for _, ip := range c.IPs {
+		if a, ok := netip.AddrFromSlice(ip); ok && a.Unmap() == addr.Unmap() {
+			return true
+		}
+	}
+	return false
 }

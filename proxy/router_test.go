@@ -4,6 +4,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/gmgate/gmgate/internal/route"
 )
 
 func TestRouterPrecedence(t *testing.T) {
@@ -15,7 +17,7 @@ func TestRouterPrecedence(t *testing.T) {
 		}
 		pools[n] = &pool{name: n, scheme: scheme}
 	}
-	r := &router{routes: []route{
+	r := &router{routes: []routeEntry{
 		{host: "", path: "/", upstream: pools["any"]},
 		{host: "api.example.cn", path: "/", upstream: pools["api"]},
 		{host: "api.example.cn", path: "/v2/", upstream: pools["apiv2"]},
@@ -37,7 +39,11 @@ func TestRouterPrecedence(t *testing.T) {
 		{"", "", true, "tcpany"},
 	}
 	for _, c := range cases {
-		got := r.match(c.host, c.path, c.tcp)
+		h, ok := route.ParseAuthority(c.host)
+		if !ok && c.host != "" {
+			t.Fatalf("%q is not a host", c.host)
+		}
+		got := r.match(h.Name, c.path, c.tcp)
 		if got == nil || got.upstream.name != c.want {
 			t.Errorf("match(%q, %q, tcp=%v) = %v, want %s", c.host, c.path, c.tcp, got, c.want)
 		}
@@ -48,27 +54,11 @@ func TestRouterPrecedence(t *testing.T) {
 	// Every connection asks for its TCP route by server name, and every
 	// request for its route by Host, mostly without a port.
 	for _, host := range []string{"", "api.example.cn", "api.example.cn:443"} {
-		if n := testing.AllocsPerRun(100, func() { r.match(host, "/v1/x", host == "") }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() {
+			h, _ := route.ParseAuthority(host)
+			r.match(h.Name, "/v1/x", host == "")
+		}); n != 0 {
 			t.Errorf("match(%q) allocates %v times", host, n)
-		}
-	}
-}
-
-func TestStripPort(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                "",
-		"example.cn":      "example.cn",
-		"example.cn:8443": "example.cn",
-		"10.0.0.1":        "10.0.0.1",
-		"10.0.0.1:80":     "10.0.0.1",
-		"[::1]:443":       "::1",
-		"[::1]":           "::1",
-		"::1":             "::1",
-		"[bracketed]":     "bracketed",
-		"a:b:c":           "a:b:c",
-	} {
-		if got := stripPort(in); got != want {
-			t.Errorf("stripPort(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

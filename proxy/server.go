@@ -517,7 +517,7 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 // an identity.
 func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *site {
 	st := &site{name: sc.Name, implicit: true, isDefault: true, headers: *sc.SessionHeaders, router: &router{routes: compileRoutes(lc, sc.Routes, gen)}}
-	st.forwarding = newHeaderPolicy(st.headers)
+	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
 	for v := range st.requests {
 		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
 	}
@@ -590,16 +590,6 @@ func tlsClientAuth(s string) tls.ClientAuthType {
 		return tls.RequireAndVerifyClientCert
 	}
 	return tls.NoClientCert
-}
-
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // Start serves the bound listeners and the admin listener.

@@ -14,6 +14,7 @@ import (
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -64,8 +65,8 @@ type siteIndex struct {
 }
 
 type wildcardSite struct {
-	suffix string // ".example.cn" for "*.example.cn"
-	site   *site
+	pattern string // "*.example.cn"
+	site    *site
 }
 
 func newSiteIndex(sites []*site, keep func(*site) bool) *siteIndex {
@@ -78,60 +79,47 @@ func newSiteIndex(sites []*site, keep func(*site) bool) *siteIndex {
 			x.def = s
 		}
 		for _, h := range s.hosts {
-			if suffix, ok := strings.CutPrefix(h, "*"); ok {
-				x.wildcards = append(x.wildcards, wildcardSite{suffix: suffix, site: s})
+			if strings.HasPrefix(h, "*") {
+				x.wildcards = append(x.wildcards, wildcardSite{pattern: h, site: s})
 			} else {
 				x.exact[h] = s
 			}
 		}
 	}
-	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].suffix) > len(x.wildcards[j].suffix) })
+	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].pattern) > len(x.wildcards[j].pattern) })
 	return x
 }
 
-// lookup returns the site for name (a server name or a Host header, with
-// or without a port), or nil when no site answers for it and there is no
-// default.
+// lookup returns the site for a canonical name (route.Host.Name, or what
+// route.ParseServerName returns; "" for none), or nil when no site
+// answers for it and there is no default. It does not allocate, as it
+// runs for every request.
 func (x *siteIndex) lookup(name string) *site {
 	if len(x.exact) == 0 && len(x.wildcards) == 0 {
 		return x.def
 	}
-	name = lowerHost(strings.TrimSuffix(hostOnly(name), "."))
 	if s := x.exact[name]; s != nil {
 		return s
 	}
 	for _, w := range x.wildcards {
-		if len(name) > len(w.suffix) && strings.HasSuffix(name, w.suffix) {
+		if route.Match(w.pattern, name) {
 			return w.site
 		}
 	}
 	return x.def
 }
 
-// hostOnly is host without its port and IPv6 brackets; it does not
-// allocate, as it runs for every request.
-func hostOnly(host string) string {
-	if strings.HasPrefix(host, "[") {
-		if i := strings.IndexByte(host, ']'); i > 0 {
-			return host[1:i]
-		}
-		return host
+// lookupServerName returns the site for the server name of a ClientHello,
+// or nil when no site answers for it and there is no default, or when it
+// is not a host name (route.ParseServerName): such a name is refused with
+// unrecognized_name, as nginx refuses it, rather than given the default
+// site.
+func (x *siteIndex) lookupServerName(sni string) *site {
+	name, ok := route.ParseServerName(sni)
+	if !ok {
+		return nil
 	}
-	if i := strings.IndexByte(host, ':'); i >= 0 && strings.LastIndexByte(host, ':') == i {
-		return host[:i]
-	}
-	return host
-}
-
-// lowerHost lower-cases an ASCII host name, without allocating when it is
-// lower case already.
-func lowerHost(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			return lowerASCII(s)
-		}
-	}
-	return s
+	return x.lookup(name)
 }
 
 // siteTable is a listener's sites, indexed for each protocol and for
@@ -169,7 +157,7 @@ func (e *errUnknownSite) Error() string {
 func (t *siteTable) outerTLCP() *tlcp.Config {
 	return &tlcp.Config{
 		GetConfigForClient: func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
-			if s := t.tlcp.lookup(hi.ServerName); s != nil {
+			if s := t.tlcp.lookupServerName(hi.ServerName); s != nil {
 				return s.tlcp, nil
 			}
 			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &errUnknownSite{hi.ServerName}}
@@ -186,7 +174,7 @@ func (t *siteTable) outerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-			if s := t.tls.lookup(hi.ServerName); s != nil {
+			if s := t.tls.lookupServerName(hi.ServerName); s != nil {
 				return s.tls, nil
 			}
 			if rc, ok := hi.Conn.(*replayConn); ok {
@@ -266,9 +254,9 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 	if sc.SessionHeaders != nil {
 		st.headers = *sc.SessionHeaders
 	}
-	st.forwarding = newHeaderPolicy(st.headers)
+	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
 	for _, h := range sc.Hosts {
-		st.hosts = append(st.hosts, lowerHost(strings.TrimSuffix(h, ".")))
+		st.hosts = append(st.hosts, route.Pattern(h))
 	}
 	for v := range st.requests {
 		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
@@ -296,8 +284,8 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 	return st, nil
 }
 
-func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []route {
-	var out []route
+func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []routeEntry {
+	var out []routeEntry
 	for _, rc := range routes {
 		p := gen.pools[rc.Upstream]
 		if p == nil {
@@ -310,7 +298,7 @@ func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) [
 		if stream {
 			path = ""
 		}
-		out = append(out, route{host: lowerASCII(rc.Host), path: path, upstream: p, stream: stream})
+		out = append(out, routeEntry{host: route.Pattern(rc.Host), path: path, upstream: p, stream: stream})
 	}
 	return out
 }
@@ -473,14 +461,13 @@ func overlapWarnings(cfg *config.Config, li int) []config.Problem {
 			if strings.HasPrefix(h, "*.") {
 				continue
 			}
-			name := lowerHost(strings.TrimSuffix(h, "."))
+			name := route.Pattern(h)
 			for m, b := range lc.Sites {
 				if m == j {
 					continue
 				}
 				for _, w := range b.Hosts {
-					suffix, ok := strings.CutPrefix(lowerHost(w), "*")
-					if ok && len(name) > len(suffix) && strings.HasSuffix(name, suffix) {
+					if pattern := route.Pattern(w); strings.HasPrefix(pattern, "*") && route.Match(pattern, name) {
 						out = append(out, cfg.Problem(fmt.Sprintf("listeners[%d].sites[%d].hosts[%d]", li, j, k),
 							fmt.Sprintf("%q is also under %q of sites[%d] (%s); the exact name wins, so site %s serves it", h, w, m, b.Name, a.Name),
 							"list each name under one site only, unless that is what you mean"))

@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gmgate/gmgate/internal/route"
+)
 
 func TestSiteIndexLookup(t *testing.T) {
 	api := &site{name: "api", hosts: []string{"api.example.cn"}, isDefault: true}
@@ -20,17 +24,26 @@ func TestSiteIndexLookup(t *testing.T) {
 		"":                    api,
 		"[::1]:443":           api,
 		"10.0.0.1:443":        api,
-		"evil.com:1:2":        api,
+		"evil.com:1:2":        nil, // not a host: answered 400 before any lookup
+		"www.example.com:":    nil,
 	} {
-		if got := x.lookup(name); got != want {
-			t.Errorf("lookup(%q) = %v, want %s", name, got, want.name)
+		h, ok := route.ParseAuthority(name)
+		var got *site
+		if ok || name == "" {
+			got = x.lookup(h.Name)
+		}
+		if got != want {
+			t.Errorf("lookup(%q) = %v, want %v", name, got, want)
 		}
 	}
 	noDefault := newSiteIndex([]*site{www}, func(*site) bool { return true })
 	if got := noDefault.lookup("other.cn"); got != nil {
 		t.Errorf("without a default: %v", got)
 	}
-	if n := testing.AllocsPerRun(100, func() { x.lookup("x.img.example.cn:443") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() {
+		h, _ := route.ParseAuthority("x.img.example.cn:443")
+		x.lookup(h.Name)
+	}); n != 0 {
 		t.Errorf("lookup allocates %v times", n)
 	}
 }
