@@ -241,3 +241,47 @@ func BenchmarkRecordCBCPaths(b *testing.B) {
 		})
 	}
 }
+
+// TestNoTableSM4 runs every suite, full and resumed handshakes and bulk
+// data both ways, on this CPU's plan and (on amd64) on the plan of a CPU
+// without AVX-512 and GFNI, in a build that counts gmsm's table-driven SM4
+// blocks, and checks that none was computed where the plan promises
+// constant time.
+func TestNoTableSM4(t *testing.T) {
+	if !cpufeat.Tracing {
+		t.Skip(cpufeat.TraceSkip)
+	}
+	host := cpufeat.Current()
+	plans := map[string]cpufeat.CPU{"host": host.CPU}
+	if host.CPU.Arch == "amd64" && host.CPU.Features.Has(cpufeat.Feature(cpuHygon.Features)) {
+		plans["hygon"] = cpuHygon
+	}
+	for name, c := range plans {
+		t.Run(name, func(t *testing.T) {
+			plan := withCPU(t, c)
+			if !plan.ConstantTime() {
+				t.Skipf("no constant-time SM4 on this CPU: %s", plan.Warning())
+			}
+			msg := make([]byte, 70000)
+			rand.Read(msg)
+			for _, suite := range allSuites {
+				ccfg, scfg := suiteConfigs(t, suite, false)
+				ccfg.ClientSessionCache = NewLRUClientSessionCache(8, 0)
+				before := cpufeat.TableCalls()
+				for _, resumed := range []bool{false, true} {
+					client, server, cerr, serr := handshakePair(t, ccfg, scfg)
+					if cerr != nil || serr != nil {
+						t.Fatal(cerr, serr)
+					}
+					if client.ConnectionState().DidResume != resumed {
+						t.Fatalf("%s: resumed %v, want %v", CipherSuiteName(suite), !resumed, resumed)
+					}
+					checkTransfer(t, client, server, msg)
+				}
+				if n := cpufeat.TableCalls() - before; n != 0 {
+					t.Errorf("%s: %d SM4 blocks or key schedules with lookup tables", CipherSuiteName(suite), n)
+				}
+			}
+		})
+	}
+}

@@ -212,6 +212,11 @@ var (
 	current     Plan
 )
 
+// init applies the host's plan as soon as any package imports this one,
+// before the first SM4 key is used: every package that uses SM4 (tlcp,
+// internal/sessionstore, internal/keyenc) imports it.
+func init() { Current() }
+
 // Current is the plan for the host CPU. The first call also sets gmsm's
 // single-block SM4 to the plan's choice.
 func Current() *Plan {
