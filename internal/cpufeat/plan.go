@@ -241,6 +241,9 @@ func (p *Plan) String() string {
 		b.WriteString(" (turned off by " + EnvDisable + ": " + p.CPU.Disabled.String() + ")")
 	}
 	b.WriteString("\n")
+	if p.CPU.Disabled != 0 {
+		b.WriteString("note: " + EnvDisable + " changes gmgate's own choices (CBC encryption, single SM4 blocks, suite order); gmsm's multi-block code still follows the CPU (its switches: DISABLE_GFNI, DISABLE_SM4NI, DISABLE_SM3NI)\n")
+	}
 	for i, im := range p.Impls {
 		ct := "constant-time"
 		if !im.ConstantTime {
