@@ -88,5 +88,5 @@ func emulationFrom(goarch string, d cpuinfoDesc) string {
 	if d.model != "" {
 		what += " (" + d.model + ")"
 	}
-	return "this " + goarch + " binary runs under emulation: /proc/cpuinfo describes an " + what + " CPU; figures here are the emulator's, not those of a " + goarch + " CPU"
+	return "this " + goarch + " binary runs under emulation: /proc/cpuinfo describes an " + what + " CPU; figures here are the emulator's, not an " + goarch + " CPU's"
 }
