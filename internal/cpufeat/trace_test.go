@@ -8,10 +8,15 @@ import (
 
 // TestNoTableSM4Trace checks that the count works: a single block through
 // gmsm with its AES-instruction code switched off is counted, the same
-// block with it switched on (where this CPU has it) is not.
+// block with it switched on (where this CPU has it) is not. With the ARMv8
+// SM4 instructions gmsm uses them for every block, and nothing reaches
+// the tables to be counted.
 func TestNoTableSM4Trace(t *testing.T) {
 	if !Tracing {
 		t.Skip(TraceSkip)
+	}
+	if p := Current(); p.CPU.Arch == "arm64" && p.CPU.Features.Has(SM4) {
+		t.Skip("gmsm computes every block with the SM4 instructions here")
 	}
 	block, err := sm4.NewCipher(make([]byte, 16))
 	if err != nil {
