@@ -129,3 +129,22 @@ func TestDisableFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseSet(f *testing.F) {
+	for _, s := range []string{"avx512,gfni", "AES", " , ,", "sse9", "aes clmul avx2 avx512 gfni sm3 sm4 lsx lasx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		s, err := ParseSet(list)
+		if err != nil {
+			return
+		}
+		// What parses prints as names that parse back to the same set.
+		if s != 0 {
+			back, err := ParseSet(s.String())
+			if err != nil || back != s {
+				t.Fatalf("%q → %v → %q → %v, %v", list, s, s.String(), back, err)
+			}
+		}
+	})
+}

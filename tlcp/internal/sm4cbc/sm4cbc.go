@@ -7,14 +7,16 @@
 // affine inversion per byte offset of SM4's linear transform, and each of
 // the four 32-bit lanes of a vector register carries a different chain:
 // up to four chains (four TLCP records, each with its own IV) cost the
-// time of one. On CPUs with AES-NI, the ARMv8 AES or the ARMv8 SM4
-// instructions (blocks.go), the next block of each of four chains goes
-// through one call of gmsm's multi-block code, which computes the S-box
-// with those instructions: four chains again cost about the time of one,
-// and no lookup table is indexed by secret data. Elsewhere, and with the
-// purego build tag, blocks go one at a time through gmsm's SM4, whose
-// single-block code is table-driven unless internal/cpufeat switched it to
-// the AES instructions. internal/cpufeat decides which of the three runs.
+// time of one. With AES-NI and AVX but no GFNI (aesni_amd64.s, Hygon and
+// most x86 servers) the same state and lanes run with AESENCLAST doing the
+// inversion and PSHUFB the affine maps. On arm64, and on x86 without AVX2
+// (blocks.go), the next block of each of four chains goes through one
+// call of gmsm's multi-block code, which computes the S-box with the AES or
+// SM4 instructions. None of these indexes a table with secret data.
+// Elsewhere (loong64, CPUs without AES, the purego build tag) blocks go
+// one at a time through gmsm's SM4, whose single-block code is
+// table-driven unless internal/cpufeat switched it to the AES
+// instructions. internal/cpufeat decides which kernel runs.
 //
 // Decryption is not here: CBC decryption is parallel within a chain and
 // gmsm's multi-block code does it well.
@@ -84,9 +86,8 @@ func New(key []byte) (*Encrypter, error) {
 	return NewKernel(key, cpufeat.Current().CBC)
 }
 
-// NewKernel returns an Encrypter that runs the given kernel, for tests and
-// benchmarks that compare kernels. A kernel this build or CPU cannot run
-// is an error.
+// NewKernel returns an Encrypter that runs the given kernel (the one a
+// cpufeat.Plan names). A kernel this build or CPU cannot run is an error.
 func NewKernel(key []byte, k cpufeat.CBCKernel) (*Encrypter, error) {
 	if len(key) != 16 {
 		return nil, KeySizeError(len(key))
