@@ -40,6 +40,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	for name, rl := range s.listeners {
 		s.log.Info("listening", "listener", name, "addr", rl.ln.Addr().String(), "protocol", rl.state.Load().protocol)
 	}
+	warnCPU(s.log)
 	if opts.Started != nil {
 		opts.Started(s)
 	}

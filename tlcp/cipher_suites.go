@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/emmansun/gmsm/sm4"
+	"github.com/gmgate/gmgate/internal/cpufeat"
 	"github.com/gmgate/gmgate/tlcp/internal/sm4cbc"
 )
 
@@ -22,10 +23,27 @@ const (
 )
 
 // DefaultCipherSuites is the preference order used when Config.CipherSuites
-// is nil: GCM before CBC, and the ECC suites (which every peer supports)
-// before ECDHE. A client offers the ECDHE suites only when it has an
-// encryption key able to take part in SM2 key agreement.
-var DefaultCipherSuites = []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3}
+// is nil: the ECC suites (which every peer supports) before ECDHE, and
+// within each the mode that is faster on this CPU first (see
+// PreferredCipherSuites): GCM where the CPU has AES or SM4 instructions
+// and carry-less multiplication, CBC elsewhere. A client offers the ECDHE
+// suites only when it has an encryption key able to take part in SM2 key
+// agreement.
+var DefaultCipherSuites = PreferredCipherSuites(cpufeat.Current())
+
+// PreferredCipherSuites is the default order for the CPU of plan: ECC
+// before ECDHE, and GCM before CBC when plan.PreferGCM, CBC before GCM
+// otherwise.
+func PreferredCipherSuites(plan *cpufeat.Plan) []uint16 {
+	if plan.PreferGCM {
+		return []uint16{ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3}
+	}
+	return []uint16{ECC_SM4_CBC_SM3, ECC_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3}
+}
+
+// cpuPlan is the plan record protection follows; tests replace it to
+// take the paths of other CPUs.
+var cpuPlan = cpufeat.Current
 
 // CipherSuite describes one supported suite.
 type CipherSuite struct {
@@ -257,7 +275,7 @@ func newCBCRecord(key, macKey []byte) (*cbcRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := sm4cbc.New(key)
+	enc, err := sm4cbc.NewKernel(key, cpuPlan().CBC)
 	if err != nil {
 		return nil, err
 	}

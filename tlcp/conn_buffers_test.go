@@ -1,12 +1,16 @@
 package tlcp
 
 import (
+	"crypto/cipher"
 	"crypto/rand"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/sm4"
 )
 
 // TestIdleConnHoldsNoBuffers checks that a connection between records
@@ -47,7 +51,10 @@ func TestIdleConnHoldsNoBuffers(t *testing.T) {
 }
 
 // TestWriteAllocatesNothing: sealing small and bulk writes borrows its
-// buffers.
+// buffers. The one exception is SM4-GCM where gmsm has no GCM of its own
+// (loong64, purego builds): Go's generic GCM over a plain cipher.Block
+// then allocates a few small values per record, and the test holds it to
+// that.
 func TestWriteAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector; .ci/run runs this test without it")
@@ -60,17 +67,36 @@ func TestWriteAllocatesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := discardingConn(w)
+		perRecord := 0.0
+		if _, ok := w.(*gcmRecord); ok && genericGCM(t) {
+			perRecord = 6
+			t.Logf("%s: Go's generic GCM on this build (%s): at most %v allocations per record", CipherSuiteName(suite), runtime.GOARCH, perRecord)
+		}
 		for _, n := range []int{100, 64 << 10} {
 			b := make([]byte, n)
+			records := float64((n + maxPlaintext - 1) / maxPlaintext)
 			if allocs := testing.AllocsPerRun(20, func() {
 				if _, err := c.Write(b); err != nil {
 					t.Fatal(err)
 				}
-			}); allocs != 0 {
-				t.Errorf("%s: a write of %d bytes makes %.1f allocations", CipherSuiteName(suite), n, allocs)
+			}); allocs > perRecord*records {
+				t.Errorf("%s: a write of %d bytes makes %.1f allocations, want at most %v", CipherSuiteName(suite), n, allocs, perRecord*records)
 			}
 		}
 	}
+}
+
+// genericGCM reports whether gmsm's SM4 has no GCM of its own in this
+// build, so that cipher.NewGCM gives crypto/cipher's generic one.
+func genericGCM(t testing.TB) bool {
+	block, err := sm4.NewCipher(make([]byte, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ok := block.(interface {
+		NewGCM(nonceSize, tagSize int) (cipher.AEAD, error)
+	})
+	return !ok
 }
 
 // TestEndedReadsHoldNoBuffer checks that a connection gives its input

@@ -74,7 +74,8 @@
 //
 // CBC encryption is serial within a record, but each record has its own
 // IV: where the CPU can run several SM4-CBC chains at once (GFNI and
-// AVX-512, see internal/sm4cbc), a Write of 8 KiB or more over a CBC suite
+// AVX-512, AES-NI, the ARMv8 AES or SM4 instructions; see internal/sm4cbc
+// and internal/cpufeat), a Write of 8 KiB or more over a CBC suite
 // is cut into up to four records of equal size (at least 4 KiB each, at
 // most 2^14 bytes) that are encrypted together. Any record size is valid
 // TLCP; peers see only smaller records.

@@ -27,6 +27,7 @@ func WriteJSON(w io.Writer, v any) error {
 func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 	m := r.Machine
 	fmt.Fprintf(w, "gmgate bench crypto: %s, %d CPUs, %s/%s, %s, gmsm %s\n", m.CPUModel, m.NumCPU, m.GOOS, m.GOARCH, m.GoVersion, m.GMSMVersion)
+	writeWarnings(w, m)
 	fmt.Fprintf(w, "one goroutine pinned to CPU %d; each figure a %s loop after %s of warm-up; load average %s before, %s after\n",
 		r.PinnedCPU, seconds(r.DurationSeconds), seconds(r.WarmupSeconds), loadAvg(r.LoadAverage[0]), loadAvg(r.LoadAverage[1]))
 	fmt.Fprintln(w)
@@ -34,6 +35,16 @@ func WriteCryptoTable(w io.Writer, r *CryptoReport) {
 	fmt.Fprintln(w, "GM implementations in use (as gmsm chooses them on this machine):")
 	for _, im := range r.Implementations {
 		fmt.Fprintf(w, "  %-8s %s\n", im.Algorithm, im.Code)
+	}
+	if len(m.Dispatch) > 0 {
+		fmt.Fprintln(w, "gmgate's dispatch (gmgate version --cpu):")
+		for _, d := range m.Dispatch {
+			ct := "constant-time"
+			if !d.ConstantTime {
+				ct = "NOT constant-time"
+			}
+			fmt.Fprintf(w, "  %-16s %s; %s\n", d.Primitive, d.Implementation, ct)
+		}
 	}
 	noisy, neighbours := false, false
 	mark := func(res CryptoResult, s string) string {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/internal/cpufeat"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -304,5 +305,24 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(raw); math.Abs(got-want) > 1e-9 {
 			t.Errorf("niceStep(%g) = %g, want %g", raw, got, want)
 		}
+	}
+}
+
+// TestMachineWarnings checks the lines above a report's tables: one for
+// emulation, one for SM4 without a constant-time path, none otherwise.
+func TestMachineWarnings(t *testing.T) {
+	ct := cpufeat.Choose(cpufeat.CPU{Arch: "amd64", Features: 0xffff})
+	tables := cpufeat.Choose(cpufeat.CPU{Arch: "loong64"})
+	if ws := machineWarnings(&ct, ""); len(ws) != 0 {
+		t.Errorf("warnings on a constant-time CPU, natively: %q", ws)
+	}
+	ws := machineWarnings(&tables, "this loong64 binary runs under emulation: /proc/cpuinfo describes an x86 CPU")
+	if len(ws) != 2 || !strings.Contains(ws[0], "emulation") || !strings.Contains(ws[1], "not constant-time") {
+		t.Errorf("warnings under emulation without constant-time SM4: %q", ws)
+	}
+	var b strings.Builder
+	writeWarnings(&b, Machine{Warnings: ws})
+	if strings.Count(b.String(), "WARNING:") != 2 {
+		t.Errorf("printed %q", b.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 	m := r.Machine
 	fmt.Fprintf(w, "gmgate bench handshake: %s, %d CPUs, %s/%s, %s, gmsm %s\n", m.CPUModel, m.NumCPU, m.GOOS, m.GOARCH, m.GoVersion, m.GMSMVersion)
+	writeWarnings(w, m)
 	s := r.Server
 	switch s.Mode {
 	case "child":

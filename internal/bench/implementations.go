@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/cpufeat"
 	"golang.org/x/sys/cpu"
 )
 
@@ -92,7 +93,7 @@ func amd64Implementations(getenv func(string) string) []Implementation {
 	// single block goes through Go unless FORCE_SM4BLOCK_AESNI=1.
 	useAVX2 := x.HasAVX2
 	useGFNI := useAVX2 && gfni && getenv("DISABLE_GFNI") != "1"
-	singleAsm := getenv("FORCE_SM4BLOCK_AESNI") == "1"
+	singleAsm := getenv("FORCE_SM4BLOCK_AESNI") == "1" || cpufeat.SingleBlockAsm()
 	var sm4, cbc, gcm string
 	if !x.HasAES {
 		sm4 = "portable Go (no AES-NI)"
@@ -107,12 +108,12 @@ func amd64Implementations(getenv func(string) string) []Implementation {
 		if useAVX2 {
 			width = "8 blocks at a time (AVX2)"
 		}
-		single := "portable Go"
+		single := "portable Go, lookup tables"
 		if singleAsm {
-			single = "assembly (FORCE_SM4BLOCK_AESNI=1)"
+			single = "assembly (gmgate switches it on, as FORCE_SM4BLOCK_AESNI=1 does)"
 		}
 		sm4 = "assembly, " + sbox + ", " + width + "; a single block in " + single
-		cbc = "encrypt: one block at a time in " + single + " (CBC encryption is serial); decrypt: assembly, " + sbox + ", " + width
+		cbc = "encrypt: gmgate's own (below); decrypt: assembly, " + sbox + ", " + width
 		if x.HasPCLMULQDQ {
 			gcm = "assembly, " + sbox + " with PCLMULQDQ GHASH"
 		} else {
@@ -132,8 +133,10 @@ func arm64Implementations(getenv func(string) string) []Implementation {
 	switch {
 	case a.HasSM4 && getenv("DISABLE_SM4NI") != "1":
 		sm4 = "SM4 instructions (SM4E)"
+	case a.HasAES && cpufeat.SingleBlockAsm():
+		sm4 = "assembly, AES S-box (AESE), 4 blocks at a time; a single block in assembly (gmgate switches it on)"
 	case a.HasAES:
-		sm4 = "assembly, AES S-box (AESE), 4 blocks at a time; a single block in portable Go"
+		sm4 = "assembly, AES S-box (AESE), 4 blocks at a time; a single block in portable Go, lookup tables"
 	default:
 		sm4 = "portable Go (no AES)"
 	}
@@ -141,7 +144,7 @@ func arm64Implementations(getenv func(string) string) []Implementation {
 	if strings.HasPrefix(sm4, "SM4 instructions") {
 		cbc = sm4 + ", one block at a time (crypto/cipher CBC)"
 	} else if strings.HasPrefix(sm4, "assembly") {
-		cbc = "encrypt: one block at a time in portable Go (CBC encryption is serial); decrypt: assembly, AES S-box"
+		cbc = "encrypt: gmgate's own (below); decrypt: assembly, AES S-box"
 	}
 	switch {
 	case (a.HasSM4 || a.HasAES) && a.HasPMULL:

@@ -2,12 +2,15 @@ package bench
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/cpufeat"
 	"github.com/klauspost/cpuid/v2"
 	"golang.org/x/sys/cpu"
 )
@@ -26,6 +29,20 @@ type Machine struct {
 	// Purego is true when built with the purego tag (no assembly).
 	Purego   bool      `json:"purego"`
 	Features []Feature `json:"cpu_features"`
+	// Dispatch is what gmgate runs for each GM primitive on this CPU
+	// (internal/cpufeat), and whether it is constant-time.
+	Dispatch []Dispatch `json:"dispatch"`
+	// Warnings are what a reader of the figures must know first: that
+	// they were taken under emulation, or on a CPU where SM4 has no
+	// constant-time path.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Dispatch is the implementation of one primitive.
+type Dispatch struct {
+	Primitive      string `json:"primitive"`
+	Implementation string `json:"implementation"`
+	ConstantTime   bool   `json:"constant_time"`
 }
 
 // Feature is one instruction-set extension and whether the CPU (and OS)
@@ -47,7 +64,32 @@ func DetectMachine() Machine {
 		Purego:      puregoBuild,
 		Features:    cpuFeatures(),
 	}
+	plan := cpufeat.Current()
+	for _, p := range cpufeat.Primitives() {
+		im := plan.Impl(p)
+		m.Dispatch = append(m.Dispatch, Dispatch{p.String(), im.Name, im.ConstantTime})
+	}
+	m.Warnings = machineWarnings(plan, cpufeat.Emulation())
 	return m
+}
+
+// machineWarnings are the lines printed above a report's tables.
+func machineWarnings(plan *cpufeat.Plan, emulation string) []string {
+	var ws []string
+	if emulation != "" {
+		ws = append(ws, emulation+". Do not publish these figures as that CPU's.")
+	}
+	if w := plan.Warning(); w != "" {
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// writeWarnings prints the machine's warnings, one a line.
+func writeWarnings(w io.Writer, m Machine) {
+	for _, s := range m.Warnings {
+		fmt.Fprintln(w, "WARNING:", s)
+	}
 }
 
 // onlineCPUs counts the machine's online CPUs from

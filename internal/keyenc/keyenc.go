@@ -31,6 +31,9 @@ import (
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
 	"github.com/emmansun/gmsm/smx509"
+	// Switches gmsm's single-block SM4 (CMAC, CBC encryption, GCM's
+	// tag mask) to its AES-instruction code where the CPU has it.
+	_ "github.com/gmgate/gmgate/internal/cpufeat"
 	"golang.org/x/crypto/cryptobyte"
 	cbasn1 "golang.org/x/crypto/cryptobyte/asn1"
 	"golang.org/x/crypto/scrypt"

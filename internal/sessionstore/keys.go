@@ -14,6 +14,9 @@ import (
 
 	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/sm4"
+	// Switches gmsm's single-block SM4 (CMAC, CBC encryption, GCM's
+	// tag mask) to its AES-instruction code where the CPU has it.
+	_ "github.com/gmgate/gmgate/internal/cpufeat"
 )
 
 // KeySize is the size of a sealing key: 32 random bytes, written as 64

@@ -178,8 +178,13 @@ func linearKey(b uint32) uint32 {
 
 var fk = [4]uint32{0xa3b1bac6, 0x56aa3350, 0x677d9197, 0xb27022dc}
 
-// expandKey returns the 32 round keys of a 16-byte key.
-func expandKey(key []byte) [32]uint32 {
+// expandKey returns the 32 round keys of a 16-byte key, with the S-box
+// from its table: the reference of the tests.
+func expandKey(key []byte) [32]uint32 { return expandKeyWith(key, tau) }
+
+// expandKeyWith returns the 32 round keys of a 16-byte key, with tau
+// applying the S-box to the bytes of a word.
+func expandKeyWith(key []byte, tau func(uint32) uint32) [32]uint32 {
 	var k [36]uint32
 	for i := 0; i < 4; i++ {
 		k[i] = binary.BigEndian.Uint32(key[4*i:]) ^ fk[i]

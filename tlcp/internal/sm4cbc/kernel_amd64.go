@@ -17,3 +17,20 @@ var haveLanes = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512GF
 //
 //go:noescape
 func encryptLanes(k *laneKey, ptr *[lanes]*byte, step *[lanes]uintptr, store uint64, n int)
+
+// haveBlocks is true when gmsm's multi-block SM4 is assembly (AES-NI).
+const haveBlocks = true
+
+// haveAESNI is true when the CPU runs aesni_amd64.s: AES-NI and AVX.
+var haveAESNI = cpu.X86.HasAES && cpu.X86.HasAVX
+
+// encryptLanesAESNI encrypts n blocks of four CBC chains in place, as
+// encryptLanes does; an idle lane reads and writes its own scratch block.
+//
+//go:noescape
+func encryptLanesAESNI(k *aesniKey, ptr *[lanes]*byte, step *[lanes]uintptr, n int)
+
+// sboxAESNI applies the S-box to each byte of b.
+//
+//go:noescape
+func sboxAESNI(k *aesniKey, b *[16]byte)

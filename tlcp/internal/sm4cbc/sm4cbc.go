@@ -7,8 +7,16 @@
 // affine inversion per byte offset of SM4's linear transform, and each of
 // the four 32-bit lanes of a vector register carries a different chain:
 // up to four chains (four TLCP records, each with its own IV) cost the
-// time of one. Elsewhere, and with the purego build tag, blocks go one at
-// a time through gmsm's SM4.
+// time of one. With AES-NI and AVX but no GFNI (aesni_amd64.s, Hygon and
+// most x86 servers) the same state and lanes run with AESENCLAST doing the
+// inversion and PSHUFB the affine maps. On arm64, and on x86 without AVX2
+// (blocks.go), the next block of each of four chains goes through one
+// call of gmsm's multi-block code, which computes the S-box with the AES or
+// SM4 instructions. None of these indexes a table with secret data.
+// Elsewhere (loong64, CPUs without AES, the purego build tag) blocks go
+// one at a time through gmsm's SM4, whose single-block code is
+// table-driven unless internal/cpufeat switched it to the AES
+// instructions. internal/cpufeat decides which kernel runs.
 //
 // Decryption is not here: CBC decryption is parallel within a chain and
 // gmsm's multi-block code does it well.
@@ -17,10 +25,12 @@ package sm4cbc
 import (
 	"crypto/cipher"
 	"crypto/subtle"
+	"errors"
 	"strconv"
 	"unsafe"
 
 	"github.com/emmansun/gmsm/sm4"
+	"github.com/gmgate/gmgate/internal/cpufeat"
 )
 
 // BlockSize is the SM4 block size.
@@ -29,8 +39,11 @@ const BlockSize = 16
 // Encrypter encrypts CBC chains under one key. It is not safe for
 // concurrent use.
 type Encrypter struct {
-	block cipher.Block
-	lanes *laneState
+	block  cipher.Block
+	kernel cpufeat.CBCKernel
+	lanes  *laneState
+	aesni  *aesniLanes
+	blocks *blockLanes
 }
 
 // laneState is the key and the scratch of the vector code.
@@ -67,8 +80,15 @@ func (k KeySizeError) Error() string {
 	return "sm4cbc: invalid key size " + strconv.Itoa(int(k))
 }
 
-// New returns an Encrypter for a 16-byte key.
+// New returns an Encrypter for a 16-byte key, with the kernel
+// internal/cpufeat chose for this CPU.
 func New(key []byte) (*Encrypter, error) {
+	return NewKernel(key, cpufeat.Current().CBC)
+}
+
+// NewKernel returns an Encrypter that runs the given kernel (the one a
+// cpufeat.Plan names). A kernel this build or CPU cannot run is an error.
+func NewKernel(key []byte, k cpufeat.CBCKernel) (*Encrypter, error) {
 	if len(key) != 16 {
 		return nil, KeySizeError(len(key))
 	}
@@ -76,16 +96,42 @@ func New(key []byte) (*Encrypter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Encrypter{block: block}
-	if haveLanes {
+	e := &Encrypter{block: block, kernel: k}
+	switch k {
+	case cpufeat.CBCSerial:
+	case cpufeat.CBCLanesGFNI:
+		if !haveLanes {
+			return nil, errNoKernel
+		}
 		e.lanes = newLaneState(key)
+	case cpufeat.CBCLanesAESNI:
+		if !haveAESNI {
+			return nil, errNoKernel
+		}
+		e.aesni = &aesniLanes{key: newAESNIKey(key)}
+	case cpufeat.CBCLanesBlocks:
+		if !haveBlocks {
+			return nil, errNoKernel
+		}
+		e.blocks = newBlockLanes(block)
+	default:
+		return nil, errNoKernel
 	}
 	return e, nil
 }
 
+var errNoKernel = errors.New("sm4cbc: this kernel does not run on this CPU or build")
+
+// Kernel is the kernel e runs.
+func (e *Encrypter) Kernel() cpufeat.CBCKernel { return e.kernel }
+
 func newLaneState(key []byte) *laneState {
 	s := new(laneState)
 	rk := expandKey(key)
+	if haveAESNI {
+		// The same round keys without a table indexed by the key.
+		rk = expandKeyWith(key, aesniConstants().tau)
+	}
 	vrk := vectorRoundKeys(&rk)
 	for i, k := range vrk {
 		for l := range s.key.rk[i] {
@@ -102,7 +148,7 @@ func newLaneState(key []byte) *laneState {
 
 // Lanes is how many chains EncryptChains encrypts in the time of one.
 func (e *Encrypter) Lanes() int {
-	if e.lanes != nil {
+	if e.lanes != nil || e.aesni != nil || e.blocks != nil {
 		return lanes
 	}
 	return 1
@@ -119,6 +165,14 @@ func (e *Encrypter) EncryptChains(chains [][]byte) {
 	}
 	if e.lanes != nil {
 		e.lanes.encrypt(chains)
+		return
+	}
+	if e.aesni != nil {
+		e.aesni.encrypt(chains)
+		return
+	}
+	if e.blocks != nil {
+		e.blocks.encrypt(chains)
 		return
 	}
 	for _, c := range chains {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/sm4"
+	"github.com/gmgate/gmgate/internal/cpufeat"
 )
 
 func mustHex(t testing.TB, s string) []byte {
@@ -22,19 +23,20 @@ func mustHex(t testing.TB, s string) []byte {
 	return b
 }
 
-// encrypters returns the implementations to test: the vector code when
-// this CPU runs it, and the block-at-a-time code always.
+// encrypters returns the kernels to test: every one this CPU and build
+// run (the block-at-a-time code runs everywhere).
 func encrypters(t testing.TB, key []byte) map[string]*Encrypter {
 	t.Helper()
-	e, err := New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial := *e
-	serial.lanes = nil
-	out := map[string]*Encrypter{"serial": &serial}
-	if e.lanes != nil {
-		out["lanes"] = e
+	out := map[string]*Encrypter{}
+	for name, k := range map[string]cpufeat.CBCKernel{"serial": cpufeat.CBCSerial, "gfni": cpufeat.CBCLanesGFNI, "aesni": cpufeat.CBCLanesAESNI, "blocks": cpufeat.CBCLanesBlocks} {
+		e, err := NewKernel(key, k)
+		if err != nil {
+			if k == cpufeat.CBCSerial {
+				t.Fatal(err)
+			}
+			continue
+		}
+		out[name] = e
 	}
 	return out
 }
