@@ -213,7 +213,11 @@ func (c *Conn) readRecord() error {
 		}
 		return c.countEmpty()
 	}
-	if c.in.aead != nil {
+	if c.in.aead != nil && typ == recordTypeAlert && n == 2 && !c.isHandshakeComplete.Load() {
+		// A peer that fails before it has handshake keys of its own
+		// writes its alert in the clear: report it rather than an
+		// unexpected record.
+	} else if c.in.aead != nil {
 		if typ != recordTypeApplicationData {
 			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, fmt.Errorf("unprotected record of type %d", typ)))
 		}

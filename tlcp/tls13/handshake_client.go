@@ -371,7 +371,15 @@ func (hs *clientHandshakeState) establishHandshakeKeys() error {
 	if err := c.setReadSecret(hs.suite, hs.serverHSSecret); err != nil {
 		return err
 	}
-	return nil
+	if !c.didHRR {
+		// Middlebox compatibility: one change_cipher_spec before the
+		// first protected record (after a retry it was sent already).
+		if err := c.writeChangeCipherSpec(); err != nil {
+			return err
+		}
+	}
+	// Alerts from here on are protected, as the server expects.
+	return c.setWriteSecret(hs.suite, hs.clientHSSecret)
 }
 
 func (hs *clientHandshakeState) readServerParameters() error {
@@ -494,16 +502,6 @@ func (hs *clientHandshakeState) sendClientCertificate() error {
 	c.out.Lock()
 	c.buffering = true
 	c.out.Unlock()
-	if !c.didHRR {
-		// Middlebox compatibility: one change_cipher_spec before the
-		// second flight (after a retry it was sent already).
-		if err := c.writeChangeCipherSpec(); err != nil {
-			return err
-		}
-	}
-	if err := c.setWriteSecret(hs.suite, hs.clientHSSecret); err != nil {
-		return err
-	}
 	if hs.certRequest == nil {
 		return nil
 	}
