@@ -170,3 +170,14 @@ func alertOf(err error) (Alert, bool, bool) {
 	}
 	return 0, false, false
 }
+
+// fakeAddrConn is the part of a net.Conn that a replayed connection does
+// not use.
+type fakeAddrConn struct{}
+
+func (fakeAddrConn) Close() error                     { return nil }
+func (fakeAddrConn) LocalAddr() net.Addr              { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (fakeAddrConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (fakeAddrConn) SetDeadline(time.Time) error      { return nil }
+func (fakeAddrConn) SetReadDeadline(time.Time) error  { return nil }
+func (fakeAddrConn) SetWriteDeadline(time.Time) error { return nil }
