@@ -726,7 +726,9 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 		}
 		stop := context.AfterFunc(ctx, func() { c.conn.Close() })
 		defer func() {
-			if !stop() && err != nil {
+			if !stop() {
+				// The context fired and closed the connection (perhaps
+				// just after the handshake finished): report why.
 				err = ctx.Err()
 			}
 		}()

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	gmtls13 "github.com/emmansun/gmsm/tls13"
 )
 
 func TestKeyUpdate(t *testing.T) {
@@ -360,5 +362,58 @@ func TestCCMSealInPlace(t *testing.T) {
 	}
 	if _, err := aead.Open(nil, nonce, got, []byte("hdr")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClientRejectsSuiteChangeAfterRetry: the ServerHello after a
+// HelloRetryRequest must keep the retry's suite (RFC 8446 §4.1.4).
+func TestClientRejectsSuiteChangeAfterRetry(t *testing.T) {
+	c, s := tcpPair(t)
+	defer s.Close()
+	ccfg := clientConfig(t)
+	ccfg.CurvePreferences = []CurveID{CurveSM2, CurveSM2MLKEM768}
+	cli := Client(c, ccfg)
+	defer cli.Close()
+	done := make(chan error, 1)
+	go func() { done <- cli.Handshake() }()
+	readHello := func() *clientHelloMsg {
+		for {
+			hdr := make([]byte, 5)
+			if _, err := io.ReadFull(s, hdr); err != nil {
+				t.Fatal(err)
+			}
+			body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+			io.ReadFull(s, body)
+			if recordType(hdr[0]) == recordTypeChangeCipherSpec {
+				continue
+			}
+			var ch clientHelloMsg
+			if !ch.unmarshal(body) {
+				t.Fatal("client sent a malformed hello")
+			}
+			return &ch
+		}
+	}
+	ch := readHello()
+	hrr := &serverHelloMsg{vers: legacyVersion, random: helloRetryRequestRandom, sessionID: ch.sessionID,
+		cipherSuite: TLS_SM4_GCM_SM3, supportedVersion: VersionTLS13, selectedGroup: CurveSM2MLKEM768}
+	s.Write(record(recordTypeHandshake, 0x0303, hrr.marshal()))
+	ch2 := readHello()
+	if len(ch2.keyShares) != 1 || ch2.keyShares[0].group != CurveSM2MLKEM768 {
+		t.Fatalf("second hello shares %v", ch2.keyShares)
+	}
+	kex, _ := gmtls13.NewKeyExchange(gmtls13.SM2MLKEM768)
+	_, share, err := kex.ServerSharedSecret(rand.Reader, ch2.keyShares[0].data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &serverHelloMsg{vers: legacyVersion, random: make([]byte, 32), sessionID: ch.sessionID,
+		cipherSuite: TLS_SM4_CCM_SM3, supportedVersion: VersionTLS13,
+		serverShare: keyShare{group: CurveSM2MLKEM768, data: share.Data}}
+	s.Write(record(recordTypeHandshake, 0x0303, sh.marshal()))
+	s.(*net.TCPConn).CloseWrite() // a client that goes on reads EOF
+	err = <-done
+	if a, _, ok := alertOf(err); !ok || a != AlertIllegalParameter {
+		t.Fatalf("client: %v", err)
 	}
 }

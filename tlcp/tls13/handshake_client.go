@@ -244,10 +244,11 @@ func (hs *clientHandshakeState) readServerHello() error {
 		if isHelloRetryRequest(sh.random) {
 			return c.sendAlert(AlertUnexpectedMessage, errors.New("a second HelloRetryRequest"))
 		}
+		retrySuite := hs.suite.id
 		if err := hs.checkServerHello(sh); err != nil {
 			return err
 		}
-		if sh.cipherSuite != hs.suite.id {
+		if sh.cipherSuite != retrySuite {
 			return c.sendAlert(AlertIllegalParameter, errors.New("ServerHello suite differs from the HelloRetryRequest's"))
 		}
 	}

@@ -297,6 +297,7 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		return nil
 	}
 	now := cfg.now()
+	var binding *[32]byte
 	for i, id := range ch.pskIdentities {
 		st := cfg.openTicket(id.label)
 		if st == nil || cipherSuiteByID(st.CipherSuite) == nil || len(st.PSK) != hashLen {
@@ -310,7 +311,11 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		if err != nil {
 			return err
 		}
-		if st.Binding != cfg.sessionBinding(cert) {
+		if binding == nil {
+			b := cfg.sessionBinding(cert)
+			binding = &b
+		}
+		if st.Binding != *binding {
 			continue
 		}
 		if !hs.resumedClientIdentity(st, now) {
@@ -411,6 +416,15 @@ func (hs *serverHandshakeState) certificate() (*Certificate, error) {
 	}
 	if len(cert.Certificate) == 0 || cert.PrivateKey == nil {
 		return nil, c.sendAlert(AlertInternalError, errors.New("server certificate has no chain or key"))
+	}
+	// An identity that cannot make sm2sig_sm3 signatures (an RSA or
+	// ECDSA certificate handed over by mistake) fails here, by name.
+	leaf, err := cert.leaf()
+	if err != nil {
+		return nil, c.sendAlert(AlertInternalError, fmt.Errorf("server certificate: %w", err))
+	}
+	if _, err := sm2PublicKey(leaf); err != nil {
+		return nil, c.sendAlert(AlertInternalError, fmt.Errorf("server %w", err))
 	}
 	hs.cert = cert
 	return cert, nil
