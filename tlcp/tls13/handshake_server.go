@@ -303,7 +303,11 @@ func (hs *serverHandshakeState) checkForResumption() error {
 		if st == nil || cipherSuiteByID(st.CipherSuite) == nil || len(st.PSK) != hashLen {
 			continue
 		}
-		if now.Before(st.CreatedAt.Add(-time.Minute)) || now.After(st.CreatedAt.Add(st.Lifetime)) {
+		// A session lives as long as it was given, but no longer than
+		// the Config allows now (a shortened lifetime applies to
+		// tickets already out).
+		lifetime := min(st.Lifetime, cfg.sessionLifetime())
+		if now.Before(st.CreatedAt.Add(-time.Minute)) || now.After(st.CreatedAt.Add(lifetime)) {
 			continue
 		}
 		// Certificate bound: resolved once the certificate is known.

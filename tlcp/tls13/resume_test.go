@@ -239,6 +239,18 @@ func TestResumptionReverifies(t *testing.T) {
 			t.Fatalf("%v %v resumed=%v", cerr, serr, cli.DidResume)
 		}
 	})
+	t.Run("lifetime shortened since", func(t *testing.T) {
+		scfg, ccfg := serverConfig(t), clientConfig(t)
+		ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
+		connectAndRead(t, scfg, ccfg) // a ticket of DefaultSessionLifetime
+		scfg.SessionLifetime = time.Minute
+		later := time.Now().Add(10 * time.Minute)
+		scfg.Time = func() time.Time { return later }
+		cli, _, cerr, serr := connectAndRead(t, scfg, ccfg)
+		if cerr != nil || serr != nil || cli.DidResume {
+			t.Fatalf("%v %v resumed=%v", cerr, serr, cli.DidResume)
+		}
+	})
 }
 
 func TestSessionStateRoundTrip(t *testing.T) {
