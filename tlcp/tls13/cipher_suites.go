@@ -79,19 +79,23 @@ func aeadSM4CCM(key []byte) (cipher.AEAD, error) {
 	if err != nil {
 		return nil, err
 	}
-	return copyingSeal{aead}, nil
+	return &copyingSeal{AEAD: aead}, nil
 }
 
 // copyingSeal seals from a copy of the plaintext: gmsm v0.44.1's CCM
 // computes its tag over the plaintext after encrypting into the output,
 // so sealing in place (as the record layer does) tags the ciphertext and
-// no peer can open the record.
-type copyingSeal struct{ cipher.AEAD }
+// no peer can open the record. An AEAD serves one direction of one
+// connection, under that direction's lock, so its scratch buffer is not
+// shared.
+type copyingSeal struct {
+	cipher.AEAD
+	scratch []byte
+}
 
-func (a copyingSeal) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
-	p := make([]byte, len(plaintext))
-	copy(p, plaintext)
-	return a.AEAD.Seal(dst, nonce, p, additionalData)
+func (a *copyingSeal) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
+	a.scratch = append(a.scratch[:0], plaintext...)
+	return a.AEAD.Seal(dst, nonce, a.scratch, additionalData)
 }
 
 // Key schedule (RFC 8446 §7.1) with SM3 as the hash (RFC 8998 §3.1).

@@ -51,14 +51,20 @@ type Conn struct {
 
 	in, out halfConn
 
-	rawInput bytes.Buffer // bytes read from conn, not yet a whole record
-	input    []byte       // application data not yet returned by Read
-	hand     bytes.Buffer // handshake bytes not yet parsed
+	// Raw input: rawBuf[rawR:rawW] is read but not yet a whole record.
+	// rawBuf comes from inputBufs and goes back once Read has consumed
+	// it, so that an idle connection holds no input buffer.
+	rawBuf     *[]byte
+	rawR, rawW int
+	input      []byte       // application data not yet returned by Read
+	hand       bytes.Buffer // handshake bytes not yet parsed
 
 	// buffering collects a flight in sendBuf so that it leaves in one
-	// write.
+	// write. sendBuf comes from outputBufs and goes back after each
+	// flush outside a flight.
 	buffering bool
 	sendBuf   []byte
+	sendPtr   *[]byte
 
 	closeNotifySent bool
 	closeNotifyErr  error
@@ -151,22 +157,52 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return c.conn.SetWriteDeadl
 // NetConn returns the underlying connection.
 func (c *Conn) NetConn() net.Conn { return c.conn }
 
-// readFull makes sure rawInput holds at least n bytes.
+// Buffers: inputBufs hold one whole record and what follows it in the
+// same read; outputBufs collect sealed records up to flushSize.
+var (
+	inputBufs  = sync.Pool{New: func() any { b := make([]byte, 2*(recordHeaderLen+maxCiphertext)); return &b }}
+	outputBufs = sync.Pool{New: func() any { b := make([]byte, 0, flushSize+recordHeaderLen+maxCiphertext); return &b }}
+)
+
+// flushSize is how much sealed data a Write collects before writing.
+const flushSize = 64 << 10
+
+// readFull makes sure rawBuf holds at least n unread bytes (n is at most
+// a whole record), reading what the connection has.
 func (c *Conn) readFull(n int) error {
-	for c.rawInput.Len() < n {
-		need := n - c.rawInput.Len()
-		c.rawInput.Grow(need)
-		buf := c.rawInput.AvailableBuffer()[:need]
-		m, err := c.conn.Read(buf)
-		c.rawInput.Write(buf[:m])
+	if c.rawBuf == nil {
+		c.rawBuf = inputBufs.Get().(*[]byte)
+		c.rawR, c.rawW = 0, 0
+	}
+	buf := *c.rawBuf
+	if c.rawR+n > len(buf) {
+		copy(buf, buf[c.rawR:c.rawW])
+		c.rawW -= c.rawR
+		c.rawR = 0
+	}
+	for c.rawW-c.rawR < n {
+		m, err := c.conn.Read(buf[c.rawW:])
+		c.rawW += m
+		if c.rawW-c.rawR >= n {
+			break
+		}
 		if err != nil {
-			if err == io.EOF && c.rawInput.Len() > 0 {
+			if err == io.EOF && c.rawW > c.rawR {
 				return io.ErrUnexpectedEOF
 			}
 			return err
 		}
 	}
 	return nil
+}
+
+// releaseInput gives the input buffer back when nothing in it is unread.
+func (c *Conn) releaseInput() {
+	if c.rawBuf != nil && c.rawR == c.rawW && len(c.input) == 0 {
+		inputBufs.Put(c.rawBuf)
+		c.rawBuf = nil
+		c.input = nil
+	}
 }
 
 // readRecord reads one record and files its content: handshake bytes into
@@ -182,7 +218,7 @@ func (c *Conn) readRecord() error {
 		}
 		return err
 	}
-	hdr := c.rawInput.Bytes()[:recordHeaderLen]
+	hdr := (*c.rawBuf)[c.rawR : c.rawR+recordHeaderLen]
 	typ := recordType(hdr[0])
 	vers := binary.BigEndian.Uint16(hdr[1:])
 	n := int(binary.BigEndian.Uint16(hdr[3:]))
@@ -202,7 +238,8 @@ func (c *Conn) readRecord() error {
 		}
 		return err
 	}
-	record := c.rawInput.Next(recordHeaderLen + n)
+	record := (*c.rawBuf)[c.rawR : c.rawR+recordHeaderLen+n]
+	c.rawR += recordHeaderLen + n
 	payload := record[recordHeaderLen:]
 
 	// A change_cipher_spec of one byte 1 may come during the handshake
@@ -331,6 +368,10 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 	written := 0
 	for first := true; first || len(data) > 0; first = false {
 		m := min(len(data), maxPlaintext)
+		if c.sendPtr == nil {
+			c.sendPtr = outputBufs.Get().(*[]byte)
+			c.sendBuf = (*c.sendPtr)[:0]
+		}
 		out, err := c.sealRecord(c.sendBuf, typ, data[:m])
 		if err != nil {
 			return written, c.out.setErrorLocked(err)
@@ -338,7 +379,7 @@ func (c *Conn) writeRecordLocked(typ recordType, data []byte) (int, error) {
 		c.sendBuf = out
 		data = data[m:]
 		written += m
-		if !c.buffering && len(c.sendBuf) >= 64<<10 {
+		if !c.buffering && len(c.sendBuf) >= flushSize {
 			if err := c.flush(); err != nil {
 				return written, err
 			}
@@ -383,8 +424,14 @@ func (c *Conn) flush() error {
 	}
 	_, err := c.conn.Write(c.sendBuf)
 	c.sendBuf = c.sendBuf[:0]
-	if cap(c.sendBuf) > 128<<10 {
-		c.sendBuf = nil
+	if !c.buffering && c.sendPtr != nil {
+		// Only a buffer of the pool's size goes back (a flight may
+		// have grown it).
+		if cap(c.sendBuf) == cap(*c.sendPtr) {
+			*c.sendPtr = c.sendBuf
+			outputBufs.Put(c.sendPtr)
+		}
+		c.sendPtr, c.sendBuf = nil, nil
 	}
 	if err != nil {
 		return c.out.setErrorLocked(err)
@@ -566,9 +613,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	}
 	n := copy(b, c.input)
 	c.input = c.input[n:]
-	if len(c.input) == 0 {
-		c.input = nil
-	}
+	c.releaseInput()
 	return n, nil
 }
 
@@ -744,6 +789,10 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 	c.in.Lock()
 	defer c.in.Unlock()
 	c.handshakeErr = c.handshakeFn(ctx)
+	if c.hand.Len() == 0 {
+		c.hand = bytes.Buffer{}
+	}
+	c.releaseInput()
 	if c.handshakeErr != nil {
 		c.out.Lock()
 		c.buffering = false
