@@ -605,6 +605,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 			if err := c.handlePostHandshakeMessage(); err != nil {
 				return 0, err
 			}
+			if c.hand.Len() == 0 {
+				c.hand = bytes.Buffer{} // tickets are rare: keep no buffer
+			}
 			continue
 		}
 		if err := c.readRecord(); err != nil {

@@ -417,3 +417,21 @@ func TestClientRejectsSuiteChangeAfterRetry(t *testing.T) {
 		t.Fatalf("client: %v", err)
 	}
 }
+
+// TestIdleConnectionHoldsNoBuffers: after a handshake and an exchange of
+// large writes, neither side keeps an input or output buffer.
+func TestIdleConnectionHoldsNoBuffers(t *testing.T) {
+	cli, srv := mustHandshake(t, serverConfig(t), clientConfig(t))
+	exchange(t, cli, srv, bytes.Repeat([]byte("z"), 200000))
+	for name, c := range map[string]*Conn{"client": cli, "server": srv} {
+		c.in.Lock()
+		in := c.rawBuf != nil || c.hand.Cap() > 0
+		c.in.Unlock()
+		c.out.Lock()
+		out := c.sendPtr != nil || c.sendBuf != nil
+		c.out.Unlock()
+		if in || out {
+			t.Errorf("%s holds buffers: input %v, output %v", name, in, out)
+		}
+	}
+}
