@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sync"
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -17,7 +18,10 @@ import (
 // CRL is a certificate revocation list whose signature verified with
 // the certificate of its issuer.
 type CRL struct {
-	// Issuer is the CA certificate whose key signed the CRL.
+	// Issuer is the CA certificate whose key signed the CRL; nil for a
+	// CRL whose issuer was not among the CAs given when it was read,
+	// whose signature is checked with the issuer of the first verified
+	// chain that names it (see CRLOptions.Issuers).
 	Issuer *smx509.Certificate
 	// ThisUpdate and NextUpdate are the CRL's own times.
 	ThisUpdate, NextUpdate time.Time
@@ -26,6 +30,13 @@ type CRL struct {
 	// SignatureAlgorithm is the algorithm of the CRL's signature.
 	SignatureAlgorithm smx509.SignatureAlgorithm
 	revoked            map[string]revokedEntry
+
+	// For a CRL whose issuer is not known yet: what its signature
+	// check needs, and the outcome per issuer key already tried.
+	rawIssuer, authorityKeyID []byte
+	tbs, signature            []byte
+	checked                   sync.Map // string(issuer SPKI) -> error (nil: verified)
+	issuerName                string
 }
 
 type revokedEntry struct {
@@ -55,6 +66,15 @@ var (
 // does not know. It does not compare the CRL's times with the clock
 // (see CheckTime).
 func ParseCRL(data []byte, issuers []*smx509.Certificate) (*CRL, error) {
+	return parseCRL(data, issuers, false)
+}
+
+// errIssuerNotGiven marks a CRL whose issuer is none of the CAs given.
+var errIssuerNotGiven = errors.New("issuer not given")
+
+// parseCRL is ParseCRL; with deferIssuer, a CRL whose issuer name is none
+// of issuers' is returned unverified, with a nil Issuer.
+func parseCRL(data []byte, issuers []*smx509.Certificate, deferIssuer bool) (*CRL, error) {
 	der := data
 	if t := bytes.TrimLeft(data, " \t\r\n"); bytes.HasPrefix(t, []byte("-----BEGIN")) {
 		block, _ := pem.Decode(t)
@@ -77,11 +97,15 @@ func ParseCRL(data []byte, issuers []*smx509.Certificate) (*CRL, error) {
 		return nil, err
 	}
 	issuer, err := crlIssuer(rl, issuers)
-	if err != nil {
+	if err != nil && (!deferIssuer || !errors.Is(err, errIssuerNotGiven)) {
 		return nil, err
 	}
 	c := &CRL{Issuer: issuer, ThisUpdate: rl.ThisUpdate, NextUpdate: rl.NextUpdate, Number: rl.Number,
 		SignatureAlgorithm: rl.SignatureAlgorithm, revoked: make(map[string]revokedEntry, len(rl.RevokedCertificateEntries))}
+	if issuer == nil {
+		c.rawIssuer, c.authorityKeyID, c.tbs, c.signature = rl.RawIssuer, rl.AuthorityKeyId, rl.RawTBSRevocationList, rl.Signature
+		c.issuerName = rl.Issuer.String()
+	}
 	for _, e := range rl.RevokedCertificateEntries {
 		for _, ext := range e.Extensions {
 			if ext.Id.Equal(oidCertificateIssuer) {
@@ -176,7 +200,7 @@ func crlIssuer(rl *smx509.RevocationList, issuers []*smx509.Certificate) (*smx50
 		return nil, fmt.Errorf("the CRL's issuer %q is a CA given, but the CRL was signed by another key of that name (its authorityKeyIdentifier differs); give the CA certificate whose key signs the CRLs", rl.Issuer.String())
 	}
 	if named == nil {
-		return nil, fmt.Errorf("the CRL's issuer %q is none of the CAs that verify client certificates; give the CRL of one of them, or add its CA", rl.Issuer.String())
+		return nil, fmt.Errorf("the CRL's issuer %q is none of the CAs that verify client certificates; give the CRL of one of them, or add its CA: %w", rl.Issuer.String(), errIssuerNotGiven)
 	}
 	return nil, fmt.Errorf("the CRL's signature does not verify with the key of CA %q (%v); it was not issued by that CA, or was altered", named.Subject.String(), lastErr)
 }
@@ -206,16 +230,48 @@ func (c *CRL) Len() int { return len(c.revoked) }
 
 // covers reports whether the CRL was signed by the CA that issued a
 // certificate, that CA being issuer in the verified chain: same name,
-// same key.
-func (c *CRL) covers(issuer cert) bool {
-	return bytes.Equal(c.Issuer.RawSubject, issuer.rawSubject) &&
-		bytes.Equal(c.Issuer.RawSubjectPublicKeyInfo, issuer.rawSPKI)
+// same key. For a CRL read before its issuer was known, the error says
+// why its signature does not verify with that issuer.
+func (c *CRL) covers(issuer cert) (bool, error) {
+	if c.Issuer != nil {
+		return bytes.Equal(c.Issuer.RawSubject, issuer.rawSubject) &&
+			bytes.Equal(c.Issuer.RawSubjectPublicKeyInfo, issuer.rawSPKI), nil
+	}
+	if !bytes.Equal(c.rawIssuer, issuer.rawSubject) {
+		return false, nil
+	}
+	if v, ok := c.checked.Load(string(issuer.rawSPKI)); ok {
+		err, _ := v.(error)
+		return err == nil, err
+	}
+	err := c.verifyWith(issuer)
+	c.checked.Store(string(issuer.rawSPKI), err)
+	return err == nil, err
+}
+
+// verifyWith checks the signature of a CRL read before its issuer was
+// known with the issuer of a verified chain.
+func (c *CRL) verifyWith(issuer cert) error {
+	ca, err := issuer.parsed()
+	if err != nil {
+		return fmt.Errorf("the issuer certificate does not parse: %v", err)
+	}
+	if len(c.authorityKeyID) > 0 && len(ca.SubjectKeyId) > 0 && !bytes.Equal(c.authorityKeyID, ca.SubjectKeyId) {
+		return fmt.Errorf("the CRL of %q was signed by another key of that name (its authorityKeyIdentifier differs)", c.issuerName)
+	}
+	rl := &smx509.RevocationList{RawTBSRevocationList: c.tbs, Signature: c.signature, SignatureAlgorithm: c.SignatureAlgorithm}
+	if err := rl.CheckSignatureFrom(ca); err != nil {
+		return fmt.Errorf("the CRL's signature does not verify with the key of CA %q (%v)", ca.Subject.String(), err)
+	}
+	return nil
 }
 
 // newerThan reports whether c may replace old: a later or equal
 // cRLNumber, or when either has none, a thisUpdate not before old's.
+// Only CRLs whose signatures were verified when read are compared: the
+// numbers of one not verified yet are not to be trusted.
 func (c *CRL) newerThan(old *CRL) bool {
-	if old == nil {
+	if old == nil || c.Issuer == nil || old.Issuer == nil {
 		return true
 	}
 	if c.Number != nil && old.Number != nil {

@@ -338,7 +338,6 @@ func TestCRLOptionsChecked(t *testing.T) {
 		want string
 	}{
 		{CRLOptions{Issuers: is}, "no CRL source"},
-		{CRLOptions{Sources: []string{"a.crl"}}, "no CA"},
 		{CRLOptions{Sources: []string{"http://"}, Issuers: is}, "http:// or https://"},
 		{CRLOptions{Sources: []string{"a.crl", "a.crl"}, Issuers: is}, "twice"},
 		{CRLOptions{Sources: []string{"https://user:secret@ca.example/x.crl", "https://user:secret@ca.example/x.crl"}, Issuers: is}, "https://ca.example/x.crl is given twice"},
@@ -353,5 +352,47 @@ func TestCRLOptionsChecked(t *testing.T) {
 	}
 	if r, err := ParseReason("key-compromise"); err != nil || r != ReasonKeyCompromise {
 		t.Errorf("ParseReason: %v %v", r, err)
+	}
+}
+
+// A CRL signed by an intermediate CA that is not among the Issuers (the
+// clients send it in their chains) is checked with the intermediate of
+// the verified chain; one signed by another key of the same name covers
+// nothing.
+func TestCRLOfIntermediateFromChain(t *testing.T) {
+	for _, kind := range []string{"sm2", "ecdsa"} {
+		t.Run(kind, func(t *testing.T) {
+			root := newCA(t, kind)
+			inter := root.intermediate(t, "issuing CA")
+			impostor := newCA(t, kind).intermediate(t, "issuing CA")
+			revoked, good := inter.client(t, "revoked", ""), inter.client(t, "good", "")
+			now := time.Now()
+			dir := t.TempDir()
+			for name, ca := range map[string]*testCA{"real.crl": inter, "forged.crl": impostor} {
+				os.WriteFile(filepath.Join(dir, name), ca.crl(t, 1, now.Add(-time.Hour), now.Add(time.Hour), revoked.SerialNumber), 0o644)
+			}
+			c, err := NewCRLChecker(CRLOptions{Sources: []string{filepath.Join(dir, "real.crl")}, Issuers: []*smx509.Certificate{root.cert}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if r := c.Check(revoked, inter.cert); r.Status != StatusRevoked {
+				t.Errorf("revoked: %+v", r)
+			}
+			if r := c.Check(good, inter.cert); r.Status != StatusGood {
+				t.Errorf("good: %+v", r)
+			}
+			c, _ = NewCRLChecker(CRLOptions{Sources: []string{filepath.Join(dir, "forged.crl")}, Issuers: []*smx509.Certificate{root.cert}})
+			if err := c.Refresh(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ { // the second answer comes from the memo
+				if r := c.Check(good, inter.cert); r.Status != StatusUnknown || !strings.Contains(r.Detail, "another key") && !strings.Contains(r.Detail, "does not verify") {
+					t.Errorf("forged CRL: %+v", r)
+				}
+			}
+		})
 	}
 }

@@ -28,8 +28,11 @@ const (
 type CRLOptions struct {
 	// Sources are CRL files (PEM or DER) and http(s) URLs.
 	Sources []string
-	// Issuers are the CAs whose CRLs are accepted: the CAs that verify
-	// client certificates (and their intermediates).
+	// Issuers are CAs whose CRLs are verified when read: the CAs that
+	// verify client certificates. A CRL of another issuer (an
+	// intermediate the clients send) is kept, and its signature checked
+	// with that issuer's certificate from the first verified chain that
+	// names it; until then it covers nothing.
 	Issuers []*smx509.Certificate
 	// Refresh is how often sources are read again; DefaultCRLRefresh
 	// when zero.
@@ -75,9 +78,6 @@ type crlSource struct {
 func NewCRLChecker(opts CRLOptions) (*CRLChecker, error) {
 	if len(opts.Sources) == 0 {
 		return nil, errors.New("no CRL source given")
-	}
-	if len(opts.Issuers) == 0 {
-		return nil, errors.New("no CA given to verify CRLs with")
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = DefaultCRLRefresh
@@ -171,7 +171,7 @@ func (c *CRLChecker) load(ctx context.Context, s *crlSource) (*CRL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CRL %v", err)
 	}
-	crl, err := ParseCRL(data, c.opts.Issuers)
+	crl, err := parseCRL(data, c.opts.Issuers, true)
 	if err != nil {
 		return nil, fmt.Errorf("CRL %s: %w", s.name, err)
 	}
@@ -253,14 +253,20 @@ func (c *CRLChecker) check(leaf, issuer cert) Result {
 	now := c.opts.Now()
 	r := Result{Status: StatusUnknown, Serial: leaf.serial, Subject: leaf.subject}
 	var good *crlSource
-	var expired []string
+	var unusable []string
 	for _, s := range c.sources {
 		crl := s.current.Load()
-		if crl == nil || !crl.covers(issuer) {
+		if crl == nil {
+			continue
+		}
+		if ok, err := crl.covers(issuer); !ok {
+			if err != nil {
+				unusable = append(unusable, fmt.Sprintf("CRL %s: %v", s.name, err))
+			}
 			continue
 		}
 		if err := crl.CheckTime(now, c.opts.Grace); err != nil {
-			expired = append(expired, fmt.Sprintf("CRL %s: %v", s.name, err))
+			unusable = append(unusable, fmt.Sprintf("CRL %s: %v", s.name, err))
 			continue
 		}
 		if at, reason, ok := crl.Revoked(leaf.serial); ok {
@@ -277,8 +283,8 @@ func (c *CRLChecker) check(leaf, issuer cert) Result {
 		if now.After(good.current.Load().NextUpdate) {
 			r.Detail = "the CRL is past its nextUpdate and its source could not be read again; used within the grace"
 		}
-	case len(expired) > 0:
-		r.Detail = expired[0]
+	case len(unusable) > 0:
+		r.Detail = unusable[0]
 	default:
 		r.Detail = fmt.Sprintf("no loaded CRL is issued by the certificate's CA %q", issuerName(issuer))
 	}

@@ -19,8 +19,10 @@
 //		return checker.VerifyX509(context.Background(), cs.VerifiedChains)
 //	}
 //
-// A CRL is accepted only when its signature verifies with one of the
-// configured issuing CAs whose subject is the CRL's issuer, when it is a
+// A CRL is accepted only when its signature verifies with a CA whose
+// subject is the CRL's issuer: one of the configured CAs, or else the
+// issuer in the verified chain being checked (an intermediate the client
+// sent), and only when it is a
 // complete (not delta, not indirect) v2 CRL with a nextUpdate, and when
 // it is not older than the CRL it replaces. A source that cannot be read
 // keeps its last good CRL until the CRL's nextUpdate plus a grace

@@ -25,6 +25,14 @@ func FuzzParseCRL(f *testing.F) {
 	f.Add([]byte{0x30, 0x00})
 	f.Add([]byte("-----BEGIN X509 CRL-----\n-----END X509 CRL-----\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if deferred, err := parseCRL(data, nil, true); err == nil {
+			// Read before its issuer was known: checked with a chain's.
+			for _, ca := range []*testCA{sm, ec} {
+				if ok, err := deferred.covers(fromSM(ca.cert)); ok != (err == nil && string(deferred.rawIssuer) == string(ca.cert.RawSubject)) {
+					t.Fatalf("covers = %v, %v", ok, err)
+				}
+			}
+		}
 		crl, err := ParseCRL(data, issuers)
 		if err != nil {
 			return

@@ -66,6 +66,22 @@ func sign(t testing.TB, tmpl, parent *smx509.Certificate, pub crypto.PublicKey, 
 	return c
 }
 
+// intermediate issues a CA certificate named cn under ca.
+func (ca *testCA) intermediate(t testing.TB, cn string) *testCA {
+	t.Helper()
+	key := ca.newKey(t)
+	tmpl := &smx509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              smx509.KeyUsageCertSign | smx509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	return &testCA{cert: sign(t, tmpl, ca.cert, key.Public(), ca.key), key: key}
+}
+
 // newKey makes a key of the CA's kind.
 func (ca *testCA) newKey(t testing.TB) crypto.Signer {
 	t.Helper()
