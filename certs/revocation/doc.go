@@ -20,11 +20,10 @@
 //	}
 //
 // A CRL is accepted only when its signature verifies with a CA whose
-// subject is the CRL's issuer: one of the configured CAs, or else the
-// issuer in the verified chain being checked (an intermediate the client
-// sent), and only when it is a
-// complete (not delta, not indirect) v2 CRL with a nextUpdate, and when
-// it is not older than the CRL it replaces. A source that cannot be read
+// subject is the CRL's issuer (one of the configured CAs, or else the
+// issuer in the verified chain being checked: an intermediate the client
+// sent), when it is a complete (not delta, not indirect) v2 CRL with a
+// nextUpdate, and when it is not older than the CRL it replaces. A source that cannot be read
 // keeps its last good CRL until the CRL's nextUpdate plus a grace
 // (DefaultGrace, one hour: enough for a CA that publishes late or a
 // distribution point that is down for a moment, short enough that a
