@@ -194,12 +194,20 @@ func (c *Checker) checkPair(ctx context.Context, leaf, issuer cert) Result {
 // certificate (or an unknown one under FailOpen), an *Error otherwise.
 // It is what a VerifyConnection callback of tlcp returns, with the
 // ConnectionState's VerifiedChains, on full and resumed handshakes.
+// Without chains (no client certificate, as client_auth request or
+// verify_if_given allow) there is nothing to revoke: nil.
 func (c *Checker) Verify(ctx context.Context, chains [][]*smx509.Certificate) error {
+	if len(chains) == 0 {
+		return nil
+	}
 	return c.decide(c.Check(ctx, chains))
 }
 
 // VerifyX509 is Verify for crypto/tls's VerifiedChains.
 func (c *Checker) VerifyX509(ctx context.Context, chains [][]*x509.Certificate) error {
+	if len(chains) == 0 {
+		return nil
+	}
 	return c.decide(c.CheckX509(ctx, chains))
 }
 

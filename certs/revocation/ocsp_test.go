@@ -91,6 +91,14 @@ func TestOCSPCheckerVerify(t *testing.T) {
 	if err := chk.Verify(ctx, [][]*smx509.Certificate{{revoked, ca.cert}}); !errors.As(err, &re) || !re.Revoked() || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("revoked: %v", err)
 	}
+	// No client certificate (client_auth verify_if_given): nothing to
+	// revoke, nothing reported.
+	if err := chk.Verify(ctx, nil); err != nil {
+		t.Errorf("no chains: %v", err)
+	}
+	if err := chk.VerifyX509(ctx, nil); err != nil {
+		t.Errorf("no chains (x509): %v", err)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.decided) != 2 || !rec.refused[0] || rec.decided[0].Status != StatusRevoked {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rand"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -58,11 +60,19 @@ func readRevokedDB(dir string) (*revokedDB, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseRevokedDB(path, data)
+}
+
+// parseRevokedDB reads the database from data, read from path.
+func parseRevokedDB(path string, data []byte) (*revokedDB, error) {
 	var db revokedDB
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&db); err != nil {
 		return nil, fmt.Errorf("%s is damaged (%v); restore it from a backup, or fix it by hand", path, err)
+	}
+	if db.CRLNumber < 0 || db.CRLNumber == math.MaxInt64 {
+		return nil, fmt.Errorf("%s: crl_number %d is out of range; set it to the number of the last CRL made", path, db.CRLNumber)
 	}
 	for _, e := range db.Revoked {
 		if _, err := parseSerial(e.Serial); err != nil {
