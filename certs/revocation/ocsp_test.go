@@ -176,8 +176,8 @@ func TestOCSPResponderGoneAway(t *testing.T) {
 	if err := chk.Verify(ctx, chain); err != nil {
 		t.Errorf("within the grace: %v", err)
 	}
-	if got := rec.lastState(); got != "OCSP "+resp.srv.URL+" failing" {
-		t.Errorf("state %q", got)
+	if got := rec.lastState(); got != "OCSP "+resp.srv.URL+" stale" {
+		t.Errorf("state %q, want stale", got)
 	}
 	asked := resp.requests.Load()
 	for i := 0; i < 5; i++ {
@@ -190,6 +190,9 @@ func TestOCSPResponderGoneAway(t *testing.T) {
 	var re *Error
 	if err := chk.Verify(ctx, chain); !errors.As(err, &re) || re.Revoked() || !strings.Contains(err.Error(), "503") {
 		t.Errorf("after the grace: %v", err)
+	}
+	if got := rec.lastState(); got != "OCSP "+resp.srv.URL+" expired" {
+		t.Errorf("state %q, want expired", got)
 	}
 	resp.down.Store(false)
 	clk.advance(2 * time.Minute)
@@ -334,5 +337,45 @@ func TestOCSPInteropXCrypto(t *testing.T) {
 			tc.status == ocsp.Good && sr.status != StatusGood {
 			t.Errorf("%s: read %+v", tc.name, sr)
 		}
+	}
+}
+
+// An answer whose nextUpdate lies days ahead is asked for again after
+// Refresh; while the responder fails, it serves until its nextUpdate
+// (state failing), without asking on every check.
+func TestOCSPRefreshBeforeNextUpdate(t *testing.T) {
+	ca := newCA(t, "ecdsa")
+	resp := newResponder(t, ca)
+	leaf := ca.client(t, "c", resp.srv.URL)
+	clk := newClock()
+	resp.set(leaf.SerialNumber, ocspAnswer{status: StatusGood, thisUpdate: clk.Now(), nextUpdate: clk.Now().Add(48 * time.Hour)})
+	rec := &recorder{}
+	o, _ := NewOCSPChecker(OCSPOptions{Refresh: time.Hour, Retry: time.Minute, Observer: rec, Now: clk.Now})
+	ctx := context.Background()
+	if r := o.Check(ctx, leaf, ca.cert); r.Status != StatusGood {
+		t.Fatalf("%+v", r)
+	}
+	clk.advance(30 * time.Minute)
+	o.Check(ctx, leaf, ca.cert)
+	if n := resp.requests.Load(); n != 1 {
+		t.Errorf("%d requests within Refresh, want 1", n)
+	}
+	clk.advance(time.Hour)
+	o.Check(ctx, leaf, ca.cert)
+	if n := resp.requests.Load(); n != 2 {
+		t.Errorf("%d requests after Refresh, want 2", n)
+	}
+	resp.down.Store(true)
+	clk.advance(2 * time.Hour)
+	for i := 0; i < 3; i++ {
+		if r := o.Check(ctx, leaf, ca.cert); r.Status != StatusGood || !strings.Contains(r.Detail, "still current") {
+			t.Errorf("responder down before nextUpdate: %+v", r)
+		}
+	}
+	if n := resp.requests.Load(); n != 3 {
+		t.Errorf("%d requests, want 3: a failing responder is asked again only after Retry", n)
+	}
+	if got := rec.lastState(); got != "OCSP "+resp.srv.URL+" failing" {
+		t.Errorf("state %q, want failing", got)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	// DefaultOCSPMaxAge is how long a response without nextUpdate is
 	// used.
 	DefaultOCSPMaxAge = 5 * time.Minute
+	// DefaultOCSPRefresh is how long an answer is used before the
+	// responder is asked again, for responders whose nextUpdate lies
+	// days ahead.
+	DefaultOCSPRefresh = time.Hour
 	// DefaultOCSPConcurrency bounds the requests in flight.
 	DefaultOCSPConcurrency = 16
 )
@@ -57,6 +61,10 @@ type OCSPOptions struct {
 	// MaxAge is how long an answer without nextUpdate is used;
 	// DefaultOCSPMaxAge when zero.
 	MaxAge time.Duration
+	// Refresh is how long an answer is used before the responder is
+	// asked again, however far its nextUpdate (until which it still
+	// serves while the responder fails); DefaultOCSPRefresh when zero.
+	Refresh time.Duration
 	// Concurrency bounds the requests in flight; DefaultOCSPConcurrency
 	// when zero.
 	Concurrency int
@@ -86,6 +94,9 @@ type OCSPChecker struct {
 type ocspEntry struct {
 	key    string
 	result Result // Source set; Status good, revoked or unknown
+	// refreshAt is when the responder is asked again: the answer's
+	// nextUpdate, or sooner after Refresh.
+	refreshAt time.Time
 	// expires is the answer's nextUpdate (or thisUpdate + MaxAge);
 	// zero for an entry that holds only a failure.
 	expires time.Time
@@ -135,6 +146,9 @@ func NewOCSPChecker(opts OCSPOptions) (*OCSPChecker, error) {
 	if opts.MaxAge <= 0 {
 		opts.MaxAge = DefaultOCSPMaxAge
 	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultOCSPRefresh
+	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultOCSPConcurrency
 	}
@@ -183,7 +197,7 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 		now := o.opts.Now()
 		o.mu.Lock()
 		e := o.lookup(key)
-		if e != nil && now.Before(e.expires) {
+		if e != nil && now.Before(e.refreshAt) {
 			r := e.result
 			o.mu.Unlock()
 			return r
@@ -198,7 +212,8 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 			case <-call.done:
 				continue
 			case <-ctx.Done():
-				return o.failed(base, key, ctx.Err())
+				r, _ := o.failed(base, key, ctx.Err())
+				return r
 			}
 		}
 		call := &ocspCall{done: make(chan struct{})}
@@ -211,11 +226,12 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 		close(call.done)
 		o.mu.Unlock()
 		if err != nil {
-			o.setState(responder, SourceFailing, err)
-			return o.failed(base, key, err)
+			r, st := o.failed(base, key, err)
+			o.setState(responder, st, err)
+			return r
 		}
 		o.setState(responder, SourceOK, nil)
-		o.store(&ocspEntry{key: key, result: r, expires: expires})
+		o.store(&ocspEntry{key: key, result: r, expires: expires, refreshAt: minTime(expires, o.opts.Now().Add(o.opts.Refresh))})
 		return r
 	}
 }
@@ -301,7 +317,10 @@ func checkOCSPAnswer(der []byte, ca *smx509.Certificate, issuer cert, serial *bi
 func (o *OCSPChecker) staleOrUnknown(base Result, e *ocspEntry, now time.Time) Result {
 	if !e.expires.IsZero() && now.Before(e.expires.Add(o.opts.Grace)) {
 		r := e.result
-		r.Detail = "the responder could not be asked again (" + errString(e.lastErr) + "); its last answer is past its nextUpdate and used within the grace"
+		r.Detail = "the responder could not be asked again (" + errString(e.lastErr) + "); its last answer is still current"
+		if !now.Before(e.expires) {
+			r.Detail = "the responder could not be asked again (" + errString(e.lastErr) + "); its last answer is past its nextUpdate and used within the grace"
+		}
 		return r
 	}
 	base.Detail = errString(e.lastErr)
@@ -309,8 +328,9 @@ func (o *OCSPChecker) staleOrUnknown(base Result, e *ocspEntry, now time.Time) R
 }
 
 // failed remembers a failure (so the responder is not asked again before
-// Retry) and answers from what the cache still has.
-func (o *OCSPChecker) failed(base Result, key string, err error) Result {
+// Retry) and answers from what the cache still has, with the state that
+// leaves the responder in.
+func (o *OCSPChecker) failed(base Result, key string, err error) (Result, SourceState) {
 	now := o.opts.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -320,7 +340,15 @@ func (o *OCSPChecker) failed(base Result, key string, err error) Result {
 		o.insert(e)
 	}
 	e.retryAt, e.lastErr = now.Add(o.opts.Retry), err
-	return o.staleOrUnknown(base, e, now)
+	st := SourceExpired
+	switch {
+	case e.expires.IsZero():
+	case now.Before(e.expires):
+		st = SourceFailing
+	case now.Before(e.expires.Add(o.opts.Grace)):
+		st = SourceStale
+	}
+	return o.staleOrUnknown(base, e, now), st
 }
 
 func errString(err error) string {
@@ -394,4 +422,11 @@ func (o *OCSPChecker) CacheLen() (entries int, bytes int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.lru.Len(), o.bytes
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
