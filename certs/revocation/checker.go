@@ -169,7 +169,7 @@ func dupIssuer(earlier [][2]cert, p [2]cert) bool {
 // responder: revoked by either wins; good from either is good.
 func (c *Checker) checkPair(ctx context.Context, leaf, issuer cert) Result {
 	if issuer.raw == nil {
-		return Result{Status: StatusGood, Serial: leaf.serial, Subject: leaf.subject, Detail: "the certificate is trusted directly, not through a CA"}
+		return Result{Status: StatusGood, Serial: leaf.serial, Detail: "the certificate is trusted directly, not through a CA"}
 	}
 	var fromCRL Result
 	if c.crl != nil {

@@ -251,7 +251,7 @@ func (c *CRLChecker) Check(leaf, issuer *smx509.Certificate) Result {
 
 func (c *CRLChecker) check(leaf, issuer cert) Result {
 	now := c.opts.Now()
-	r := Result{Status: StatusUnknown, Serial: leaf.serial, Subject: leaf.subject}
+	r := Result{Status: StatusUnknown, Serial: leaf.serial}
 	var good *crlSource
 	var unusable []string
 	for _, s := range c.sources {
@@ -271,6 +271,7 @@ func (c *CRLChecker) check(leaf, issuer cert) Result {
 		}
 		if at, reason, ok := crl.Revoked(leaf.serial); ok {
 			r.Status, r.Source, r.RevokedAt, r.Reason = StatusRevoked, "CRL "+s.name, at, reason
+			r.Subject = leaf.subject()
 			return r
 		}
 		if good == nil {
@@ -284,15 +285,15 @@ func (c *CRLChecker) check(leaf, issuer cert) Result {
 			r.Detail = "the CRL is past its nextUpdate and its source could not be read again; used within the grace"
 		}
 	case len(unusable) > 0:
-		r.Detail = unusable[0]
+		r.Subject, r.Detail = leaf.subject(), unusable[0]
 	default:
-		r.Detail = fmt.Sprintf("no loaded CRL is issued by the certificate's CA %q", issuerName(issuer))
+		r.Subject, r.Detail = leaf.subject(), fmt.Sprintf("no loaded CRL is issued by the certificate's CA %q", issuerName(issuer))
 	}
 	return r
 }
 
 // issuerName is the subject of an issuer certificate, for messages.
-func issuerName(c cert) string { return c.subject }
+func issuerName(c cert) string { return c.subject() }
 
 // Current returns the CRL loaded from a source (nil before the first
 // successful read).

@@ -179,7 +179,7 @@ func (o *OCSPChecker) Check(ctx context.Context, leaf, issuer *smx509.Certificat
 }
 
 func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
-	base := Result{Status: StatusUnknown, Serial: leaf.serial, Subject: leaf.subject}
+	base := Result{Status: StatusUnknown, Serial: leaf.serial, Subject: leaf.subject()}
 	responder := o.responderFor(leaf)
 	if responder == "" {
 		base.Detail = "the certificate names no OCSP responder (authorityInfoAccess) and none is configured"

@@ -2,6 +2,7 @@ package revocation
 
 import (
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"math/big"
 	"strings"
@@ -130,7 +131,8 @@ func ParseReason(s string) (Reason, error) {
 // Result is the answer about one certificate.
 type Result struct {
 	Status Status
-	// Serial and Subject name the certificate checked.
+	// Serial and Subject name the certificate checked (Subject is empty
+	// in a good answer).
 	Serial  *big.Int
 	Subject string
 	// Source names where the answer came from: a CRL file, a CRL URL or
@@ -243,7 +245,7 @@ func (nopObserver) Decided(Result, bool)                     {}
 // crypto/x509 alike.
 type cert struct {
 	serial     *big.Int
-	subject    string
+	name       *pkix.Name
 	raw        []byte
 	rawSubject []byte
 	rawIssuer  []byte
@@ -254,13 +256,23 @@ type cert struct {
 }
 
 func fromSM(c *smx509.Certificate) cert {
-	return cert{serial: c.SerialNumber, subject: c.Subject.String(), raw: c.Raw, rawSubject: c.RawSubject,
+	return cert{serial: c.SerialNumber, name: &c.Subject, raw: c.Raw, rawSubject: c.RawSubject,
 		rawIssuer: c.RawIssuer, rawSPKI: c.RawSubjectPublicKeyInfo, ocsp: c.OCSPServer, sm: c}
 }
 
 func fromX509(c *x509.Certificate) cert {
-	return cert{serial: c.SerialNumber, subject: c.Subject.String(), raw: c.Raw, rawSubject: c.RawSubject,
+	return cert{serial: c.SerialNumber, name: &c.Subject, raw: c.Raw, rawSubject: c.RawSubject,
 		rawIssuer: c.RawIssuer, rawSPKI: c.RawSubjectPublicKeyInfo, ocsp: c.OCSPServer}
+}
+
+// subject is the certificate's subject as text, for answers and
+// messages (made only when asked: a handshake's good answer does not
+// need it).
+func (c cert) subject() string {
+	if c.name == nil {
+		return ""
+	}
+	return c.name.String()
 }
 
 // parsed returns the certificate as smx509 parses it.
