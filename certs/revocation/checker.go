@@ -75,6 +75,19 @@ func New(opts Options) (*Checker, error) {
 	return c, nil
 }
 
+// Close lets go of the idle connections to CRL sources and responders
+// of the HTTP clients the checker made itself (not of one given in the
+// options); call it when a reload replaces the checker. Run must have
+// returned.
+func (c *Checker) Close() {
+	if c.crl != nil && c.crl.ownClient {
+		c.crl.opts.HTTPClient.CloseIdleConnections()
+	}
+	if c.ocsp != nil && c.ocsp.ownClient {
+		c.ocsp.opts.HTTPClient.CloseIdleConnections()
+	}
+}
+
 // Policy is the policy the checker applies.
 func (c *Checker) Policy() Policy { return c.policy }
 

@@ -59,6 +59,8 @@ type CRLChecker struct {
 	sources []*crlSource
 	// refreshMu makes refreshes one at a time.
 	refreshMu sync.Mutex
+	// ownClient is set when the HTTP client is the checker's own.
+	ownClient bool
 }
 
 // crlSource is one file or URL.
@@ -94,7 +96,8 @@ func NewCRLChecker(opts CRLOptions) (*CRLChecker, error) {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxCRLBytes
 	}
-	if opts.HTTPClient == nil {
+	own := opts.HTTPClient == nil
+	if own {
 		opts.HTTPClient = defaultClient()
 	}
 	if opts.Observer == nil {
@@ -103,7 +106,7 @@ func NewCRLChecker(opts CRLOptions) (*CRLChecker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	c := &CRLChecker{opts: opts}
+	c := &CRLChecker{opts: opts, ownClient: own}
 	seen := map[string]bool{}
 	for _, s := range opts.Sources {
 		if s == "" {

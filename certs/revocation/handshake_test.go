@@ -8,6 +8,8 @@ import (
 	"errors"
 	mathbig "math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -16,7 +18,9 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/internal/testpki"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
+	"go.uber.org/goleak"
 )
 
 // loopbackPair returns the two ends of a TCP connection on loopback
@@ -198,4 +202,35 @@ func TestRevokedRefusedOnResumedTLSHandshake(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A checker that fetched CRLs and OCSP answers over HTTP, and ran its
+// refresh loop, leaves no goroutine behind once Run returned and Close
+// let go of its connections.
+func TestRevocationCheckerLeavesNoGoroutine(t *testing.T) {
+	ca := newCA(t, "sm2")
+	resp := newResponder(t, ca)
+	crlSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(ca.crl(t, 1, time.Now().Add(-time.Minute), time.Now().Add(time.Hour)))
+	}))
+	defer crlSrv.Close()
+	leaf := ca.client(t, "c", resp.srv.URL)
+	resp.set(leaf.SerialNumber, ocspAnswer{status: StatusGood, thisUpdate: time.Now(), nextUpdate: time.Now().Add(time.Hour)})
+	ignore := goleak.IgnoreCurrent()
+
+	chk, err := New(Options{CRL: &CRLOptions{Sources: []string{crlSrv.URL}, Issuers: []*smx509.Certificate{ca.cert}}, OCSP: &OCSPOptions{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { chk.Run(ctx); close(done) }()
+	testwait.For(t, "the first CRL", func() bool { return chk.crl.Current(crlSrv.URL) != nil })
+	if err := chk.Verify(context.Background(), [][]*smx509.Certificate{{leaf, ca.cert}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	chk.Close()
+	goleak.VerifyNone(t, ignore)
 }

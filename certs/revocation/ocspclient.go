@@ -88,6 +88,8 @@ type OCSPChecker struct {
 	bytes    int64
 	inflight map[string]*ocspCall
 	states   map[string]SourceState // per responder URL
+	// ownClient is set when the HTTP client is the checker's own.
+	ownClient bool
 }
 
 // ocspEntry is a cached answer, or the memory of a failure.
@@ -152,7 +154,8 @@ func NewOCSPChecker(opts OCSPOptions) (*OCSPChecker, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultOCSPConcurrency
 	}
-	if opts.HTTPClient == nil {
+	own := opts.HTTPClient == nil
+	if own {
 		opts.HTTPClient = defaultClient()
 	}
 	if opts.Observer == nil {
@@ -162,12 +165,13 @@ func NewOCSPChecker(opts OCSPOptions) (*OCSPChecker, error) {
 		opts.Now = time.Now
 	}
 	return &OCSPChecker{
-		opts:     opts,
-		sem:      make(chan struct{}, opts.Concurrency),
-		lru:      list.New(),
-		entries:  map[string]*list.Element{},
-		inflight: map[string]*ocspCall{},
-		states:   map[string]SourceState{},
+		ownClient: own,
+		opts:      opts,
+		sem:       make(chan struct{}, opts.Concurrency),
+		lru:       list.New(),
+		entries:   map[string]*list.Element{},
+		inflight:  map[string]*ocspCall{},
+		states:    map[string]SourceState{},
 	}, nil
 }
 
