@@ -216,6 +216,51 @@ func (c *Checker) Verify(ctx context.Context, chains [][]*smx509.Certificate) er
 	return c.decide(c.Check(ctx, chains))
 }
 
+// VerifyTLCP is Verify for a TLCP peer, which holds two certificates:
+// with the ConnectionState's PeerCertificates (signing certificate,
+// encryption certificate when present, chain) and VerifiedChains (built
+// from the signing certificate), it checks the signing certificate and
+// also the encryption certificate against the same issuers, so that
+// revoking either refuses the peer. The answer is the worse of the two.
+func (c *Checker) VerifyTLCP(ctx context.Context, peer []*smx509.Certificate, chains [][]*smx509.Certificate) error {
+	if len(chains) == 0 {
+		return nil
+	}
+	sign := c.Check(ctx, chains)
+	enc := encCertificate(peer)
+	if sign.Status == StatusRevoked || enc == nil {
+		return c.decide(sign)
+	}
+	var encChains [][]*smx509.Certificate
+	for _, ch := range chains {
+		if len(ch) > 1 && bytes.Equal(enc.RawIssuer, ch[1].RawSubject) {
+			encChains = append(encChains, []*smx509.Certificate{enc, ch[1]})
+		}
+	}
+	if len(encChains) == 0 {
+		return c.decide(sign)
+	}
+	encResult := c.Check(ctx, encChains)
+	if encResult.Status == StatusRevoked || sign.Status == StatusGood {
+		return c.decide(encResult)
+	}
+	return c.decide(sign)
+}
+
+// encCertificate returns a TLCP peer's encryption certificate: the
+// second certificate sent, when it is an end-entity certificate of the
+// signing certificate's issuer (not the first of the chain).
+func encCertificate(peer []*smx509.Certificate) *smx509.Certificate {
+	if len(peer) < 2 {
+		return nil
+	}
+	enc := peer[1]
+	if enc.IsCA || !bytes.Equal(enc.RawIssuer, peer[0].RawIssuer) {
+		return nil
+	}
+	return enc
+}
+
 // VerifyX509 is Verify for crypto/tls's VerifiedChains.
 func (c *Checker) VerifyX509(ctx context.Context, chains [][]*x509.Certificate) error {
 	if len(chains) == 0 {

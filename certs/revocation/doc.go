@@ -11,9 +11,9 @@
 //		CRL:    &revocation.CRLOptions{Sources: []string{"/etc/gmgate/ca.crl", "http://ca.example.cn/ca.crl"}, Issuers: clientCAs},
 //		Policy: revocation.FailClosed,
 //	})
-//	go checker.Run(ctx)                    // first load, then refresh
+//	go checker.Run(ctx)                    // first load, then refresh; checker.Close() once replaced
 //	tlcpConfig.VerifyConnection = func(cs tlcp.ConnectionState) error {
-//		return checker.Verify(context.Background(), cs.VerifiedChains)
+//		return checker.VerifyTLCP(context.Background(), cs.PeerCertificates, cs.VerifiedChains)
 //	}
 //	tlsConfig.VerifyConnection = func(cs tls.ConnectionState) error {
 //		return checker.VerifyX509(context.Background(), cs.VerifiedChains)

@@ -127,7 +127,7 @@ func TestRevokedRefusedOnResumedTLCPHandshake(t *testing.T) {
 		SessionCache: tlcp.NewLRUSessionCache(8, time.Hour),
 		VerifyConnection: func(cs tlcp.ConnectionState) error {
 			resumed.Store(cs.DidResume)
-			return chk.Verify(context.Background(), cs.VerifiedChains)
+			return chk.VerifyTLCP(context.Background(), cs.PeerCertificates, cs.VerifiedChains)
 		}}
 	ccfg := &tlcp.Config{Certificates: []tlcp.Certificate{client}, RootCAs: ca.Roots, ServerName: "server.test",
 		ClientSessionCache: tlcp.NewLRUClientSessionCache(8, 0)}
@@ -149,6 +149,17 @@ func TestRevokedRefusedOnResumedTLCPHandshake(t *testing.T) {
 	}
 	if _, serr := connect(); !errors.As(serr, &re) || !re.Revoked() || resumed.Load() {
 		t.Fatalf("full handshake after the revocation: server %v (resumed %v), want refused as revoked", serr, resumed.Load())
+	}
+
+	// Revoking the encryption certificate alone refuses the client too.
+	encLeaf, _ := smx509.ParseCertificate(client.EncCertificate[0])
+	f.write(t, chk)
+	if cerr, serr := connect(); cerr != nil || serr != nil {
+		t.Fatalf("after the CRL no longer lists it: client %v, server %v", cerr, serr)
+	}
+	f.write(t, chk, encLeaf)
+	if _, serr := connect(); !errors.As(serr, &re) || !re.Revoked() || re.Result.Serial.Cmp(encLeaf.SerialNumber) != 0 {
+		t.Fatalf("encryption certificate revoked: server %v, want refused as revoked", serr)
 	}
 }
 
