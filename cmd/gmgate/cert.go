@@ -18,7 +18,7 @@ import (
 
 var certCmd = &cobra.Command{
 	Use:   "cert",
-	Short: "Make, inspect, verify and migrate SM2 certificates",
+	Short: "Make, inspect, verify, migrate and revoke SM2 certificates",
 	Long: `Certificates for gmgate: a local SM2 CA, dual (signing + encryption)
 certificates shaped for every deployed TLCP peer, CSRs for an external GM CA,
 inspection, verification, and migration of RSA/ECDSA certificates to SM2.
@@ -28,7 +28,8 @@ inspection, verification, and migration of RSA/ECDSA certificates to SM2.
   gmgate cert csr --dns api.example.cn --out req && gmgate cert sign --ca ca --csr req/api.example.cn.sign.csr --csr req/api.example.cn.enc.csr
   gmgate cert inspect site/api.example.cn.sign.crt site/api.example.cn.sign.key
   gmgate cert verify --ca ca/ca.crt --host api.example.cn --enc site/api.example.cn.enc.crt site/api.example.cn.sign.crt
-  gmgate cert migrate --from /etc/nginx/site.crt --key /etc/nginx/site.key --ca ca --out site`,
+  gmgate cert migrate --from /etc/nginx/site.crt --key /etc/nginx/site.key --ca ca --out site
+  gmgate cert revoke --ca ca client/alice.sign.crt client/alice.enc.crt && gmgate cert crl --ca ca`,
 }
 
 func init() {
