@@ -19,6 +19,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/spf13/cobra"
 )
@@ -173,9 +174,9 @@ func issuingCert(dir string) (*smx509.Certificate, error) {
 	if dir == "" {
 		return nil, errors.New("--ca is required: the directory made by gmgate cert init-ca")
 	}
-	file := filepath.Join(dir, certs.IntermediateCertFile)
+	file := filepath.Join(dir, pki.IntermediateCertFile)
 	if _, err := os.Stat(file); err != nil {
-		file = filepath.Join(dir, certs.CACertFile)
+		file = filepath.Join(dir, pki.CACertFile)
 	}
 	cs, err := certs.ReadRoots(file)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/emmansun/gmsm/smx509"
-	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/gmgate/gmgate/internal/testopenssl"
 )
@@ -55,9 +55,9 @@ func TestCertRevokeCRLEndToEnd(t *testing.T) {
 				t.Errorf("crl output:\n%s", out)
 			}
 
-			issuerFile := certs.CACertFile
+			issuerFile := pki.CACertFile
 			if len(tc.initCA) > 0 && tc.initCA[0] == "--intermediate" {
-				issuerFile = certs.IntermediateCertFile
+				issuerFile = pki.IntermediateCertFile
 			}
 			issuer := readCert(t, filepath.Join(dir, "ca"), issuerFile)
 			for _, crlFile := range []string{"crl.pem", "crl.der"} {
