@@ -192,6 +192,9 @@ type ConnectionState struct {
 	// SessionID is the session identifier the server assigned (empty when
 	// the session cannot be resumed).
 	SessionID []byte
+	// TLSFormHello is set on a server whose client sent its ClientHello
+	// in TLS form and offered TLCP suites (see ServerForTLSHello).
+	TLSFormHello bool
 }
 
 // ClientHelloInfo describes a ClientHello for the server callbacks.

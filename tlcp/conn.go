@@ -40,6 +40,18 @@ type Conn struct {
 	verifiedChains     [][]*smx509.Certificate
 	sessionID          []byte
 
+	// GM-capable TLS clients (tlshello.go). acceptTLSHello lets a server
+	// take a ClientHello in TLS form that offers TLCP suites; tlsHello
+	// records that this handshake's hello was one. helloOverride is the
+	// hello a ClientWithHello client sends as it is. plainVers, when not
+	// zero, is the version of the plaintext records written before the
+	// version is settled: the client's hello record, or the alerts a
+	// server sends in answer to a TLS record.
+	acceptTLSHello bool
+	tlsHello       bool
+	helloOverride  *clientHelloMsg
+	plainVers      uint16
+
 	in, out halfConn
 
 	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is borrowed from
@@ -247,6 +259,11 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		// some TLS-family protocol; anything else is not a peer of ours.
 		if (typ != recordTypeHandshake && typ != recordTypeAlert) || vers >= 0x1000 {
 			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("first record does not look like TLCP")))
+		}
+		if !c.isClient && vers>>8 == 3 {
+			// A TLS client: alerts go back in its record version, which
+			// it can read (OpenSSL and Tongsuo do the same).
+			c.plainVers = vers
 		}
 	}
 	if n > maxCiphertext {
@@ -473,7 +490,11 @@ func (c *Conn) sealRecords(out []byte, typ recordType, data []byte) ([]byte, int
 func (c *Conn) sealRecord(out []byte, typ recordType, payload []byte) ([]byte, error) {
 	var err error
 	if c.out.cipher == nil {
-		out = appendRecordHeader(out, typ, len(payload))
+		if c.plainVers != 0 && !c.haveVers {
+			out = append(out, byte(typ), byte(c.plainVers>>8), byte(c.plainVers), byte(len(payload)>>8), byte(len(payload)))
+		} else {
+			out = appendRecordHeader(out, typ, len(payload))
+		}
 		out = append(out, payload...)
 	} else {
 		out, err = c.out.cipher.seal(out, typ, payload, c.out.seq, c.config.rand())
@@ -868,6 +889,7 @@ func (c *Conn) connectionStateLocked() ConnectionState {
 	st.PeerCertificates = c.peerCertificates
 	st.VerifiedChains = c.verifiedChains
 	st.SessionID = c.sessionID
+	st.TLSFormHello = c.tlsHello
 	return st
 }
 

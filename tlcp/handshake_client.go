@@ -126,6 +126,9 @@ func (c *Conn) canECDHE() bool {
 func (hs *clientHandshakeState) makeClientHello() error {
 	c := hs.c
 	cfg := c.config
+	if c.helloOverride != nil {
+		return hs.useHelloOverride()
+	}
 	hello := &clientHelloMsg{
 		vers:               VersionTLCP,
 		random:             make([]byte, 32),
@@ -205,11 +208,16 @@ func (hs *clientHandshakeState) processServerHello() error {
 		return c.sendAlert(AlertProtocolVersion, fmt.Errorf("server chose version %#04x, want TLCP 1.1 (0x0101)", sh.vers))
 	}
 	c.haveVers = true
+	c.plainVers = 0
 	if sh.compressionMethod != 0 {
 		return c.sendAlert(AlertIllegalParameter, errors.New("server chose a compression method"))
 	}
 	if !slices.Contains(hs.hello.cipherSuites, sh.cipherSuite) {
 		return c.sendAlert(AlertIllegalParameter, fmt.Errorf("server chose cipher suite %s, which was not offered", CipherSuiteName(sh.cipherSuite)))
+	}
+	if cipherSuiteByID(sh.cipherSuite) == nil {
+		// Only a hello of ClientWithHello offers suites that are not TLCP.
+		return c.sendAlert(AlertIllegalParameter, fmt.Errorf("server chose cipher suite %#04x, which is not a TLCP suite", sh.cipherSuite))
 	}
 	for _, ext := range sh.extensionTypes {
 		if (ext == extensionServerName && hs.hello.serverName == "") || (ext == extensionALPN && len(hs.hello.alpnProtocols) == 0) {

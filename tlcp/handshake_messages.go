@@ -309,6 +309,9 @@ type serverHelloMsg struct {
 	// serverNameAck is the empty server_name extension acknowledging SNI.
 	serverNameAck bool
 	alpnProtocol  string
+	// secureRenegotiation is an empty renegotiation_info (RFC 5746), sent
+	// only to GM-capable TLS clients.
+	secureRenegotiation bool
 	// extensionTypes lists every extension seen, in order.
 	extensionTypes []uint16
 }
@@ -323,8 +326,13 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 	w.vec(1, m.sessionID)
 	w.u16(m.cipherSuite)
 	w.u8(m.compressionMethod)
-	if m.serverNameAck || m.alpnProtocol != "" {
+	if m.serverNameAck || m.alpnProtocol != "" || m.secureRenegotiation {
 		exts := w.open(2)
+		if m.secureRenegotiation {
+			w.u16(extensionRenegotiationInfo)
+			w.u16(1)
+			w.u8(0) // renegotiated_connection, empty
+		}
 		if m.serverNameAck {
 			w.u16(extensionServerName)
 			w.u16(0)
@@ -383,6 +391,12 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 				return false
 			}
 			m.alpnProtocol = protos[0]
+		case extensionRenegotiationInfo:
+			var conn cryptobyte.String
+			if !ext.ReadUint8LengthPrefixed(&conn) || !conn.Empty() || !ext.Empty() {
+				return false // only an initial handshake's is valid
+			}
+			m.secureRenegotiation = true
 		}
 	}
 	return true

@@ -134,12 +134,35 @@ func (hs *serverHandshakeState) readClientHello() error {
 			c.config = cfg
 		}
 	}
-	if ch.vers != VersionTLCP {
-		return c.sendAlert(AlertProtocolVersion, fmt.Errorf("client offered version %#04x; this server speaks only TLCP 1.1 (0x0101)", ch.vers))
+	if err := hs.checkHelloVersion(); err != nil {
+		return err
 	}
 	c.haveVers = true
 	hs.transcript.Write(ch.raw)
 	return nil
+}
+
+// checkHelloVersion accepts a TLCP hello, and a TLS hello that offers
+// TLCP suites on a connection that takes them (ServerForTLSHello). A TLS
+// hello with TLCP suites is otherwise refused with handshake_failure, the
+// alert after which a GM browser retries in TLCP; anything else gets
+// protocol_version.
+func (hs *serverHandshakeState) checkHelloVersion() error {
+	c, ch := hs.c, hs.clientHello
+	if ch.vers == VersionTLCP {
+		return nil
+	}
+	if ch.vers>>8 == 3 && ch.vers >= 0x0301 {
+		gm := TLCPSuitesIn(ch.cipherSuites)
+		switch {
+		case len(gm) > 0 && c.acceptTLSHello:
+			c.tlsHello = true
+			return nil
+		case len(gm) > 0:
+			return c.sendAlert(AlertHandshakeFailure, fmt.Errorf("client sent a TLS %#04x ClientHello offering TLCP suites %s; refused so that it retries in TLCP", ch.vers, suiteList(gm)))
+		}
+	}
+	return c.sendAlert(AlertProtocolVersion, fmt.Errorf("client offered version %#04x; this server speaks only TLCP 1.1 (0x0101)", ch.vers))
 }
 
 func (hs *serverHandshakeState) clientHelloInfo() *ClientHelloInfo {
@@ -166,6 +189,10 @@ func (hs *serverHandshakeState) processClientHello() error {
 		return c.sendAlert(AlertInternalError, err)
 	}
 	putUnixTime(hs.hello.random, hs.config.now())
+	// A TLS client that asked for renegotiation_info gets it, empty, as
+	// from a TLS 1.2 server (RFC 5746 §3.6): TLCP servers answering GM
+	// browsers in TLCP send it too. TLCP clients do not ask for it.
+	hs.hello.secureRenegotiation = c.tlsHello && ch.offersRenegotiationInfo()
 
 	if len(ch.alpnProtocols) > 0 && len(hs.config.NextProtos) > 0 {
 		proto, ok := mutualProtocol(hs.config.NextProtos, ch.alpnProtocols)

@@ -299,8 +299,12 @@ func TestServerRawInputAlerts(t *testing.T) {
 		want Alert
 	}{
 		{"TLS 1.2 ClientHello", func(t *testing.T, c net.Conn) {
-			writeRawRecord(t, c, recordTypeHandshake, 0x0301, rawClientHello(t, 0x0303, []uint16{0xC02F, ECC_SM4_GCM_SM3}, nil))
+			writeRawRecord(t, c, recordTypeHandshake, 0x0301, rawClientHello(t, 0x0303, []uint16{0xC02F, 0xC030}, nil))
 		}, AlertProtocolVersion},
+		{"TLS 1.2 ClientHello offering a TLCP suite", func(t *testing.T, c net.Conn) {
+			// A GM-capable TLS client: refused so that it retries in TLCP.
+			writeRawRecord(t, c, recordTypeHandshake, 0x0301, rawClientHello(t, 0x0303, []uint16{0xC02F, ECC_SM4_GCM_SM3}, nil))
+		}, AlertHandshakeFailure},
 		{"unknown suites only", func(t *testing.T, c net.Conn) {
 			writeRawRecord(t, c, recordTypeHandshake, VersionTLCP, rawClientHello(t, VersionTLCP, []uint16{0x1234, 0xC02F}, nil))
 		}, AlertHandshakeFailure},
