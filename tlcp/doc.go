@@ -56,6 +56,15 @@
 //     master secret or renegotiation (a HelloRequest or renegotiating
 //     ClientHello gets a no_renegotiation warning).
 //
+// # GM-capable TLS clients
+//
+// GM browsers such as 360 Secure Browser first send a TLS ClientHello
+// (client_version 0x0303) that lists TLCP suites among its TLS suites.
+// Server refuses such a hello with handshake_failure, after which the
+// browser retries in TLCP; ServerForTLSHello takes it and answers in
+// TLCP 1.1. ParseTLSClientHello reads a peeked hello so that a caller
+// can decide which to use; ClientWithHello plays such a client.
+//
 // # Sessions and client identities
 //
 // A server session resumes only under what it was made under: the
