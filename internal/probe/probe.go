@@ -52,9 +52,13 @@ type Options struct {
 	// Insecure skips verification of the server's certificates.
 	Insecure bool
 	// ServerName, when set, is verified in the server's certificate and
-	// sent as SNI (by default no SNI is sent, as some TLCP servers refuse
-	// ClientHello extensions).
+	// sent as SNI. By default the URL's host is, as curl does: sent as SNI
+	// when it is a name (not an IP address), unless NoSNI is set or the
+	// profile is gmssl (GmSSL 3.1 servers refuse ClientHello extensions).
 	ServerName string
+	// NoSNI sends no SNI for the URL's host, for TLCP servers that refuse
+	// ClientHello extensions; the name is still verified.
+	NoSNI bool
 	// Client identity for client authentication: a signing certificate
 	// and key, and optionally an encryption pair (needed for ECDHE; some
 	// peers want the signing certificate alone).
@@ -370,10 +374,13 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		ServerName:         host,
 		InsecureSkipVerify: o.Insecure,
 	}
+	if o.ServerName != "" && o.NoSNI {
+		return nil, errors.New("--sni sends a name and --no-sni sends none: give one of them")
+	}
 	if o.ServerName != "" {
 		cfg.ServerName = o.ServerName
-		cfg.SendServerName = true
 	}
+	cfg.SendServerName = o.sniReason(host) == ""
 	if o.CAFile != "" {
 		pem, err := os.ReadFile(o.CAFile)
 		if err != nil {
@@ -407,6 +414,21 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		cfg.Certificates = []tlcp.Certificate{*c}
 	}
 	return cfg, nil
+}
+
+// sniReason says why no SNI is sent for the URL's host; "" when it is.
+func (o Options) sniReason(host string) string {
+	switch {
+	case o.ServerName != "":
+		return ""
+	case o.NoSNI:
+		return "--no-sni"
+	case net.ParseIP(strings.Trim(host, "[]")) != nil:
+		return "the URL's host is an IP address"
+	case o.Profile == tlcp.ProfileGmSSL:
+		return "--profile gmssl sends no extension unless --sni is given"
+	}
+	return ""
 }
 
 // prober makes the probe's connections.
@@ -445,7 +467,7 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 		if timedOut(ctx) {
 			return nil, fmt.Errorf("the TLCP handshake with %s did not finish within --timeout %s: the server took the connection and did not answer as a TLCP server; it may speak another protocol on this port, or be overloaded", addr, p.o.Timeout)
 		}
-		return nil, describeHandshakeError(err, len(p.cfg.NextProtos) > 0)
+		return nil, p.describeHandshakeError(err)
 	}
 	ex.handshake = time.Since(t1)
 	ex.state = c.ConnectionState()
@@ -631,14 +653,30 @@ func readUntilClose(c net.Conn, max int64, firstByte *time.Duration, start time.
 	return out, nil
 }
 
-// describeHandshakeError explains a failed handshake; alpn says that
-// ALPN was offered, which a server that refused the handshake may not
-// take.
-func describeHandshakeError(err error, alpn bool) error {
+// describeHandshakeError explains a failed handshake: what the server
+// refused may be an extension of the ClientHello (SNI, ALPN, which GmSSL
+// 3.1 servers refuse), and a certificate for another name may be a site's
+// default, served because no SNI asked for the name.
+func (p *prober) describeHandshakeError(err error) error {
 	var ae *tlcp.AlertError
 	refused := errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	unrecognized := errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertUnrecognizedName
+	var wrongName smx509.HostnameError
 	err = describeHandshakeFailure(err)
-	if alpn && refused {
+	sni := p.cfg.SendServerName
+	switch {
+	case unrecognized && sni:
+		err = fmt.Errorf("%w: the server serves no site named %s; check the URL's host or --sni", err, p.cfg.ServerName)
+	case unrecognized:
+		err = fmt.Errorf("%w: the server has no default site and no SNI was sent (%s): give --sni NAME", err, p.o.sniReason(p.url.Hostname()))
+	case errors.As(err, &wrongName) && !sni:
+		err = fmt.Errorf("%w; no SNI was sent (%s), so a server with several sites answers with its default one: give --sni NAME to ask for a site", err, p.o.sniReason(p.url.Hostname()))
+	case refused && sni && !errors.As(err, new(*tlcp.AlertError)):
+		err = fmt.Errorf("%w; SNI %s was sent, which GmSSL 3.1 servers refuse: try --no-sni", err, p.cfg.ServerName)
+	case refused && sni && (ae.Alert == tlcp.AlertHandshakeFailure || ae.Alert == tlcp.AlertDecodeError || ae.Alert == tlcp.AlertUnsupportedExtension || ae.Alert == tlcp.AlertIllegalParameter):
+		err = fmt.Errorf("%w; SNI %s was sent, which GmSSL 3.1 servers refuse: try --no-sni", err, p.cfg.ServerName)
+	}
+	if len(p.cfg.NextProtos) > 0 && refused {
 		err = fmt.Errorf("%w; --http2 offered ALPN, which GmSSL 3.1 servers refuse: try without it", err)
 	}
 	return err
