@@ -212,3 +212,55 @@ func TestProbeCommandSNI(t *testing.T) {
 		t.Errorf("--sni with --no-sni: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestProbeCommandClientCertificateHints probes a server that requires a
+// client certificate: the refusal says that it asked, and what to change
+// for the profile in use.
+func TestProbeCommandClientCertificateHints(t *testing.T) {
+	dir := t.TempDir()
+	ca, pair := localPKI(t, dir)
+	stranger, err := pki.NewCA(pki.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := stranger.IssueDual(pki.IssueOptions{DNSNames: []string{"client.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := cli.Write(t.TempDir(), "client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tlcp.Listen("tcp", "127.0.0.1:0", &tlcp.Config{Certificates: []tlcp.Certificate{*pair.Certificate()}, ClientAuth: tlcp.RequireAndVerifyClientCert, ClientCAs: ca.Pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tlcp.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	url := "https://" + ln.Addr().String() + "/"
+	caFile := filepath.Join(dir, pki.CACertFile)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "the server asked for a client certificate and none was given: give --cert (and --enc-cert for the ECDHE suites)"},
+		{[]string{"--cert", client.SignCert, "--key", client.SignKey}, "refused the answer of profile standard: check that it trusts the issuer of --cert; a GmSSL 3 server needs --profile gmssl"},
+		{[]string{"--profile", "gmssl", "--cert", client.SignCert, "--key", client.SignKey}, "refused the answer of profile gmssl, which only GmSSL 3 servers take: for Tongsuo, gotlcp, gmgate and most servers use --profile standard"},
+	} {
+		_, stderr, code := probeCmd(t, "", append(append([]string{"--ca", caFile}, tc.args...), url)...)
+		if code == 0 || !strings.Contains(stderr, "tlcp: remote error") || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, want %q in\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/tlcphint"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -461,13 +462,14 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(ex.connect))
 	}
 	t1 := time.Now()
-	c := tlcp.Client(raw, p.cfg)
+	cfg, facts := tlcphint.Record(p.cfg, p.o.Profile)
+	c := tlcp.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		if timedOut(ctx) {
 			return nil, fmt.Errorf("the TLCP handshake with %s did not finish within --timeout %s: the server took the connection and did not answer as a TLCP server; it may speak another protocol on this port, or be overloaded", addr, p.o.Timeout)
 		}
-		return nil, p.describeHandshakeError(err)
+		return nil, p.describeHandshakeError(err, *facts)
 	}
 	ex.handshake = time.Since(t1)
 	ex.state = c.ConnectionState()
@@ -653,16 +655,22 @@ func readUntilClose(c net.Conn, max int64, firstByte *time.Duration, start time.
 	return out, nil
 }
 
-// describeHandshakeError explains a failed handshake: what the server
-// refused may be an extension of the ClientHello (SNI, ALPN, which GmSSL
-// 3.1 servers refuse), and a certificate for another name may be a site's
-// default, served because no SNI asked for the name.
-func (p *prober) describeHandshakeError(err error) error {
+// flagNames are the probe's words for what a hint names.
+var flagNames = tlcphint.Names{Profile: func(p string) string { return "--profile " + p }, Cert: "--cert", EncCert: "--enc-cert"}
+
+// describeHandshakeError explains a failed handshake that saw facts: what
+// the server refused may be an extension of the ClientHello (SNI, ALPN,
+// which GmSSL 3.1 servers refuse) or, once it asked for one, the client
+// certificate or the profile's form of it; a certificate for another name
+// may be a site's default, served because no SNI asked for the name.
+func (p *prober) describeHandshakeError(err error, facts tlcphint.Facts) error {
+	hint := tlcphint.Hint(err, facts, flagNames)
 	var ae *tlcp.AlertError
-	refused := errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	// Only the ClientHello carries extensions.
+	refused := !facts.ServerCertificates && (errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
 	unrecognized := errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertUnrecognizedName
 	var wrongName smx509.HostnameError
-	err = describeHandshakeFailure(err)
+	err = describeHandshakeFailure(err, facts.ServerCertificates)
 	sni := p.cfg.SendServerName
 	switch {
 	case unrecognized && sni:
@@ -679,12 +687,20 @@ func (p *prober) describeHandshakeError(err error) error {
 	if len(p.cfg.NextProtos) > 0 && refused {
 		err = fmt.Errorf("%w; --http2 offered ALPN, which GmSSL 3.1 servers refuse: try without it", err)
 	}
+	if hint != "" {
+		err = fmt.Errorf("%w; %s", err, hint)
+	}
 	return err
 }
 
-func describeHandshakeFailure(err error) error {
+// describeHandshakeFailure names an alert that says the port speaks
+// another protocol, and a close without an alert; answered says that the
+// server's certificates had arrived, so that it does speak TLCP.
+func describeHandshakeFailure(err error, answered bool) error {
 	var ae *tlcp.AlertError
 	switch {
+	case answered && !errors.As(err, &ae) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+		return fmt.Errorf("the server closed the connection during the TLCP handshake without sending an alert, after it sent its certificates (%v)", err)
 	case errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertProtocolVersion:
 		return fmt.Errorf("%w (the server does not speak TLCP on this port)", err)
 	case errors.As(err, &ae):
