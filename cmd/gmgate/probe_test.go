@@ -100,9 +100,10 @@ func TestProbeCommandHTTP(t *testing.T) {
 		{[]string{"-H", "NoColon"}, `-H "NoColon"`},
 		{[]string{"--send", `\q`}, "unknown escape"},
 		{[]string{"--profile", "tongsuo"}, `--profile: unknown client profile "tongsuo"`},
+		{[]string{"--cert", "missing.crt", "--key", "missing.key"}, "--cert missing.crt does not exist; give the path of the PEM certificate file (a relative path is relative to the current directory)"},
 	} {
 		_, stderr, code := probeCmd(t, "", append(append([]string{"--ca", ca}, tc.args...), url)...)
-		if code == 0 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "sign_cert") || strings.Contains(stderr, "enc_key") {
+		if code == 0 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "sign_cert") || strings.Contains(stderr, "enc_key") || strings.Contains(stderr, "configuration file") {
 			t.Errorf("%v: exit %d, want %q in\n%s", tc.args, code, tc.want, stderr)
 		}
 	}
