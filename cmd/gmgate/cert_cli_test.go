@@ -305,3 +305,26 @@ func TestCertEncryptedCAKeyNamesTheFlag(t *testing.T) {
 	}
 	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site", "--ca-key-password-file", "pw")
 }
+
+// A name that is no DNS name is refused with the rule it breaks; the names
+// a certificate can carry are issued.
+func TestCertIssueDNSNameRule(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	for name, want := range map[string]string{
+		"bad name!":        `DNS name "bad name!" has ' ', which a DNS name cannot hold; a DNS name is labels of letters, digits and hyphens joined by dots, with a wildcard (*) only as the whole first label`,
+		"api.example.cn.":  "ends with a dot: drop it",
+		"api..example.cn":  "has an empty label",
+		"a.*.example.cn":   "has a wildcard that is not the whole first label",
+		"*x.example.cn":    "has a wildcard that is not the whole first label",
+		"-api.example.cn":  "starts or ends with a hyphen",
+		"bücher.example":   "has 'ü', a character outside ASCII",
+		"api.example.cn\t": `has '\t', which a DNS name cannot hold`,
+	} {
+		out, code := gmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", name, "--out", "site")
+		if code == 0 || !strings.Contains(out, want) || !strings.Contains(out, "(xn--...)") || strings.Contains(out, "printable ASCII") {
+			t.Errorf("%q: exit %d, want %q in\n%s", name, code, want, out)
+		}
+	}
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "*.static.example.cn", "--dns", "xn--bcher-kva.example", "--dns", "db_1.internal", "--out", "site")
+}
