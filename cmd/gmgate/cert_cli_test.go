@@ -328,3 +328,38 @@ func TestCertIssueDNSNameRule(t *testing.T) {
 	}
 	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "*.static.example.cn", "--dns", "xn--bcher-kva.example", "--dns", "db_1.internal", "--out", "site")
 }
+
+// cert verify with the wrong CA says so, and tells it apart from a chain
+// that stops at an intermediate.
+func TestCertVerifyWrongCA(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "other", "--cn", "Other Root CA")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "same", "--intermediate")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ica", "--intermediate", "--cn", "Tier Root CA")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ica", "--dns", "b.example.cn", "--out", "chained")
+	leaf, chained := "site/a.example.cn.sign.crt", "chained/b.example.cn.sign.crt"
+	for _, tc := range []struct {
+		ca, cert string
+		want     []string
+	}{
+		// A leaf alone whose issuer is not trusted.
+		{"other/ca.crt", leaf, []string{`unknown issuer: the issuer "CN=gmgate local SM2 root CA" (key id `, `is none of the trusted CAs, by name or key id (trusted: "CN=Other Root CA" (key id `, "if \"CN=gmgate local SM2 root CA\" is a root CA, trust its certificate instead (the CA given is the wrong one)"}},
+		// Another CA of the same name.
+		{"same/ca.crt", leaf, []string{`was issued by another CA of the name "CN=gmgate local SM2 root CA" than the trusted one`, "trust the CA certificate that issued it"}},
+		// The file holds the intermediate, whose issuer is not trusted.
+		{"other/ca.crt", chained, []string{`unknown issuer: the chain in the file stops at the intermediate "CN=Tier Root CA - intermediate", and its issuer "CN=Tier Root CA" is none of the trusted CAs`}},
+	} {
+		out, code := gmgate(t, dir, "cert", "verify", "--ca", tc.ca, tc.cert)
+		if code == 0 || strings.Contains(out, "append the intermediate CA certificate") {
+			t.Errorf("--ca %s %s: exit %d\n%s", tc.ca, tc.cert, code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("--ca %s %s: want %q in\n%s", tc.ca, tc.cert, w, out)
+			}
+		}
+	}
+	mustGmgate(t, dir, "cert", "verify", "--ca", "ica/ca.crt", chained)
+}
