@@ -363,3 +363,25 @@ func TestCertVerifyWrongCA(t *testing.T) {
 	}
 	mustGmgate(t, dir, "cert", "verify", "--ca", "ica/ca.crt", chained)
 }
+
+// A file that is no certificate request is named as such, with what to
+// give, and without the parser's ASN.1 detail.
+func TestCertSignGarbageCSR(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	if err := os.WriteFile(filepath.Join(dir, "garbage.csr"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cut.csr"), []byte("-----BEGIN CERTIFICATE REQUEST-----\nZ2FyYmFnZQ==\n-----END CERTIFICATE REQUEST-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"garbage.csr": "garbage.csr is not a certificate request: give a PKCS#10 request, PEM (-----BEGIN CERTIFICATE REQUEST-----) or DER",
+		"cut.csr":     "cut.csr: its CERTIFICATE REQUEST block is not a PKCS#10 request (damaged, or cut short); make the request again",
+	} {
+		out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", file)
+		if code == 0 || !strings.Contains(out, want) || strings.Contains(out, "asn1") {
+			t.Errorf("%s: exit %d, want %q in\n%s", file, code, want, out)
+		}
+	}
+}
