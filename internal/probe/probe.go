@@ -396,7 +396,11 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	for _, s := range o.Suites {
 		id, ok := tlcp.CipherSuiteByName(s)
 		if !ok {
-			return nil, fmt.Errorf("--suite: unknown cipher suite %q", s)
+			var known []string
+			for _, cs := range tlcp.CipherSuites() {
+				known = append(known, cs.Name)
+			}
+			return nil, fmt.Errorf("--suite: unknown cipher suite %q (known: %s)", s, strings.Join(known, ", "))
 		}
 		cfg.CipherSuites = append(cfg.CipherSuites, id)
 	}
