@@ -362,6 +362,9 @@ func TestCertVerifyWrongCA(t *testing.T) {
 		}
 	}
 	mustGmgate(t, dir, "cert", "verify", "--ca", "ica/ca.crt", chained)
+	if out, code := gmgate(t, dir, "cert", "verify", "--ca", "missing.crt", leaf); code == 0 || !strings.Contains(out, "--ca missing.crt does not exist; give the path of the PEM file of the CA certificates") {
+		t.Errorf("a missing --ca: exit %d\n%s", code, out)
+	}
 }
 
 // A file that is no certificate request is named as such, with what to

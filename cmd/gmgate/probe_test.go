@@ -100,6 +100,7 @@ func TestProbeCommandHTTP(t *testing.T) {
 		{[]string{"-H", "NoColon"}, `-H "NoColon"`},
 		{[]string{"--send", `\q`}, "unknown escape"},
 		{[]string{"--profile", "tongsuo"}, `--profile: unknown client profile "tongsuo"`},
+		{[]string{"--ca", "missing-ca.crt"}, "--ca missing-ca.crt does not exist; give the path of the PEM file of the CA certificates (a relative path is relative to the current directory)"},
 		{[]string{"--suite", "AES128"}, `--suite: unknown cipher suite "AES128" (known: ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3)`},
 		{[]string{"--cert", "missing.crt", "--key", "missing.key"}, "--cert missing.crt does not exist; give the path of the PEM certificate file (a relative path is relative to the current directory)"},
 	} {

@@ -383,9 +383,9 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	}
 	cfg.SendServerName = o.sniReason(host) == ""
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := certs.ReadCAFile("--ca", o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
+			return nil, err
 		}
 		pool, err := certs.CAPool(o.CAFile, pem)
 		if err != nil {
