@@ -19,7 +19,7 @@ func pair(d testpki.Dual) tlcp.Certificate {
 
 // handshake runs one handshake of client against server over a pipe and
 // returns the client's error and what it recorded.
-func handshake(t *testing.T, client, server *tlcp.Config, profile string) (error, Facts) {
+func handshake(t *testing.T, client, server *tlcp.Config, profile string) (Facts, error) {
 	t.Helper()
 	cc, sc := net.Pipe()
 	done := make(chan struct{})
@@ -36,7 +36,7 @@ func handshake(t *testing.T, client, server *tlcp.Config, profile string) (error
 	err := tlcp.Client(cc, cfg).HandshakeContext(context.Background())
 	cc.Close()
 	<-done
-	return err, *facts
+	return *facts, err
 }
 
 func TestHintNamesWhatTheServerAskedFor(t *testing.T) {
@@ -59,7 +59,7 @@ func TestHintNamesWhatTheServerAskedFor(t *testing.T) {
 		{"untrusted, standard", client(stranger), asks, "standard", "refused the answer of profile standard: check that it trusts the issuer of --cert; a GmSSL 3 server needs --profile gmssl", true},
 		{"untrusted, gmssl", client(stranger), asks, "gmssl", "refused the answer of profile gmssl, which only GmSSL 3 servers take: for Tongsuo, gotlcp, gmgate and most servers use --profile standard", true},
 	} {
-		err, facts := handshake(t, tc.client, tc.server, tc.profile)
+		facts, err := handshake(t, tc.client, tc.server, tc.profile)
 		var ae *tlcp.AlertError
 		if !errors.As(err, &ae) || !ae.Remote {
 			t.Fatalf("%s: want the server's alert, got %v", tc.name, err)
@@ -74,12 +74,12 @@ func TestHintNamesWhatTheServerAskedFor(t *testing.T) {
 	// A server that does not ask: the handshake works, and a local
 	// verification error needs no hint.
 	open := &tlcp.Config{Certificates: []tlcp.Certificate{srv}}
-	if err, facts := handshake(t, client(stranger), open, "gmssl"); err != nil || facts.CertificateRequested {
+	if facts, err := handshake(t, client(stranger), open, "gmssl"); err != nil || facts.CertificateRequested {
 		t.Errorf("open server: %v, %+v", err, facts)
 	}
 	wrongName := client()
 	wrongName.ServerName = "elsewhere"
-	err, facts := handshake(t, wrongName, open, "standard")
+	facts, err := handshake(t, wrongName, open, "standard")
 	if err == nil || Hint(err, facts, flags) != "" {
 		t.Errorf("a certificate for another name: %v, hint %q", err, Hint(err, facts, flags))
 	}
