@@ -2,9 +2,11 @@ package certs
 
 import (
 	"encoding/pem"
-	"github.com/gmgate/gmgate/certs/pki"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gmgate/gmgate/certs/pki"
 )
 
 // A TLS pool takes the RSA and ECDSA CAs of a bundle and leaves the SM2
@@ -39,5 +41,18 @@ func TestCAPools(t *testing.T) {
 		if err := pool("bundle.pem", damaged); err == nil || !strings.HasPrefix(err.Error(), "bundle.pem: PEM block 2 (line ") {
 			t.Errorf("%s pool of a damaged bundle: %v", name, err)
 		}
+	}
+}
+
+// A CA file that is not there is named with its field and the fix, as
+// the tlcp.ca of an upstream and the --ca of a command need it.
+func TestReadCAFileNamesTheField(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "partner-ca.crt")
+	_, err := ReadCAFile("ca", missing)
+	if err == nil || err.Error() != "ca "+missing+" does not exist; give the path of the PEM file of the CA certificates (a relative path is relative to the configuration file's directory)" {
+		t.Errorf("config field: %v", err)
+	}
+	if _, err := ReadCAFile("--ca", missing); err == nil || !strings.Contains(err.Error(), "relative to the current directory") {
+		t.Errorf("flag: %v", err)
 	}
 }

@@ -2,12 +2,33 @@ package certs
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/emmansun/gmsm/sm2"
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/internal/certinfo"
 	"github.com/gmgate/gmgate/certs/internal/pemfile"
 )
+
+// ReadCAFile reads a file of CA certificates that field names (a
+// configuration field such as "ca", or a flag such as "--ca"): a file
+// that does not exist or cannot be read is an error that names the field
+// and the fix, not the bare error of open.
+func ReadCAFile(field, file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, certinfo.MissingFile(field, file, "the PEM file of the CA certificates")
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%s %s: %w", field, file, certinfo.ExplainPermission(fs.ErrPermission))
+	}
+	return nil, fmt.Errorf("%s %s: %w", field, file, err)
+}
 
 // ParseCABundle parses a file of CA certificates (PEM, or one DER
 // certificate) that was read from file, as ReadRoots does: a damaged PEM
@@ -64,11 +85,16 @@ func TLSCAPool(file string, data []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// ReadRoots reads trusted CA certificates from PEM files.
+// ReadRoots reads trusted CA certificates from PEM files, given by the
+// --ca flag of a command.
 func ReadRoots(files ...string) ([]*smx509.Certificate, error) {
 	var roots []*smx509.Certificate
 	for _, f := range files {
-		certs, err := pemfile.ReadCertificates(f)
+		data, err := ReadCAFile("--ca", f)
+		if err != nil {
+			return nil, err
+		}
+		certs, err := ParseCABundle(f, data)
 		if err != nil {
 			return nil, fmt.Errorf("CA file %w", err)
 		}

@@ -160,7 +160,20 @@ func (p *problems) err() error {
 // checked, and the result has no keys and cannot serve. With
 // opts.SignOnly and no encryption pair given, the signing pair alone is
 // loaded.
+//
+// The warnings say what loads but may fail clients (pairs whose subjects,
+// issuers or names differ) or others may read (a key, password or PIN
+// file with a loose mode, see keyref.LooseMode).
 func LoadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, error) {
+	c, warnings, err := loadTLCPFiles(f, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := opts.names()
+	return c, append(warnings, secretFileWarnings(n.SignKey, f.SignKey, n.EncKey, f.EncKey)...), nil
+}
+
+func loadTLCPFiles(f TLCPFiles, opts LoadOptions) (*tlcp.Certificate, []string, error) {
 	n := opts.names()
 	if opts.SignOnly && strings.TrimSpace(f.EncCert) == "" && strings.TrimSpace(f.EncKey) == "" {
 		return loadSignOnly(f, opts, n)
@@ -404,7 +417,19 @@ func tlcpCertificate(signChain, encChain []*smx509.Certificate, signKey, encKey 
 // valid now, with its chain in order (and verifying against opts.Roots
 // when set). Problems of the certificate and of the key are both
 // reported. With opts.Offline the key is not opened.
+//
+// The warnings are those of LoadTLCPFiles: a key or password file that
+// others may read.
 func LoadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, error) {
+	c, warnings, err := loadTLSFiles(f, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := opts.names()
+	return c, append(warnings, secretFileWarnings(n.Key, f.Key)...), nil
+}
+
+func loadTLSFiles(f TLSFiles, opts LoadOptions) (*tls.Certificate, []string, error) {
 	n := opts.names()
 	probs := &problems{side: "tls"}
 	leaf, chain := checkTLSChain(probs, f, n, opts)
@@ -487,6 +512,37 @@ func openKey(ctx context.Context, field, ref string) (accel.Key, error) {
 		return nil, fmt.Errorf("%s: %w", field, certinfo.ExplainKeyError(err))
 	}
 	return k, nil
+}
+
+// secretFileWarnings warns about the secret files of key references given
+// as pairs of field name and reference: a key file, and the password or
+// PIN file a reference names, that users other than gmgate's may read. A
+// path in a reference's query is not shown (the query never is).
+func secretFileWarnings(namesAndRefs ...string) []string {
+	var out []string
+	for i := 0; i+1 < len(namesAndRefs); i += 2 {
+		name, ref := namesAndRefs[i], namesAndRefs[i+1]
+		if strings.TrimSpace(ref) == "" {
+			continue
+		}
+		r, err := accel.ParseRef(ref)
+		if err != nil {
+			continue
+		}
+		if r.Scheme == "file" {
+			if problem, fix := keyref.LooseMode(r.Path, r.Path); problem != "" {
+				out = append(out, fmt.Sprintf("%s %s; %s", name, problem, fix))
+			}
+		}
+		for _, param := range []string{"password-file", "pin-file"} {
+			for _, file := range r.Params[param] {
+				if problem, fix := keyref.LooseMode(file, "the "+param+" of "+name); problem != "" {
+					out = append(out, fmt.Sprintf("%s; %s", problem, fix))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // CheckKeyRef reads a key reference as opening its key would, and opens

@@ -116,7 +116,7 @@ func TestLoadBadInput(t *testing.T) {
 		if err := pemfile.WriteCertFile(f.SignCert, d.SignCert); err != nil {
 			t.Fatal(err)
 		}
-		wantAll(t, loadErr(t, files(f), roots), "sign_cert "+f.SignCert, "missing intermediate", `issuer "CN=gmgate local SM2 intermediate CA"`, "append the intermediate CA certificate")
+		wantAll(t, loadErr(t, files(f), roots), "sign_cert "+f.SignCert, "unknown issuer", `issuer "CN=gmgate local SM2 intermediate CA"`, "if it is an intermediate CA, append its certificate to the file")
 		// Wrong order: intermediate first.
 		if err := pemfile.WriteCertFile(f.SignCert, d.Chain[0], d.SignCert); err != nil {
 			t.Fatal(err)

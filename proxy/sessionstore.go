@@ -40,11 +40,12 @@ var sharedStoreIDs atomic.Uint64
 // checking, the keys, password and TLS files are read but no store is
 // made; unless offline, Redis is asked once whether it answers, and a
 // silence is a warning (a replica serves without Redis).
-func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOptions) (*sharedStore, []config.Problem, []config.Problem) {
+func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOptions) (_ *sharedStore, _ []config.Problem, warnings []config.Problem) {
 	ss := cfg.SessionStore
 	if ss == nil || ss.Redis == nil {
 		return nil, nil, nil
 	}
+	defer func() { warnings = append(sessionSecretFileWarnings(cfg), warnings...) }()
 	if bo.offline {
 		// The TLS files are read, the client key's reference too; no
 		// secret is.

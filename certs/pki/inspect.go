@@ -297,7 +297,7 @@ func checkIssuerSignature(it *InspectedItem, next *smx509.Certificate, all, root
 	}
 	if issuer == nil {
 		if len(roots) > 0 {
-			it.flag(SeverityError, "missing intermediate: the issuer %q is neither among the files given nor a trusted root; append the intermediate CA certificate after this certificate in its file", c.Issuer.String())
+			it.flag(SeverityError, "unknown issuer: the issuer %q is neither among the files given nor a trusted CA; if it is a root CA, the CA given with --ca is not it: give that CA; if it is an intermediate CA, append its certificate after this certificate in its file", c.Issuer.String())
 		} else {
 			it.flag(SeverityWarning, "issuer %q is not among the files given, so the chain and signature were not checked (give the CA with --ca; if the issuer is an intermediate, append it to this file)", c.Issuer.String())
 		}

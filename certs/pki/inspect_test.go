@@ -59,7 +59,7 @@ func TestInspectFlags(t *testing.T) {
 		if !bad {
 			t.Error("no error")
 		}
-		wantAll(t, out, "ERROR: missing intermediate", `"CN=gmgate local SM2 intermediate CA"`)
+		wantAll(t, out, "ERROR: unknown issuer", `"CN=gmgate local SM2 intermediate CA"`, "if it is an intermediate CA, append its certificate", "the CA given with --ca is not it")
 		out, _ = inspectText(t, []string{leafOnly}, InspectOptions{})
 		wantAll(t, out, "WARNING: issuer", "give the CA with --ca")
 	})

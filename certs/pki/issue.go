@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
@@ -81,13 +82,45 @@ func (o *IssueOptions) validate() error {
 		if d == "" || len(d) > 253 || net.ParseIP(d) != nil {
 			return fmt.Errorf("%q is not a DNS name (IP addresses go in --ip)", d)
 		}
-		for _, r := range d {
-			if r <= ' ' || r > '~' {
-				return fmt.Errorf("DNS name %q has a character outside printable ASCII; give IDNA (xn--) names", d)
-			}
+		if why := dnsNameProblem(d); why != "" {
+			return fmt.Errorf("DNS name %q %s; a DNS name is labels of letters, digits and hyphens joined by dots, with a wildcard (*) only as the whole first label, and names in other scripts in their IDNA form (xn--...)", d, why)
 		}
 	}
 	return nil
+}
+
+// dnsNameProblem says what makes d no DNS name a certificate can carry;
+// "" when it is one. Underscores pass, as crypto/x509's verification
+// takes them in names some private networks use.
+func dnsNameProblem(d string) string {
+	if strings.HasSuffix(d, ".") {
+		return "ends with a dot: drop it"
+	}
+	labels := strings.Split(d, ".")
+	for i, label := range labels {
+		switch {
+		case label == "":
+			return "has an empty label (two dots in a row, or a leading dot)"
+		case label == "*" && i == 0 && len(labels) > 1:
+			continue
+		case strings.Contains(label, "*"):
+			return "has a wildcard that is not the whole first label"
+		case len(label) > 63:
+			return fmt.Sprintf("has a label of %d characters (at most 63)", len(label))
+		case label[0] == '-' || label[len(label)-1] == '-':
+			return fmt.Sprintf("has a label %q that starts or ends with a hyphen", label)
+		}
+		for _, r := range label {
+			switch {
+			case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			case r > '~':
+				return fmt.Sprintf("has %q, a character outside ASCII", r)
+			default:
+				return fmt.Sprintf("has %q, which a DNS name cannot hold", r)
+			}
+		}
+	}
+	return ""
 }
 
 // template builds a leaf template; the subject DER and the SANs come from

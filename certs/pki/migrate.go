@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -52,6 +53,14 @@ type MigratedCert struct {
 	CSR      *DualCSR  // when written as requests
 	Files    DualFiles // when issued
 	CSRFiles CSRFiles  // when requested
+	// SelfSignedCA reports that Old is a self-signed certificate marked
+	// CA:TRUE without the keyCertSign usage, as `openssl req -x509`
+	// makes a server certificate: migrated as the server certificate it
+	// serves as.
+	SelfSignedCA bool
+	// CommonNameAdded is the common name, added as the DNS name of a
+	// certificate that had no subjectAltNames (clients match those only).
+	CommonNameAdded string
 }
 
 // MigrateResult lists what Migrate did.
@@ -164,13 +173,14 @@ func migrateOne(certFile, keyFile string, opts MigrateOptions) (*MigratedCert, b
 		return nil, true, fmt.Errorf("--from %w", err)
 	}
 	old := certs[0]
-	if old.IsCA {
-		return nil, true, fmt.Errorf("--from %s is a CA certificate, not a server certificate", certFile)
+	selfSignedServer := old.IsCA && string(old.RawIssuer) == string(old.RawSubject) && old.KeyUsage&smx509.KeyUsageCertSign == 0
+	if old.IsCA && !selfSignedServer {
+		return nil, true, fmt.Errorf("--from %s is a CA certificate (%q, key usage %s), not a server certificate: give the server certificates it issued (a file, or a directory of them); for an SM2 CA of your own, run gmgate cert init-ca", certFile, old.Subject.String(), certinfo.KeyUsageString(old.KeyUsage))
 	}
 	if sm2.IsSM2PublicKey(old.PublicKey) {
 		return nil, true, fmt.Errorf("--from %s is already an SM2 certificate", certFile)
 	}
-	m := &MigratedCert{Source: certFile, Old: old}
+	m := &MigratedCert{Source: certFile, Old: old, SelfSignedCA: selfSignedServer}
 	if keyFile != "" {
 		k, err := accel.Open(context.Background(), keyFile)
 		if err != nil {
@@ -201,6 +211,10 @@ func migrateOne(certFile, keyFile string, opts MigrateOptions) (*MigratedCert, b
 	}
 	if len(old.Subject.Names) == 0 && len(old.DNSNames)+len(old.IPAddresses) > 0 {
 		issue.RawSubject = nil
+	}
+	if cn := old.Subject.CommonName; len(old.DNSNames)+len(old.IPAddresses)+len(old.EmailAddresses)+len(old.URIs) == 0 && strings.Contains(cn, ".") && dnsNameProblem(cn) == "" && net.ParseIP(cn) == nil {
+		issue.DNSNames = []string{cn}
+		m.CommonNameAdded = cn
 	}
 	m.Name = fileNameFor(old)
 	if opts.CA != nil {
@@ -245,7 +259,11 @@ func (r *MigrateResult) WriteReport(w io.Writer) error {
 		fmt.Fprintf(&b, "%s\n", m.Source)
 		row := func(what, old, new string) { fmt.Fprintf(&b, "  %-10s %-42s -> %s\n", what, old, new) }
 		row("subject", m.Old.Subject.String(), "same (byte for byte)")
-		row("names", certinfo.SANString(m.Old), "same")
+		if m.CommonNameAdded != "" {
+			row("names", certinfo.SANString(m.Old), "DNS:"+m.CommonNameAdded+" (the common name: clients match subjectAltNames only)")
+		} else {
+			row("names", certinfo.SANString(m.Old), "same")
+		}
 		row("key", certinfo.DescribePublicKey(m.Old.PublicKey), "SM2 (sign) + SM2 (enc)")
 		row("lifetime", fmt.Sprintf("%d days", int(m.Old.NotAfter.Sub(m.Old.NotBefore).Hours()/24)), fmt.Sprintf("%d days", int(m.Validity.Hours()/24)))
 		if m.Dual != nil {
@@ -254,6 +272,9 @@ func (r *MigrateResult) WriteReport(w io.Writer) error {
 			fmt.Fprintf(&b, "  wrote      %s, %s, %s, %s\n", m.Files.SignCert, m.Files.SignKey, m.Files.EncCert, m.Files.EncKey)
 		} else {
 			fmt.Fprintf(&b, "  wrote      %s, %s (send both to your GM CA), keys %s, %s\n", m.CSRFiles.SignCSR, m.CSRFiles.EncCSR, m.CSRFiles.SignKey, m.CSRFiles.EncKey)
+		}
+		if m.SelfSignedCA {
+			fmt.Fprintf(&b, "  note:      the old certificate is self-signed and marked CA:TRUE without keyCertSign, as openssl req -x509 makes a server certificate; it was migrated as the server certificate it serves as, and the new pair is a server certificate from the CA\n")
 		}
 		if m.OldKey != "" {
 			fmt.Fprintf(&b, "  tls side:  keep serving %s with %s to TLS clients; the SM2 pair serves TLCP clients on the same auto port\n", m.Source, m.OldKey)

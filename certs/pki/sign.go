@@ -31,7 +31,8 @@ func ReadCSR(path string) (*smx509.CertificateRequest, error) {
 		return nil, err
 	}
 	der := bytes.TrimSpace(data)
-	if block, _ := pem.Decode(data); block != nil {
+	block, _ := pem.Decode(data)
+	if block != nil {
 		if block.Type != "CERTIFICATE REQUEST" && block.Type != "NEW CERTIFICATE REQUEST" {
 			return nil, fmt.Errorf("%s holds a %s, not a CERTIFICATE REQUEST", path, block.Type)
 		}
@@ -39,7 +40,11 @@ func ReadCSR(path string) (*smx509.CertificateRequest, error) {
 	}
 	csr, err := smx509.ParseCertificateRequest(der)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a certificate request: %v", path, err)
+		// The parser's ASN.1 detail helps no one who gave the wrong file.
+		if block != nil {
+			return nil, fmt.Errorf("%s: its CERTIFICATE REQUEST block is not a PKCS#10 request (damaged, or cut short); make the request again (gmgate cert csr, openssl req -new, or your device's tool)", path)
+		}
+		return nil, fmt.Errorf("%s is not a certificate request: give a PKCS#10 request, PEM (-----BEGIN CERTIFICATE REQUEST-----) or DER, as gmgate cert csr, openssl req -new and GM device tools write it", path)
 	}
 	if err := csr.CheckSignature(); err != nil {
 		pub, ok := csr.PublicKey.(*ecdsa.PublicKey)

@@ -305,3 +305,86 @@ func TestCertEncryptedCAKeyNamesTheFlag(t *testing.T) {
 	}
 	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site", "--ca-key-password-file", "pw")
 }
+
+// A name that is no DNS name is refused with the rule it breaks; the names
+// a certificate can carry are issued.
+func TestCertIssueDNSNameRule(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	for name, want := range map[string]string{
+		"bad name!":        `DNS name "bad name!" has ' ', which a DNS name cannot hold; a DNS name is labels of letters, digits and hyphens joined by dots, with a wildcard (*) only as the whole first label`,
+		"api.example.cn.":  "ends with a dot: drop it",
+		"api..example.cn":  "has an empty label",
+		"a.*.example.cn":   "has a wildcard that is not the whole first label",
+		"*x.example.cn":    "has a wildcard that is not the whole first label",
+		"-api.example.cn":  "starts or ends with a hyphen",
+		"bücher.example":   "has 'ü', a character outside ASCII",
+		"api.example.cn\t": `has '\t', which a DNS name cannot hold`,
+	} {
+		out, code := gmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", name, "--out", "site")
+		if code == 0 || !strings.Contains(out, want) || !strings.Contains(out, "(xn--...)") || strings.Contains(out, "printable ASCII") {
+			t.Errorf("%q: exit %d, want %q in\n%s", name, code, want, out)
+		}
+	}
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "*.static.example.cn", "--dns", "xn--bcher-kva.example", "--dns", "db_1.internal", "--out", "site")
+}
+
+// cert verify with the wrong CA says so, and tells it apart from a chain
+// that stops at an intermediate.
+func TestCertVerifyWrongCA(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "other", "--cn", "Other Root CA")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "same", "--intermediate")
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ica", "--intermediate", "--cn", "Tier Root CA")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ca", "--dns", "a.example.cn", "--out", "site")
+	mustGmgate(t, dir, "cert", "issue", "--ca", "ica", "--dns", "b.example.cn", "--out", "chained")
+	leaf, chained := "site/a.example.cn.sign.crt", "chained/b.example.cn.sign.crt"
+	for _, tc := range []struct {
+		ca, cert string
+		want     []string
+	}{
+		// A leaf alone whose issuer is not trusted.
+		{"other/ca.crt", leaf, []string{`unknown issuer: the issuer "CN=gmgate local SM2 root CA" (key id `, `is none of the trusted CAs, by name or key id (trusted: "CN=Other Root CA" (key id `, "if \"CN=gmgate local SM2 root CA\" is a root CA, trust its certificate instead (the CA given is the wrong one)"}},
+		// Another CA of the same name.
+		{"same/ca.crt", leaf, []string{`was issued by another CA of the name "CN=gmgate local SM2 root CA" than the trusted one`, "trust the CA certificate that issued it"}},
+		// The file holds the intermediate, whose issuer is not trusted.
+		{"other/ca.crt", chained, []string{`unknown issuer: the chain in the file stops at the intermediate "CN=Tier Root CA - intermediate", and its issuer "CN=Tier Root CA" is none of the trusted CAs`}},
+	} {
+		out, code := gmgate(t, dir, "cert", "verify", "--ca", tc.ca, tc.cert)
+		if code == 0 || strings.Contains(out, "append the intermediate CA certificate") {
+			t.Errorf("--ca %s %s: exit %d\n%s", tc.ca, tc.cert, code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("--ca %s %s: want %q in\n%s", tc.ca, tc.cert, w, out)
+			}
+		}
+	}
+	mustGmgate(t, dir, "cert", "verify", "--ca", "ica/ca.crt", chained)
+	if out, code := gmgate(t, dir, "cert", "verify", "--ca", "missing.crt", leaf); code == 0 || !strings.Contains(out, "--ca missing.crt does not exist; give the path of the PEM file of the CA certificates") {
+		t.Errorf("a missing --ca: exit %d\n%s", code, out)
+	}
+}
+
+// A file that is no certificate request is named as such, with what to
+// give, and without the parser's ASN.1 detail.
+func TestCertSignGarbageCSR(t *testing.T) {
+	dir := t.TempDir()
+	mustGmgate(t, dir, "cert", "init-ca", "--out", "ca")
+	if err := os.WriteFile(filepath.Join(dir, "garbage.csr"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cut.csr"), []byte("-----BEGIN CERTIFICATE REQUEST-----\nZ2FyYmFnZQ==\n-----END CERTIFICATE REQUEST-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"garbage.csr": "garbage.csr is not a certificate request: give a PKCS#10 request, PEM (-----BEGIN CERTIFICATE REQUEST-----) or DER",
+		"cut.csr":     "cut.csr: its CERTIFICATE REQUEST block is not a PKCS#10 request (damaged, or cut short); make the request again",
+	} {
+		out, code := gmgate(t, dir, "cert", "sign", "--ca", "ca", "--csr", file)
+		if code == 0 || !strings.Contains(out, want) || strings.Contains(out, "asn1") {
+			t.Errorf("%s: exit %d, want %q in\n%s", file, code, want, out)
+		}
+	}
+}

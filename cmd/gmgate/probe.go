@@ -28,6 +28,11 @@ one HTTP request and print the response body (on stdout), as curl -v does.
 -H "Host: name" sets the request's Host (for a site routed by name, probed
 by address); other -H headers are sent as given. --resolve host:port:addr
 connects to addr while the URL's host is still the name verified and sent.
+The URL's host name goes out as SNI, as curl sends it, so that a listener
+with several sites answers with that site; an IP address is not sent.
+--sni NAME sends and verifies another name; --no-sni sends none, for TLCP
+servers that refuse ClientHello extensions (GmSSL 3.1). --profile gmssl
+sends no SNI unless --sni is given.
 With --resume a second connection checks resumption and sends the request
 again; both bodies are printed. --resume-at ADDR makes that check at another
 address, such as another replica of a tier that shares sessions through
@@ -111,7 +116,8 @@ until it closes the connection is printed.`,
 	f := cmd.Flags()
 	f.StringVar(&o.CAFile, "ca", "", "PEM file of the CA certificates to trust (default: the system pool)")
 	f.BoolVarP(&o.Insecure, "insecure", "k", false, "do not verify the server's certificates")
-	f.StringVar(&o.ServerName, "sni", "", "server name to verify and send as SNI (default: the URL's host, not sent)")
+	f.StringVar(&o.ServerName, "sni", "", "server name to verify and send as SNI (default: the URL's host, sent when it is a name; not sent with --profile gmssl)")
+	f.BoolVar(&o.NoSNI, "no-sni", false, "send no SNI (the URL's host is still verified), for TLCP servers that refuse ClientHello extensions")
 	f.StringArrayVar(&o.Resolve, "resolve", nil, "connect to ADDR for HOST:PORT, as curl does: HOST:PORT:ADDR (repeatable)")
 	f.StringVar(&o.SignCert, "cert", "", "client signing certificate (PEM) for client authentication; alone (with --key) for peers that want only the signing certificate")
 	f.StringVar(&o.SignKey, "key", "", "client signing key: a file or key reference")

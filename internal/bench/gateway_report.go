@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // writeGatewayHead writes what the gateway benchmarks share at the top of
@@ -45,13 +46,22 @@ func WriteProxyTable(w io.Writer, r *ProxyReport) {
 	for _, res := range r.Results {
 		protocol, build := res.Protocol, res.Build
 		cpu, a50, a99, busy := "-", "-", "-", "-"
+		// A row without a request answered has no latency to show.
+		p50, p99 := "-", "-"
+		answered := slices.ContainsFunc(res.Rounds, func(r ProxyRound) bool { return r.Requests > 0 })
+		if answered {
+			p50, p99 = res.P50Ms.String(), res.P99Ms.String()
+		}
 		if res.Build == "direct" {
 			protocol, build = "HTTP, to the upstream", "-"
 		} else {
-			cpu, a50, a99, busy = res.ServerCPUPer1000.String(), res.AddedP50Ms.String(), res.AddedP99Ms.String(), percent(res.ServerBusy.Median)
+			cpu, busy = res.ServerCPUPer1000.String(), percent(res.ServerBusy.Median)
+			if answered {
+				a50, a99 = res.AddedP50Ms.String(), res.AddedP99Ms.String()
+			}
 		}
 		t.add(protocol, fmt.Sprint(res.Clients), build, res.RequestsPerSecond.String(), cpu,
-			res.P50Ms.String(), res.P99Ms.String(), a50, a99, busy, percent(res.LoadBusy.Median), fmt.Sprint(res.Errors))
+			p50, p99, a50, a99, busy, percent(res.LoadBusy.Median), fmt.Sprint(res.Errors))
 	}
 	t.write(w, "")
 	if len(r.Comparisons) > 0 {

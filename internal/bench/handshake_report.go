@@ -75,7 +75,8 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		if res.Handshakes > 0 {
 			resumed = percent(float64(res.Resumed) / float64(res.Handshakes))
 		}
-		row := []string{res.Name, num(res.HandshakesPerSec), num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms), num(res.Latency.MaxMs),
+		done := res.Handshakes > 0
+		row := []string{res.Name, num(res.HandshakesPerSec), ms(res.Latency.P50Ms, done), ms(res.Latency.P95Ms, done), ms(res.Latency.P99Ms, done), ms(res.Latency.MaxMs, done),
 			perCPU, busy, percent(res.LoadBusy), resumed, fmt.Sprint(res.ErrorCount)}
 		if rs := res.RoundHandshakesPerServerCPUSecond; len(rs) > 1 {
 			row = append(row, num(slices.Min(rs))+"-"+num(slices.Max(rs)))
@@ -93,7 +94,8 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 				continue
 			}
 			q := res.RequestLatency
-			t.add(res.Name, num(float64(res.Requests)/res.WindowSeconds), num(q.P50Ms), num(q.P95Ms), num(q.P99Ms), num(q.MaxMs))
+			done := res.Requests > 0
+			t.add(res.Name, num(float64(res.Requests)/res.WindowSeconds), ms(q.P50Ms, done), ms(q.P95Ms, done), ms(q.P99Ms, done), ms(q.MaxMs, done))
 		}
 		t.write(w, "  ")
 	}
@@ -212,7 +214,9 @@ func handshakeSVG(r *HandshakeReport) string {
 			perCPU = append(perCPU, bar{res.Name, res.HandshakesPerServerCPUSecond, c, num(res.HandshakesPerServerCPUSecond)})
 		}
 		rate = append(rate, bar{res.Name, res.HandshakesPerSec, c, num(res.HandshakesPerSec)})
-		p95 = append(p95, bar{res.Name, res.Latency.P95Ms, c, fmt.Sprintf("p50 %s / p95 %s / p99 %s ms", num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms))})
+		if res.Handshakes > 0 {
+			p95 = append(p95, bar{res.Name, res.Latency.P95Ms, c, fmt.Sprintf("p50 %s / p95 %s / p99 %s ms", num(res.Latency.P50Ms), num(res.Latency.P95Ms), num(res.Latency.P99Ms))})
+		}
 	}
 	d.bars("Handshakes per server CPU-second (one core)", perCPU)
 	d.bars("Handshakes per second", rate)

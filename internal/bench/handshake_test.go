@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -490,6 +491,10 @@ func TestHandshakeBadTargets(t *testing.T) {
 			WriteHandshakeTable(&table, rep)
 			if !strings.Contains(table.String(), "Errors by kind") || !strings.Contains(table.String(), "every connection failed") {
 				t.Errorf("table does not list the errors:\n%s", table.String())
+			}
+			// No handshake, no latency: "-", not 0.
+			if !regexp.MustCompile(`(?m)^ECC_SM4_GCM_SM3\s+0\s+-\s+-\s+-\s+-\s`).MatchString(table.String()) {
+				t.Errorf("the failed row shows latencies:\n%s", table.String())
 			}
 		})
 	}

@@ -217,7 +217,9 @@ func startChildServer(ctx context.Context, cfg childConfig) (*childServer, child
 	}
 	switch cfg.Protocol {
 	case "tlcp":
-		cert, err := certs.LoadTLCP(cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey)
+		// The files come from the command's flags.
+		cert, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: cfg.SignCert, SignKey: cfg.SignKey, EncCert: cfg.EncCert, EncKey: cfg.EncKey},
+			certs.LoadOptions{Names: certs.FieldNames{SignCert: "--sign-cert", SignKey: "--sign-key", EncCert: "--enc-cert", EncKey: "--enc-key"}})
 		if err != nil {
 			return nil, ready, fmt.Errorf("loading the server's TLCP certificates: %w", err)
 		}

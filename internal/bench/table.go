@@ -73,6 +73,15 @@ func (t *table) write(w io.Writer, indent string) {
 
 // num formats a rate or a time: whole numbers from 100 on, three
 // significant digits below.
+// ms is a latency for a table: "-" when nothing was measured (a row whose
+// every attempt failed), where 0 would read as instant.
+func ms(v float64, measured bool) string {
+	if !measured {
+		return "-"
+	}
+	return num(v)
+}
+
 func num(v float64) string {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):

@@ -1,8 +1,10 @@
-// Package keyref holds the two rules every package follows for the
-// secrets of key references (file:…?password-env=…, sdf:…?pin-file=…):
-// a reference is shown with its whole query hidden, and a password or PIN
+// Package keyref holds the rules every package follows for the secrets
+// of key references (file:…?password-env=…, sdf:…?pin-file=…): a
+// reference is shown with its whole query hidden, and a password or PIN
 // written into a reference, in whatever case or percent-encoding, is
-// found so that it can be refused.
+// found so that it can be refused. It also says when a secret file's
+// mode lets other users read it (LooseMode), for the packages that open
+// those files to warn.
 //
 // It imports nothing of gmgate's, so that config (which must not open
 // keys) and accel (which opens them) share the same rules.

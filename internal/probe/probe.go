@@ -27,6 +27,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/internal/tlcphint"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -52,9 +53,13 @@ type Options struct {
 	// Insecure skips verification of the server's certificates.
 	Insecure bool
 	// ServerName, when set, is verified in the server's certificate and
-	// sent as SNI (by default no SNI is sent, as some TLCP servers refuse
-	// ClientHello extensions).
+	// sent as SNI. By default the URL's host is, as curl does: sent as SNI
+	// when it is a name (not an IP address), unless NoSNI is set or the
+	// profile is gmssl (GmSSL 3.1 servers refuse ClientHello extensions).
 	ServerName string
+	// NoSNI sends no SNI for the URL's host, for TLCP servers that refuse
+	// ClientHello extensions; the name is still verified.
+	NoSNI bool
 	// Client identity for client authentication: a signing certificate
 	// and key, and optionally an encryption pair (needed for ECDHE; some
 	// peers want the signing certificate alone).
@@ -370,14 +375,17 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		ServerName:         host,
 		InsecureSkipVerify: o.Insecure,
 	}
+	if o.ServerName != "" && o.NoSNI {
+		return nil, errors.New("--sni sends a name and --no-sni sends none: give one of them")
+	}
 	if o.ServerName != "" {
 		cfg.ServerName = o.ServerName
-		cfg.SendServerName = true
 	}
+	cfg.SendServerName = o.sniReason(host) == ""
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := certs.ReadCAFile("--ca", o.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--ca: %w", err)
+			return nil, err
 		}
 		pool, err := certs.CAPool(o.CAFile, pem)
 		if err != nil {
@@ -388,7 +396,11 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 	for _, s := range o.Suites {
 		id, ok := tlcp.CipherSuiteByName(s)
 		if !ok {
-			return nil, fmt.Errorf("--suite: unknown cipher suite %q", s)
+			var known []string
+			for _, cs := range tlcp.CipherSuites() {
+				known = append(known, cs.Name)
+			}
+			return nil, fmt.Errorf("--suite: unknown cipher suite %q (known: %s)", s, strings.Join(known, ", "))
 		}
 		cfg.CipherSuites = append(cfg.CipherSuites, id)
 	}
@@ -407,6 +419,21 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		cfg.Certificates = []tlcp.Certificate{*c}
 	}
 	return cfg, nil
+}
+
+// sniReason says why no SNI is sent for the URL's host; "" when it is.
+func (o Options) sniReason(host string) string {
+	switch {
+	case o.ServerName != "":
+		return ""
+	case o.NoSNI:
+		return "--no-sni"
+	case net.ParseIP(strings.Trim(host, "[]")) != nil:
+		return "the URL's host is an IP address"
+	case o.Profile == tlcp.ProfileGmSSL:
+		return "--profile gmssl sends no extension unless --sni is given"
+	}
+	return ""
 }
 
 // prober makes the probe's connections.
@@ -439,13 +466,14 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(ex.connect))
 	}
 	t1 := time.Now()
-	c := tlcp.Client(raw, p.cfg)
+	cfg, facts := tlcphint.Record(p.cfg, p.o.Profile)
+	c := tlcp.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		if timedOut(ctx) {
 			return nil, fmt.Errorf("the TLCP handshake with %s did not finish within --timeout %s: the server took the connection and did not answer as a TLCP server; it may speak another protocol on this port, or be overloaded", addr, p.o.Timeout)
 		}
-		return nil, describeHandshakeError(err, len(p.cfg.NextProtos) > 0)
+		return nil, p.describeHandshakeError(err, *facts)
 	}
 	ex.handshake = time.Since(t1)
 	ex.state = c.ConnectionState()
@@ -631,22 +659,52 @@ func readUntilClose(c net.Conn, max int64, firstByte *time.Duration, start time.
 	return out, nil
 }
 
-// describeHandshakeError explains a failed handshake; alpn says that
-// ALPN was offered, which a server that refused the handshake may not
-// take.
-func describeHandshakeError(err error, alpn bool) error {
+// flagNames are the probe's words for what a hint names.
+var flagNames = tlcphint.Names{Profile: func(p string) string { return "--profile " + p }, Cert: "--cert", EncCert: "--enc-cert"}
+
+// describeHandshakeError explains a failed handshake that saw facts: what
+// the server refused may be an extension of the ClientHello (SNI, ALPN,
+// which GmSSL 3.1 servers refuse) or, once it asked for one, the client
+// certificate or the profile's form of it; a certificate for another name
+// may be a site's default, served because no SNI asked for the name.
+func (p *prober) describeHandshakeError(err error, facts tlcphint.Facts) error {
+	hint := tlcphint.Hint(err, facts, flagNames)
 	var ae *tlcp.AlertError
-	refused := errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
-	err = describeHandshakeFailure(err)
-	if alpn && refused {
+	// Only the ClientHello carries extensions.
+	refused := !facts.ServerCertificates && (errors.As(err, &ae) && ae.Remote || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
+	unrecognized := errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertUnrecognizedName
+	var wrongName smx509.HostnameError
+	err = describeHandshakeFailure(err, facts.ServerCertificates)
+	sni := p.cfg.SendServerName
+	switch {
+	case unrecognized && sni:
+		err = fmt.Errorf("%w: the server serves no site named %s; check the URL's host or --sni", err, p.cfg.ServerName)
+	case unrecognized:
+		err = fmt.Errorf("%w: the server has no default site and no SNI was sent (%s): give --sni NAME", err, p.o.sniReason(p.url.Hostname()))
+	case errors.As(err, &wrongName) && !sni:
+		err = fmt.Errorf("%w; no SNI was sent (%s), so a server with several sites answers with its default one: give --sni NAME to ask for a site", err, p.o.sniReason(p.url.Hostname()))
+	case refused && sni && !errors.As(err, new(*tlcp.AlertError)):
+		err = fmt.Errorf("%w; SNI %s was sent, which GmSSL 3.1 servers refuse: try --no-sni", err, p.cfg.ServerName)
+	case refused && sni && (ae.Alert == tlcp.AlertHandshakeFailure || ae.Alert == tlcp.AlertDecodeError || ae.Alert == tlcp.AlertUnsupportedExtension || ae.Alert == tlcp.AlertIllegalParameter):
+		err = fmt.Errorf("%w; SNI %s was sent, which GmSSL 3.1 servers refuse: try --no-sni", err, p.cfg.ServerName)
+	}
+	if len(p.cfg.NextProtos) > 0 && refused {
 		err = fmt.Errorf("%w; --http2 offered ALPN, which GmSSL 3.1 servers refuse: try without it", err)
+	}
+	if hint != "" {
+		err = fmt.Errorf("%w; %s", err, hint)
 	}
 	return err
 }
 
-func describeHandshakeFailure(err error) error {
+// describeHandshakeFailure names an alert that says the port speaks
+// another protocol, and a close without an alert; answered says that the
+// server's certificates had arrived, so that it does speak TLCP.
+func describeHandshakeFailure(err error, answered bool) error {
 	var ae *tlcp.AlertError
 	switch {
+	case answered && !errors.As(err, &ae) && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+		return fmt.Errorf("the server closed the connection during the TLCP handshake without sending an alert, after it sent its certificates (%v)", err)
 	case errors.As(err, &ae) && ae.Remote && ae.Alert == tlcp.AlertProtocolVersion:
 		return fmt.Errorf("%w (the server does not speak TLCP on this port)", err)
 	case errors.As(err, &ae):

@@ -49,8 +49,12 @@ func PublicKeysEqual(a, b crypto.PublicKey) bool {
 }
 
 // MissingFile says that the file a field names does not exist, and what
-// to give instead.
+// to give instead. A field that is a command's flag ("--cert") has no
+// configuration file whose directory a relative path would start from.
 func MissingFile(field, path, want string) error {
+	if strings.HasPrefix(field, "-") {
+		return fmt.Errorf("%s %s does not exist; give the path of %s (a relative path is relative to the current directory)", field, path, want)
+	}
 	return fmt.Errorf("%s %s does not exist; give the path of %s (a relative path is relative to the configuration file's directory)", field, path, want)
 }
 

@@ -92,13 +92,61 @@ func verifyChain(chain []*smx509.Certificate, roots []*smx509.Certificate, t tim
 				return fmt.Errorf("certificate %q: %s", last.Subject.String(), certinfo.EmptyIDAdvice)
 			}
 			if string(r.Raw) != string(last.Raw) && last.CheckSignatureFrom(r) != nil {
+				if len(last.AuthorityKeyId) > 0 && len(r.SubjectKeyId) > 0 && string(last.AuthorityKeyId) != string(r.SubjectKeyId) {
+					return fmt.Errorf("certificate %q was issued by another CA of the name %q than the trusted one (its issuer's key id %X, the trusted CA's %X): trust the CA certificate that issued it, or reissue it from the trusted CA", last.Subject.String(), r.Subject.String(), last.AuthorityKeyId, r.SubjectKeyId)
+				}
 				return fmt.Errorf("certificate %q names issuer %q but its signature does not verify with that root's key (the root was replaced?): %v", last.Subject.String(), r.Subject.String(), err)
 			}
 			return fmt.Errorf("does not verify against the trusted roots: %v", err)
 		}
 	}
 	if string(last.RawIssuer) != string(last.RawSubject) {
-		return fmt.Errorf("missing intermediate: no certificate for the issuer %q of %q is in the file or among the trusted roots; append the intermediate CA certificate to the file (leaf first, then intermediates)", last.Issuer.String(), last.Subject.String())
+		return UnknownIssuer(chain, roots)
 	}
 	return fmt.Errorf("does not verify against the trusted roots (its root %q is not trusted): %v", last.Subject.String(), err)
+}
+
+// UnknownIssuer explains a chain whose last certificate's issuer is none
+// of the roots, by name or key id. Two mistakes look alike there: the
+// wrong CA trusted, and an intermediate left out of the file. The key id
+// and the file tell them apart as far as they can: a root with the
+// issuer's key but another name is a renamed CA; a file that holds
+// intermediates already stops at one whose issuer is missing; a leaf
+// alone was issued by a CA that is not trusted, root or intermediate.
+func UnknownIssuer(chain, roots []*smx509.Certificate) error {
+	last := chain[len(chain)-1]
+	if len(last.AuthorityKeyId) > 0 {
+		for _, r := range roots {
+			if string(r.SubjectKeyId) == string(last.AuthorityKeyId) {
+				return fmt.Errorf("the issuer %q of %q has the key of the trusted CA %q under another name: the CA was reissued with a new name; reissue the certificate from it, or trust the CA certificate with the name %q", last.Issuer.String(), last.Subject.String(), r.Subject.String(), last.Issuer.String())
+			}
+		}
+	}
+	trusted := rootNames(roots)
+	if len(chain) > 1 {
+		return fmt.Errorf("unknown issuer: the chain in the file stops at the intermediate %q, and its issuer %q is none of the trusted CAs (%s); append that issuer's certificate to the file if it is another intermediate, or trust the root CA that issued it", last.Subject.String(), last.Issuer.String(), trusted)
+	}
+	return fmt.Errorf("unknown issuer: the issuer %q%s of %q is none of the trusted CAs, by name or key id (trusted: %s); if %q is a root CA, trust its certificate instead (the CA given is the wrong one); if it is an intermediate CA, append its certificate to the file (leaf first, then intermediates)", last.Issuer.String(), keyID(last.AuthorityKeyId), last.Subject.String(), trusted, last.Issuer.String())
+}
+
+// rootNames lists the roots' names and key ids for a message, at most
+// three.
+func rootNames(roots []*smx509.Certificate) string {
+	var names []string
+	for i, r := range roots {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(roots)-3))
+			break
+		}
+		names = append(names, fmt.Sprintf("%q%s", r.Subject.String(), keyID(r.SubjectKeyId)))
+	}
+	return strings.Join(names, ", ")
+}
+
+// keyID is " (key id HEX)" for a key id, "" without one.
+func keyID(id []byte) string {
+	if len(id) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (key id %X)", id)
 }
