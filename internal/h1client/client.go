@@ -289,7 +289,7 @@ func headerError(err error) error {
 
 // errAwaitingHeaders is Options.ResponseHeaderTimeout passing before the
 // response header came.
-var errAwaitingHeaders error = &timeoutError{"timeout awaiting response headers"}
+var errAwaitingHeaders error = &timeoutError{"net/http: timeout awaiting response headers"}
 
 type timeoutError struct{ msg string }
 
