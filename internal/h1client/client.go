@@ -610,9 +610,11 @@ func appendRequest(b []byte, req *http.Request) ([]byte, error) {
 			ua = vv[0]
 		}
 	}
-	if ua = fieldValue(ua); ua != "" {
+	if ua != "" {
+		// Trimmed after the test, as net/http does: a value of white
+		// space alone is written empty, not left out.
 		b = append(b, "User-Agent: "...)
-		b = append(b, ua...)
+		b = append(b, fieldValue(ua)...)
 		b = append(b, "\r\n"...)
 	}
 	switch method {

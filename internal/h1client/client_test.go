@@ -85,6 +85,51 @@ func TestAppendRequestMatchesNetHTTP(t *testing.T) {
 	}
 }
 
+// Whatever the request, the client writes what net/http writes, or
+// refuses it where the Transport refuses it: before dialing (a method,
+// header name or value it does not accept) or as it writes (a Host or
+// URL it cannot write).
+func FuzzAppendRequest(f *testing.F) {
+	f.Add("GET", "/a/b", "q=1", "api.example.cn", "Accept", "*/*", "User-Agent", "")
+	f.Add("", "/", "", "127.0.0.1:8080", "Cookie", "a=1", "Cookie", "b=2")
+	f.Add("POST", "/submit", "", "[::1]:443", "Idempotency-Key", "k", "X-Empty", "")
+	f.Add("HEAD", "/中", "a=%zz", "中文.example", "X-A", " padded\t", "Content-Length", "5")
+	f.Add("GET /x", "/", "", "h", "Bad Name", "v", "X-Secret", "a\r\nInjected: 1")
+	f.Add("DELETE", "*", "a=\x01", "[fe80::1%25eth0]:80", "Host", "other", "Transfer-Encoding", "chunked")
+	f.Add("PUT", "", "", "bad host", "Trailer", "X", "User-Agent", "curl/8")
+	f.Add("OPTIONS", "/p;q", "", "", "Te", "trailers", "Zz", "x\ty")
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errDialed
+	}}
+	f.Fuzz(func(t *testing.T, method, path, query, host, k1, v1, k2, v2 string) {
+		req := &http.Request{
+			Method: method,
+			URL:    &url.URL{Scheme: "http", Host: "10.0.0.5:8080", Path: path, RawQuery: query},
+			Host:   host,
+			Header: http.Header{},
+		}
+		req.Header[k1] = append(req.Header[k1], v1)
+		req.Header[k2] = append(req.Header[k2], v2)
+		got, err := appendRequest(nil, req)
+		var want bytes.Buffer
+		werr := req.Write(&want)
+		_, terr := tr.RoundTrip(req.Clone(context.Background()))
+		refusedBeforeDial := !errors.Is(terr, errDialed)
+		switch {
+		case err == nil && (refusedBeforeDial || werr != nil):
+			t.Fatalf("written, refused by net/http (before dialing: %v; writing: %v)", terr, werr)
+		case err == nil && string(got) != want.String():
+			t.Fatalf("\n got %q\nwant %q", got, want.String())
+		case err != nil && !refusedBeforeDial && werr == nil:
+			t.Fatalf("refused (%v), net/http writes %q", err, want.String())
+		case err != nil && len(v1) > 3 && strings.Contains(err.Error(), v1) && !strings.Contains(k1, v1):
+			t.Fatalf("the error %q shows a header value", err)
+		}
+	})
+}
+
+var errDialed = errors.New("dialed")
+
 // scriptedUpstream accepts connections and runs serve on each; it counts
 // the connections.
 type scriptedUpstream struct {
