@@ -14,8 +14,11 @@
 // Connection header, not Close, not CONNECT) the client behaves as a
 // Transport with DisableCompression, MaxIdleConnsPerHost 256,
 // IdleConnTimeout 90s and the same ResponseHeaderTimeout and
-// MaxResponseHeaderBytes, except where this comment says otherwise; the
-// package's tests hold it to that.
+// MaxResponseHeaderBytes, except where this comment says otherwise. A
+// differential test (differential_test.go) sends the same requests
+// through both to an upstream that records the wire and compares what
+// the upstream and the caller see; each difference below is a named
+// exception there.
 //
 // On the wire: a request is the bytes net/http's Request.Write makes of
 // it (Content-Length: 0 for POST, PUT and PATCH, the default User-Agent
@@ -69,6 +72,17 @@
 // connections while there are any); grow with what a target sends
 // beyond the header bound and one read buffer per connection; panic on
 // anything a target sends.
+//
+// Differences from the Transport, on purpose: a failure to read the
+// first byte of a response that is not retried says so ("net/http:
+// Transport failed to read from server: EOF", which unwraps to EOF,
+// where the Transport says "EOF"); a response header that cannot be read
+// fails with the parser's error alone, without the Transport's
+// "connection broken" in front; bytes found on an idle connection by a
+// look are logged up to their first 64; a 101 is not a tunnel (above);
+// and the requests the client does not take go through a Transport with
+// connections of its own, so a mix of both kinds to one target uses a
+// connection for each kind.
 //
 // It does not bound the connections to a target (the caller bounds the
 // requests in flight), speak TLS itself (Options.Dial may), decompress,
