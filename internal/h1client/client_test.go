@@ -223,12 +223,15 @@ func TestH1ClientKeepsConnections(t *testing.T) {
 // closed connection is sent again on a new one; a DELETE, which may not be
 // sent twice, is not sent on it at all.
 func TestH1ClientStaleConnections(t *testing.T) {
+	closed := make(chan struct{}, 8)
 	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err != nil {
 			return
 		}
 		// A keep-alive answer, then the server changes its mind.
 		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		c.Close()
+		closed <- struct{}{}
 	})
 	c := testH1Client(5 * time.Second)
 	defer c.CloseIdle()
@@ -238,7 +241,7 @@ func TestH1ClientStaleConnections(t *testing.T) {
 		if err != nil || body != "ok" {
 			t.Fatalf("request %d (%s): %q %v", i, method, body, err)
 		}
-		time.Sleep(20 * time.Millisecond) // the close arrives
+		<-closed
 	}
 }
 
@@ -401,12 +404,14 @@ func TestH1ClientInformational(t *testing.T) {
 // Bytes a target sends on an idle connection are logged as the Transport
 // logs them, and the connection is closed.
 func TestH1ClientUnsolicitedBytes(t *testing.T) {
+	poke := make(chan struct{})
 	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err != nil {
 			return
 		}
 		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		time.Sleep(50 * time.Millisecond)
+		// Once the response has been read: on an idle connection.
+		<-poke
 		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno")
 		_, _ = io.Copy(io.Discard, c)
 	})
@@ -419,6 +424,7 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 	if _, body, err := h1Get(t, c, tg, "GET", "/"); err != nil || body != "ok" {
 		t.Fatalf("%q %v", body, err)
 	}
+	close(poke)
 	testwait.For(t, "the line about the unsolicited response", func() bool {
 		return strings.Contains(logs.String(), `Unsolicited response received on idle HTTP channel starting with "HTTP/1.1 200 OK`)
 	})
@@ -524,9 +530,13 @@ func FuzzH1Response(f *testing.F) {
 }
 
 // A response that comes on an idle connection, after the one asked for,
-// is not taken for the answer to the next request, however soon that
-// comes: the connection is closed and the request goes on a new one.
+// is not taken for the answer to the next request, which comes once it
+// has arrived: the connection is closed and the request goes on a new
+// one. (Within lookAfter of the last response a request that may be sent
+// twice goes without a look: TestH1ClientReuseSoonAfter; here every reuse
+// is looked at, as after a longer idle time.)
 func TestH1ClientLateResponse(t *testing.T) {
+	poke, late := make(chan struct{}), make(chan struct{})
 	up := newScriptedUpstream(t, func(n int, c net.Conn, br *bufio.Reader) {
 		for {
 			if _, err := http.ReadRequest(br); err != nil {
@@ -534,8 +544,9 @@ func TestH1ClientLateResponse(t *testing.T) {
 			}
 			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			if n == 1 {
-				time.Sleep(30 * time.Millisecond)
+				<-poke
 				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nnot you")
+				close(late)
 			}
 		}
 	})
@@ -543,13 +554,17 @@ func TestH1ClientLateResponse(t *testing.T) {
 	log.SetOutput(&logs)
 	defer log.SetOutput(io.Discard)
 	c := testH1Client(time.Second)
+	c.lookAfter = 0
 	defer c.CloseIdle()
 	tg := up.addr
-	for _, method := range []string{"GET", "GET"} {
+	for i, method := range []string{"GET", "GET"} {
 		if _, body, err := h1Get(t, c, tg, method, "/"); err != nil || body != "ok" {
 			t.Fatalf("%s: %q %v", method, body, err)
 		}
-		time.Sleep(100 * time.Millisecond) // the late response arrives
+		if i == 0 {
+			close(poke)
+			<-late
+		}
 	}
 	if n := up.conns.Load(); n != 2 {
 		t.Errorf("%d connections, want 2", n)
