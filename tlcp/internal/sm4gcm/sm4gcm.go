@@ -1,0 +1,294 @@
+// Package sm4gcm is SM4-GCM (GB/T 36624 with a 12-byte nonce and a
+// 16-byte tag) for TLCP's GCM records and the session store.
+//
+// On amd64 CPUs with AVX-512 (F, VL, BW), GFNI and VPCLMULQDQ the work is
+// done by kernel_amd64.s: counter mode on sixteen blocks at once, the
+// S-box through GF2P8AFFINEINVQB by way of the field isomorphism package
+// sm4cbc derives, and GHASH on four blocks per VPCLMULQDQ with sixteen
+// blocks per reduction. Neither indexes memory with secret data, and the
+// tag is compared in constant time. Everywhere else, or when
+// internal/cpufeat's plan says otherwise (GMGATE_CPU_DISABLE), gmsm's
+// SM4-GCM does the work.
+package sm4gcm
+
+import (
+	"crypto/cipher"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"unsafe"
+
+	"github.com/emmansun/gmsm/sm4"
+	"github.com/gmgate/gmgate/internal/cpufeat"
+	"github.com/gmgate/gmgate/tlcp/internal/sm4cbc"
+)
+
+const (
+	// NonceSize is the nonce length of the AEAD.
+	NonceSize = 12
+	// TagSize is the tag length of the AEAD.
+	TagSize = 16
+	// maxPlaintext is the most one nonce may encrypt: 2^32-2 blocks.
+	maxPlaintext = (1<<32 - 2) * 16
+)
+
+// KeySizeError is returned for keys that are not 16 bytes long.
+type KeySizeError int
+
+func (k KeySizeError) Error() string {
+	return "sm4gcm: invalid key size " + strconv.Itoa(int(k))
+}
+
+var (
+	errOpen     = errors.New("cipher: message authentication failed")
+	errNoKernel = errors.New("sm4gcm: this kernel does not run on this CPU or build")
+)
+
+// New returns SM4-GCM for a 16-byte key, with the implementation
+// internal/cpufeat chose for this CPU.
+func New(key []byte) (cipher.AEAD, error) {
+	return NewKernel(key, cpufeat.Current().GCM)
+}
+
+// NewKernel returns SM4-GCM that runs the given kernel. A kernel this
+// build or CPU cannot run is an error.
+func NewKernel(key []byte, k cpufeat.GCMKernel) (cipher.AEAD, error) {
+	if len(key) != 16 {
+		return nil, KeySizeError(len(key))
+	}
+	switch k {
+	case cpufeat.GCMGmsm:
+		block, err := sm4.NewCipher(key)
+		if err != nil {
+			return nil, err
+		}
+		return cipher.NewGCM(block)
+	case cpufeat.GCMWideGFNI:
+		if !haveKernel {
+			return nil, errNoKernel
+		}
+		return newWide(key), nil
+	}
+	return nil, errNoKernel
+}
+
+// kernelKey is what kernel_amd64.s reads; its layout is fixed there.
+type kernelKey struct {
+	rk      [36]uint32   // the vector round keys; 33 used
+	in      uint64       // into the state's image
+	out     uint64       // back
+	round   [4]uint64    // B_0..B_3
+	inc     [16]uint32   // the counter of each lane in a batch
+	bswap32 [16]byte     // PSHUFB: reverse each 32-bit word
+	bswap   [16]byte     // PSHUFB: reverse the 16 bytes
+	poly    [16]byte     // GHASH's reduction constant
+	sixteen uint32       // the counter step per batch
+	_       [3]uint32    // padding
+	hpow    [16][16]byte // H^16·x … H^1·x, byte-reflected
+}
+
+// sboxMatrices are the operands of sboxBytes.
+type sboxMatrices struct {
+	in  [2]uint64
+	c   [16]byte
+	out [2]uint64
+}
+
+// batch is what one call of ctrBlocks encrypts: sixteen blocks.
+const batch = 256
+
+// wide is SM4-GCM through kernel_amd64.s.
+type wide struct {
+	k kernelKey
+}
+
+func newWide(key []byte) *wide {
+	g := new(wide)
+	m := sm4cbc.VectorMatrices()
+	sm := sboxMatrices{in: [2]uint64{m.In, m.In}, out: [2]uint64{m.SboxOut, m.SboxOut}}
+	for i := range sm.c {
+		sm.c[i] = m.InConst
+	}
+	tau := func(a uint32) uint32 {
+		var b [16]byte
+		binary.BigEndian.PutUint32(b[:], a)
+		sboxBytes(&sm, &b)
+		return binary.BigEndian.Uint32(b[:])
+	}
+	rk := sm4cbc.VectorRoundKeys(key, tau)
+	copy(g.k.rk[:], rk[:])
+	clear(rk[:])
+	g.k.in, g.k.out, g.k.round = m.In, m.Out, m.Round
+	for l := range g.k.inc {
+		g.k.inc[l] = uint32(4*(l%4) + l/4)
+	}
+	for i := range g.k.bswap32 {
+		g.k.bswap32[i] = byte(i&^3 + 3 - i&3)
+		g.k.bswap[i] = byte(15 - i)
+	}
+	binary.LittleEndian.PutUint64(g.k.poly[:8], 1)
+	binary.LittleEndian.PutUint64(g.k.poly[8:], 0xc2<<56)
+	g.k.sixteen = 16
+
+	// H = E(0): the block of counter 0 under the zero nonce.
+	var z [batch]byte
+	var zn [NonceSize]byte
+	ctrBlocks(&g.k, &zn, 0, &z[0], &z[0], 1)
+	// Byte-reflected, then times x.
+	lo, hi := binary.BigEndian.Uint64(z[8:16]), binary.BigEndian.Uint64(z[:8])
+	clear(z[:])
+	carry := -(hi >> 63)
+	hi = hi<<1 | lo>>63
+	lo <<= 1
+	hi ^= carry & (0xc2 << 56)
+	lo ^= carry & 1
+	var h [16]byte
+	binary.LittleEndian.PutUint64(h[:8], lo)
+	binary.LittleEndian.PutUint64(h[8:], hi)
+	p := h
+	for k := 1; k <= 16; k++ {
+		g.k.hpow[16-k] = p
+		mulField(&g.k.poly, &p, &h)
+	}
+	clear(h[:])
+	clear(p[:])
+	return g
+}
+
+func (g *wide) NonceSize() int { return NonceSize }
+func (g *wide) Overhead() int  { return TagSize }
+
+// keystream fills ks with the keystream of counters 1 to 16: the tag mask
+// E(J0) and the first fifteen blocks of the message.
+func (g *wide) keystream(ks *[batch]byte, nonce *[NonceSize]byte) {
+	*ks = [batch]byte{}
+	ctrBlocks(&g.k, nonce, 1, &ks[0], &ks[0], 1)
+}
+
+// crypt XORs the keystream into src, writing dst; ks is keystream's.
+func (g *wide) crypt(dst, src []byte, nonce *[NonceSize]byte, ks *[batch]byte) {
+	m := min(len(src), batch-16)
+	subtle.XORBytes(dst[:m], src[:m], ks[16:16+m])
+	dst, src = dst[m:], src[m:]
+	ctr := uint32(17)
+	if n := len(src) / batch; n > 0 {
+		ctrBlocks(&g.k, nonce, ctr, &dst[0], &src[0], n)
+		ctr += uint32(16 * n)
+		dst, src = dst[n*batch:], src[n*batch:]
+	}
+	if len(src) > 0 {
+		var buf [batch]byte
+		copy(buf[:], src)
+		ctrBlocks(&g.k, nonce, ctr, &buf[0], &buf[0], 1)
+		copy(dst, buf[:len(src)])
+		clear(buf[:])
+	}
+}
+
+// ghash adds b, zero-padded to whole blocks, to acc.
+func (g *wide) ghash(acc *[16]byte, b []byte) {
+	if n := len(b) / 16; n > 0 {
+		ghashBlocks(&g.k, acc, &b[0], n)
+	}
+	if r := len(b) % 16; r > 0 {
+		var blk [16]byte
+		copy(blk[:], b[len(b)-r:])
+		ghashBlocks(&g.k, acc, &blk[0], 1)
+	}
+}
+
+// tag computes the tag of ad and ct into out.
+func (g *wide) tag(out *[TagSize]byte, ad, ct []byte, ks *[batch]byte) {
+	var acc [16]byte
+	g.ghash(&acc, ad)
+	g.ghash(&acc, ct)
+	var lens [16]byte
+	binary.BigEndian.PutUint64(lens[:8], uint64(len(ad))*8)
+	binary.BigEndian.PutUint64(lens[8:], uint64(len(ct))*8)
+	ghashBlocks(&g.k, &acc, &lens[0], 1)
+	for i := range out {
+		out[i] = acc[15-i] ^ ks[i]
+	}
+}
+
+func (g *wide) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
+	if len(nonce) != NonceSize {
+		panic("sm4gcm: incorrect nonce length given to GCM")
+	}
+	if uint64(len(plaintext)) > maxPlaintext {
+		panic("sm4gcm: message too large for GCM")
+	}
+	ret, out := sliceForAppend(dst, len(plaintext)+TagSize)
+	if inexactOverlap(out, plaintext) {
+		panic("sm4gcm: invalid buffer overlap")
+	}
+	n := (*[NonceSize]byte)(nonce)
+	var ks [batch]byte
+	g.keystream(&ks, n)
+	ct := out[:len(plaintext)]
+	g.crypt(ct, plaintext, n, &ks)
+	var t [TagSize]byte
+	g.tag(&t, additionalData, ct, &ks)
+	copy(out[len(plaintext):], t[:])
+	clear(ks[:])
+	return ret
+}
+
+func (g *wide) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, error) {
+	if len(nonce) != NonceSize {
+		panic("sm4gcm: incorrect nonce length given to GCM")
+	}
+	if len(ciphertext) < TagSize || uint64(len(ciphertext)) > maxPlaintext+TagSize {
+		return nil, errOpen
+	}
+	tag := ciphertext[len(ciphertext)-TagSize:]
+	ciphertext = ciphertext[:len(ciphertext)-TagSize]
+	ret, out := sliceForAppend(dst, len(ciphertext))
+	if inexactOverlap(out, ciphertext) {
+		panic("sm4gcm: invalid buffer overlap")
+	}
+	n := (*[NonceSize]byte)(nonce)
+	var ks [batch]byte
+	g.keystream(&ks, n)
+	var want [TagSize]byte
+	g.tag(&want, additionalData, ciphertext, &ks)
+	if subtle.ConstantTimeCompare(want[:], tag) != 1 {
+		clear(ks[:])
+		return nil, errOpen
+	}
+	g.crypt(out, ciphertext, n, &ks)
+	clear(ks[:])
+	return ret, nil
+}
+
+// sliceForAppend extends in by n bytes, returning the whole slice and the
+// n new bytes.
+func sliceForAppend(in []byte, n int) (head, tail []byte) {
+	if total := len(in) + n; cap(in) >= total {
+		head = in[:total]
+	} else {
+		head = make([]byte, total)
+		copy(head, in)
+	}
+	return head, head[len(in):]
+}
+
+// inexactOverlap reports whether x and y share memory other than at the
+// same start: in-place use is allowed, a shifted overlap is not.
+func inexactOverlap(x, y []byte) bool {
+	if len(x) == 0 || len(y) == 0 || &x[0] == &y[0] {
+		return false
+	}
+	x0, x1 := uintptr(unsafe.Pointer(&x[0])), uintptr(unsafe.Pointer(&x[len(x)-1]))
+	y0, y1 := uintptr(unsafe.Pointer(&y[0])), uintptr(unsafe.Pointer(&y[len(y)-1]))
+	return x0 <= y1 && y0 <= x1
+}
+
+// KernelOf reports which kernel an AEAD from this package runs.
+func KernelOf(a cipher.AEAD) cpufeat.GCMKernel {
+	if _, ok := a.(*wide); ok {
+		return cpufeat.GCMWideGFNI
+	}
+	return cpufeat.GCMGmsm
+}
