@@ -1,5 +1,6 @@
-// Package sm4gcm is SM4-GCM (GB/T 36624 with a 12-byte nonce and a
-// 16-byte tag) for TLCP's GCM records and the session store.
+// Package sm4gcm is SM4 in Galois/Counter Mode with a 12-byte nonce and a
+// 16-byte tag (as RFC 8998 and GB/T 38636 use it), for TLCP's GCM records
+// and the session store.
 //
 // On amd64 CPUs with AVX-512 (F, VL, BW), GFNI and VPCLMULQDQ the work is
 // done by kernel_amd64.s: counter mode on sixteen blocks at once, the
