@@ -56,6 +56,42 @@
 	ROUND(rk+8, Z2, Z3, Z0, Z1) \
 	ROUND(rk+12, Z3, Z0, Z1, Z2)
 
+// ROUND2 is ROUND on two sets of sixteen blocks side by side: the second
+// set's state is E, F, G, H, its x in Z20, its scratch Z21-Z25.
+#define ROUND2(rk, A, B, C, D, E, F, G, H) \
+	VGF2P8AFFINEINVQB $0, Z11, Z4, Z7   \
+	VGF2P8AFFINEINVQB $0, Z11, Z20, Z23 \
+	VGF2P8AFFINEINVQB $0, Z12, Z4, Z8   \
+	VGF2P8AFFINEINVQB $0, Z12, Z20, Z24 \
+	VGF2P8AFFINEINVQB $0, Z13, Z4, Z9   \
+	VGF2P8AFFINEINVQB $0, Z13, Z20, Z25 \
+	VGF2P8AFFINEINVQB $0, Z10, Z4, Z6   \
+	VGF2P8AFFINEINVQB $0, Z10, Z20, Z22 \
+	VPXORD.BCST       rk(DI), C, Z5     \
+	VPXORD.BCST       rk(DI), G, Z21    \
+	VPXORD            D, Z5, Z5         \
+	VPXORD            H, Z21, Z21       \
+	VPXORD            A, Z5, Z4         \
+	VPXORD            E, Z21, Z20       \
+	VPROLD            $8, Z7, Z7        \
+	VPROLD            $8, Z23, Z23      \
+	VPROLD            $16, Z8, Z8       \
+	VPROLD            $16, Z24, Z24     \
+	VPROLD            $24, Z9, Z9       \
+	VPROLD            $24, Z25, Z25     \
+	VPTERNLOGD        $0x96, Z7, Z6, Z4 \
+	VPTERNLOGD        $0x96, Z23, Z22, Z20 \
+	VPTERNLOGD        $0x96, Z9, Z8, Z4 \
+	VPTERNLOGD        $0x96, Z25, Z24, Z20 \
+	VPXORD            Z4, Z5, A         \
+	VPXORD            Z20, Z21, E
+
+#define FOUR_ROUNDS2(rk) \
+	ROUND2(rk, Z0, Z1, Z2, Z3, Z16, Z17, Z18, Z19)   \
+	ROUND2(rk+4, Z1, Z2, Z3, Z0, Z17, Z18, Z19, Z16) \
+	ROUND2(rk+8, Z2, Z3, Z0, Z1, Z18, Z19, Z16, Z17) \
+	ROUND2(rk+12, Z3, Z0, Z1, Z2, Z19, Z16, Z17, Z18)
+
 // TRANSPOSE transposes the 4×4 words of each 128-bit chunk of a, b, c, d
 // into b, d, t0, t1; a and c are clobbered.
 #define TRANSPOSE(a, b, c, d, t0, t1) \
@@ -72,6 +108,7 @@
 TEXT ·ctrBlocks(SB), NOSPLIT, $0-48
 	MOVQ k+0(FP), DI
 	MOVQ nonce+8(FP), R8
+	MOVL ctr+16(FP), AX
 	MOVQ dst+24(FP), DX
 	MOVQ src+32(FP), SI
 	MOVQ n+40(FP), CX
@@ -84,27 +121,98 @@ TEXT ·ctrBlocks(SB), NOSPLIT, $0-48
 	VPBROADCASTQ KEY_ROUND+24(DI), Z13
 	VPBROADCASTQ KEY_IN(DI), Z14
 	VPBROADCASTQ KEY_OUT(DI), Z15
-	// Counters, native order, lane 4j+i at ctr+4i+j.
-	MOVL         ctr+16(FP), AX
-	VPBROADCASTD AX, Z16
-	VPADDD       KEY_INC(DI), Z16, Z16
-	VPBROADCASTD KEY_SIXTEEN(DI), Z17
-	VBROADCASTI32X4 KEY_BSWAP32(DI), Z18
+	VMOVDQU32    KEY_INC(DI), Z27
+	VPBROADCASTD KEY_SIXTEEN(DI), Z26
+	VBROADCASTI32X4 KEY_BSWAP32(DI), Z28
 	// The nonce's words, in the state's image: the same in every block.
-	VPBROADCASTD 0(R8), Z19
-	VPBROADCASTD 4(R8), Z20
-	VPBROADCASTD 8(R8), Z21
-	VGF2P8AFFINEQB $0, Z14, Z19, Z19
-	VGF2P8AFFINEQB $0, Z14, Z20, Z20
-	VGF2P8AFFINEQB $0, Z14, Z21, Z21
+	VPBROADCASTD 0(R8), Z29
+	VPBROADCASTD 4(R8), Z30
+	VPBROADCASTD 8(R8), Z31
+	VGF2P8AFFINEQB $0, Z14, Z29, Z29
+	VGF2P8AFFINEQB $0, Z14, Z30, Z30
+	VGF2P8AFFINEQB $0, Z14, Z31, Z31
 
-ctrLoop:
-	VPSHUFB        Z18, Z16, Z3
+	// Two batches at a time: their rounds interleave, so that one
+	// batch's affine inversions run while the other's wait.
+	CMPQ CX, $2
+	JB   ctrSingle
+
+ctrPairLoop:
+	// Counters: lane 4j+i of the first batch at ctr+4i+j, the second
+	// batch sixteen on.
+	VPBROADCASTD   AX, Z3
+	VPADDD         Z27, Z3, Z3
+	VPADDD         Z26, Z3, Z19
+	VPSHUFB        Z28, Z3, Z3
+	VPSHUFB        Z28, Z19, Z19
 	VGF2P8AFFINEQB $0, Z14, Z3, Z3
-	VPADDD         Z17, Z16, Z16
-	VMOVDQA64      Z19, Z0
-	VMOVDQA64      Z20, Z1
-	VMOVDQA64      Z21, Z2
+	VGF2P8AFFINEQB $0, Z14, Z19, Z19
+	ADDL           $32, AX
+	VMOVDQA64      Z29, Z0
+	VMOVDQA64      Z30, Z1
+	VMOVDQA64      Z31, Z2
+	VMOVDQA64      Z29, Z16
+	VMOVDQA64      Z30, Z17
+	VMOVDQA64      Z31, Z18
+	// x[0] of each: rk[0] ^ words 1 and 2 are common.
+	VPXORD.BCST    KEY_RK(DI), Z1, Z4
+	VPXORD         Z2, Z4, Z4
+	VPXORD         Z19, Z4, Z20
+	VPXORD         Z3, Z4, Z4
+
+	FOUR_ROUNDS2(4)
+	FOUR_ROUNDS2(20)
+	FOUR_ROUNDS2(36)
+	FOUR_ROUNDS2(52)
+	FOUR_ROUNDS2(68)
+	FOUR_ROUNDS2(84)
+	FOUR_ROUNDS2(100)
+	FOUR_ROUNDS2(116)
+
+	VGF2P8AFFINEQB $0, Z15, Z3, Z4
+	VGF2P8AFFINEQB $0, Z15, Z2, Z5
+	VGF2P8AFFINEQB $0, Z15, Z1, Z6
+	VGF2P8AFFINEQB $0, Z15, Z0, Z7
+	TRANSPOSE(Z4, Z5, Z6, Z7, Z8, Z9)
+	VPXORD    0(SI), Z5, Z5
+	VPXORD    64(SI), Z7, Z7
+	VPXORD    128(SI), Z8, Z8
+	VPXORD    192(SI), Z9, Z9
+	VMOVDQU64 Z5, 0(DX)
+	VMOVDQU64 Z7, 64(DX)
+	VMOVDQU64 Z8, 128(DX)
+	VMOVDQU64 Z9, 192(DX)
+	VGF2P8AFFINEQB $0, Z15, Z19, Z20
+	VGF2P8AFFINEQB $0, Z15, Z18, Z21
+	VGF2P8AFFINEQB $0, Z15, Z17, Z22
+	VGF2P8AFFINEQB $0, Z15, Z16, Z23
+	TRANSPOSE(Z20, Z21, Z22, Z23, Z24, Z25)
+	VPXORD    256(SI), Z21, Z21
+	VPXORD    320(SI), Z23, Z23
+	VPXORD    384(SI), Z24, Z24
+	VPXORD    448(SI), Z25, Z25
+	VMOVDQU64 Z21, 256(DX)
+	VMOVDQU64 Z23, 320(DX)
+	VMOVDQU64 Z24, 384(DX)
+	VMOVDQU64 Z25, 448(DX)
+
+	ADDQ $512, SI
+	ADDQ $512, DX
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JAE  ctrPairLoop
+	TESTQ CX, CX
+	JZ   ctrEnd
+
+ctrSingle:
+	VPBROADCASTD   AX, Z3
+	VPADDD         Z27, Z3, Z3
+	VPSHUFB        Z28, Z3, Z3
+	VGF2P8AFFINEQB $0, Z14, Z3, Z3
+	ADDL           $16, AX
+	VMOVDQA64      Z29, Z0
+	VMOVDQA64      Z30, Z1
+	VMOVDQA64      Z31, Z2
 	// x[0]
 	VPXORD.BCST    KEY_RK(DI), Z1, Z4
 	VPTERNLOGD     $0x96, Z3, Z2, Z4
@@ -123,21 +231,22 @@ ctrLoop:
 	VGF2P8AFFINEQB $0, Z15, Z2, Z23
 	VGF2P8AFFINEQB $0, Z15, Z1, Z24
 	VGF2P8AFFINEQB $0, Z15, Z0, Z25
-	TRANSPOSE(Z22, Z23, Z24, Z25, Z26, Z27)
+	TRANSPOSE(Z22, Z23, Z24, Z25, Z16, Z17)
 	VPXORD    0(SI), Z23, Z23
 	VPXORD    64(SI), Z25, Z25
-	VPXORD    128(SI), Z26, Z26
-	VPXORD    192(SI), Z27, Z27
+	VPXORD    128(SI), Z16, Z16
+	VPXORD    192(SI), Z17, Z17
 	VMOVDQU64 Z23, 0(DX)
 	VMOVDQU64 Z25, 64(DX)
-	VMOVDQU64 Z26, 128(DX)
-	VMOVDQU64 Z27, 192(DX)
+	VMOVDQU64 Z16, 128(DX)
+	VMOVDQU64 Z17, 192(DX)
 
 	ADDQ $256, SI
 	ADDQ $256, DX
 	DECQ CX
-	JNZ  ctrLoop
+	JNZ  ctrSingle
 
+ctrEnd:
 	VZEROUPPER
 
 ctrDone:
