@@ -33,7 +33,7 @@ func TestChoose(t *testing.T) {
 		{
 			name: "zen4, ice lake and later", cpu: CPU{Arch: "amd64", Features: mustSet(t, "aes clmul avx2 avx512 gfni vpclmul")},
 			cbc: CBCLanesGFNI, gcm: GCMWideGFNI, single: true, preferGCM: true,
-			names: map[Primitive]string{SM4CBCEncrypt: "GFNI", SM4GCM: "16 blocks at once, GFNI and AVX-512, 4-way VPCLMULQDQ", SM4Block: "AES-NI"},
+			names: map[Primitive]string{SM4CBCEncrypt: "GFNI", SM4GCM: "64 blocks at once, GFNI and AVX-512, 4-way VPCLMULQDQ", SM4Block: "AES-NI"},
 		},
 		{
 			name: "vpclmul without gfni", cpu: CPU{Arch: "amd64", Features: mustSet(t, "aes clmul avx2 avx512 vpclmul")},

@@ -19,6 +19,12 @@ var haveKernel = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512B
 //go:noescape
 func ctrBlocks(k *kernelKey, nonce *[12]byte, ctr uint32, dst, src *byte, n int)
 
+// ctrBlocks64 XORs n batches of 64 keystream blocks into src, writing
+// dst; nonce is the image of the nonce's bytes (see wide64_amd64.s).
+//
+//go:noescape
+func ctrBlocks64(k *kernelKey, nonce *[12]uint32, ctr uint32, dst, src *byte, n int)
+
 // ghashBlocks adds n blocks of data to the GHASH accumulator acc.
 //
 //go:noescape
@@ -40,4 +46,7 @@ var _ [192]struct{} = [unsafe.Offsetof(kernelKey{}.inc)]struct{}{}
 var _ [288]struct{} = [unsafe.Offsetof(kernelKey{}.poly)]struct{}{}
 var _ [304]struct{} = [unsafe.Offsetof(kernelKey{}.sixteen)]struct{}{}
 var _ [320]struct{} = [unsafe.Offsetof(kernelKey{}.hpow)]struct{}{}
+var _ [576]struct{} = [unsafe.Offsetof(kernelKey{}.rkb)]struct{}{}
+var _ [1104]struct{} = [unsafe.Offsetof(kernelKey{}.iota)]struct{}{}
+var _ [1168]struct{} = [unsafe.Offsetof(kernelKey{}.ones)]struct{}{}
 var _ [32]struct{} = [unsafe.Offsetof(sboxMatrices{}.out)]struct{}{}

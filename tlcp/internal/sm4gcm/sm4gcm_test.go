@@ -159,7 +159,11 @@ func checkAgainstReference(t *testing.T, key, nonce, pt, ad []byte) {
 	want := ref.Seal(nil, nonce, pt, ad)
 	got := a.Seal(nil, nonce, pt, ad)
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%d bytes, %d of additional data: sealed\n%x\nwant\n%x", len(pt), len(ad), got, want)
+		i := 0
+		for i < len(got) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("%d bytes, %d of additional data: sealed output differs from byte %d on (%d is the tag)", len(pt), len(ad), i, len(pt))
 	}
 	// In place, after a prefix, as the record layer does.
 	buf := make([]byte, 5, 5+len(pt)+TagSize)
