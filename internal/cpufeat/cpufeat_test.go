@@ -168,3 +168,20 @@ func FuzzParseSet(f *testing.F) {
 		}
 	})
 }
+
+// TestDisableTurnsOffGCMKernel: naming any feature the SM4-GCM kernel
+// needs in GMGATE_CPU_DISABLE gives gmsm's GCM, on a CPU that has them all.
+func TestDisableTurnsOffGCMKernel(t *testing.T) {
+	full := mustSet(t, "aes clmul avx2 avx512 gfni vpclmul")
+	if p := Choose(CPU{Arch: "amd64", Features: full}); p.GCM != GCMWideGFNI {
+		t.Fatalf("all features: GCM kernel %d", p.GCM)
+	}
+	for _, off := range []string{"avx512", "gfni", "vpclmul", "avx512,gfni"} {
+		c := CPU{Arch: "amd64", Detected: full, Disabled: mustSet(t, off)}
+		c.Features = c.Detected &^ c.Disabled
+		p := Choose(c)
+		if p.GCM != GCMGmsm || !strings.Contains(p.Impl(SM4GCM).Name, "(gmsm)") {
+			t.Errorf("%s off: GCM kernel %d (%s), want gmsm's", off, p.GCM, p.Impl(SM4GCM).Name)
+		}
+	}
+}

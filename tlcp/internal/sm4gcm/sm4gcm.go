@@ -23,6 +23,7 @@ import (
 	"errors"
 	"math/bits"
 	"strconv"
+	"sync"
 	"unsafe"
 
 	"github.com/emmansun/gmsm/sm4"
@@ -114,17 +115,23 @@ type wide struct {
 	in uint64 // the matrix into the state's image, for nonces
 }
 
-func newWide(key []byte) *wide {
-	g := new(wide)
+// constants are the matrices of the kernel, derived once.
+var constants = sync.OnceValues(func() (sm4cbc.Matrices, *sboxMatrices) {
 	m := sm4cbc.VectorMatrices()
-	sm := sboxMatrices{in: [2]uint64{m.In, m.In}, out: [2]uint64{m.SboxOut, m.SboxOut}}
+	sm := &sboxMatrices{in: [2]uint64{m.In, m.In}, out: [2]uint64{m.SboxOut, m.SboxOut}}
 	for i := range sm.c {
 		sm.c[i] = m.InConst
 	}
+	return m, sm
+})
+
+func newWide(key []byte) *wide {
+	g := new(wide)
+	m, sm := constants()
 	tau := func(a uint32) uint32 {
 		var b [16]byte
 		binary.BigEndian.PutUint32(b[:], a)
-		sboxBytes(&sm, &b)
+		sboxBytes(sm, &b)
 		return binary.BigEndian.Uint32(b[:])
 	}
 	rk := sm4cbc.VectorRoundKeys(key, tau)

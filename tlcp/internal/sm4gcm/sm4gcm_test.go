@@ -297,3 +297,15 @@ func BenchmarkSeal(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNew measures a key setup, which the session store does for
+// every value it seals or opens.
+func BenchmarkNew(b *testing.B) {
+	key := make([]byte, 16)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := New(key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
