@@ -187,40 +187,80 @@ func newWide(key []byte) *wide {
 func (g *wide) NonceSize() int { return NonceSize }
 func (g *wide) Overhead() int  { return TagSize }
 
-// keystream fills ks with the keystream of counters 1 to 16: the tag mask
-// E(J0) and the first fifteen blocks of the message.
-func (g *wide) keystream(ks *[batch]byte, nonce *[NonceSize]byte) {
-	*ks = [batch]byte{}
-	ctrBlocks(&g.k, nonce, 1, &ks[0], &ks[0], 1)
+// stream is the keystream of one message.
+type stream struct {
+	nonce *[NonceSize]byte
+	// img is the nonce in the state's image, for ctrBlocks64; wide is
+	// whether it is set.
+	img  [NonceSize]uint32
+	wide bool
+	// buf starts with the keystream of counters 1 to 16 or 1 to 64: the
+	// tag mask E(J0), then first bytes for the message. It is the
+	// scratch of a message's last blocks after that.
+	buf   [4 * batch]byte
+	first int
+	mask  [TagSize]byte
 }
 
-// crypt XORs the keystream into src, writing dst; ks is keystream's.
-func (g *wide) crypt(dst, src []byte, nonce *[NonceSize]byte, ks *[batch]byte) {
-	m := min(len(src), batch-16)
-	subtle.XORBytes(dst[:m], src[:m], ks[16:16+m])
+// begin starts the keystream of a message of n bytes: 64 blocks at once
+// when the message needs more than two batches of sixteen.
+func (g *wide) begin(s *stream, nonce *[NonceSize]byte, n int) {
+	s.nonce = nonce
+	if n > 2*batch-16 {
+		g.image(s)
+		ctrBlocks64(&g.k, &s.img, 1, &s.buf[0], &s.buf[0], 1)
+		s.first = 4*batch - 16
+	} else {
+		ctrBlocks(&g.k, nonce, 1, &s.buf[0], &s.buf[0], 1)
+		s.first = batch - 16
+	}
+	copy(s.mask[:], s.buf[:TagSize])
+}
+
+// image sets s.img from the nonce (public data).
+func (g *wide) image(s *stream) {
+	for i, b := range s.nonce {
+		s.img[i] = uint32(applyMatrix(g.in, b)) * 0x01010101
+	}
+	s.wide = true
+}
+
+// crypt XORs the keystream into src, writing dst, and clears s.
+func (g *wide) crypt(dst, src []byte, s *stream) {
+	m := min(len(src), s.first)
+	subtle.XORBytes(dst[:m], src[:m], s.buf[16:16+m])
 	dst, src = dst[m:], src[m:]
-	ctr := uint32(17)
+	ctr := uint32(2 + s.first/16)
 	if n := len(src) / (4 * batch); n > 0 {
-		var img [NonceSize]uint32
-		for i, b := range nonce {
-			img[i] = uint32(applyMatrix(g.in, b)) * 0x01010101
+		if !s.wide {
+			g.image(s)
 		}
-		ctrBlocks64(&g.k, &img, ctr, &dst[0], &src[0], n)
+		ctrBlocks64(&g.k, &s.img, ctr, &dst[0], &src[0], n)
 		ctr += uint32(64 * n)
 		dst, src = dst[4*n*batch:], src[4*n*batch:]
 	}
-	if n := len(src) / batch; n > 0 {
-		ctrBlocks(&g.k, nonce, ctr, &dst[0], &src[0], n)
-		ctr += uint32(16 * n)
-		dst, src = dst[n*batch:], src[n*batch:]
+	switch r := len(src); {
+	case r > 2*batch:
+		// The rest in one batch of 64 blocks.
+		if !s.wide {
+			g.image(s)
+		}
+		copy(s.buf[:], src)
+		ctrBlocks64(&g.k, &s.img, ctr, &s.buf[0], &s.buf[0], 1)
+		copy(dst, s.buf[:r])
+	case r > 0:
+		if n := r / batch; n > 0 {
+			ctrBlocks(&g.k, s.nonce, ctr, &dst[0], &src[0], n)
+			ctr += uint32(16 * n)
+			dst, src = dst[n*batch:], src[n*batch:]
+		}
+		if len(src) > 0 {
+			copy(s.buf[:], src)
+			ctrBlocks(&g.k, s.nonce, ctr, &s.buf[0], &s.buf[0], 1)
+			copy(dst, s.buf[:len(src)])
+		}
 	}
-	if len(src) > 0 {
-		var buf [batch]byte
-		copy(buf[:], src)
-		ctrBlocks(&g.k, nonce, ctr, &buf[0], &buf[0], 1)
-		copy(dst, buf[:len(src)])
-		clear(buf[:])
-	}
+	clear(s.buf[:])
 }
 
 // ghash adds b, zero-padded to whole blocks, to acc.
@@ -236,7 +276,7 @@ func (g *wide) ghash(acc *[16]byte, b []byte) {
 }
 
 // tag computes the tag of ad and ct into out.
-func (g *wide) tag(out *[TagSize]byte, ad, ct []byte, ks *[batch]byte) {
+func (g *wide) tag(out *[TagSize]byte, ad, ct []byte, mask *[TagSize]byte) {
 	var acc [16]byte
 	g.ghash(&acc, ad)
 	g.ghash(&acc, ct)
@@ -245,7 +285,7 @@ func (g *wide) tag(out *[TagSize]byte, ad, ct []byte, ks *[batch]byte) {
 	binary.BigEndian.PutUint64(lens[8:], uint64(len(ct))*8)
 	ghashBlocks(&g.k, &acc, &lens[0], 1)
 	for i := range out {
-		out[i] = acc[15-i] ^ ks[i]
+		out[i] = acc[15-i] ^ mask[i]
 	}
 }
 
@@ -260,15 +300,14 @@ func (g *wide) Seal(dst, nonce, plaintext, additionalData []byte) []byte {
 	if inexactOverlap(out, plaintext) {
 		panic("sm4gcm: invalid buffer overlap")
 	}
-	n := (*[NonceSize]byte)(nonce)
-	var ks [batch]byte
-	g.keystream(&ks, n)
+	var st stream
+	g.begin(&st, (*[NonceSize]byte)(nonce), len(plaintext))
 	ct := out[:len(plaintext)]
-	g.crypt(ct, plaintext, n, &ks)
+	g.crypt(ct, plaintext, &st)
 	var t [TagSize]byte
-	g.tag(&t, additionalData, ct, &ks)
+	g.tag(&t, additionalData, ct, &st.mask)
 	copy(out[len(plaintext):], t[:])
-	clear(ks[:])
+	clear(st.mask[:])
 	return ret
 }
 
@@ -285,17 +324,16 @@ func (g *wide) Open(dst, nonce, ciphertext, additionalData []byte) ([]byte, erro
 	if inexactOverlap(out, ciphertext) {
 		panic("sm4gcm: invalid buffer overlap")
 	}
-	n := (*[NonceSize]byte)(nonce)
-	var ks [batch]byte
-	g.keystream(&ks, n)
+	var st stream
+	g.begin(&st, (*[NonceSize]byte)(nonce), len(ciphertext))
 	var want [TagSize]byte
-	g.tag(&want, additionalData, ciphertext, &ks)
+	g.tag(&want, additionalData, ciphertext, &st.mask)
+	clear(st.mask[:])
 	if subtle.ConstantTimeCompare(want[:], tag) != 1 {
-		clear(ks[:])
+		clear(st.buf[:])
 		return nil, errOpen
 	}
-	g.crypt(out, ciphertext, n, &ks)
-	clear(ks[:])
+	g.crypt(out, ciphertext, &st)
 	return ret, nil
 }
 
