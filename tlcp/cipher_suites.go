@@ -12,6 +12,7 @@ import (
 	"github.com/emmansun/gmsm/sm4"
 	"github.com/gmgate/gmgate/internal/cpufeat"
 	"github.com/gmgate/gmgate/tlcp/internal/sm4cbc"
+	"github.com/gmgate/gmgate/tlcp/internal/sm4gcm"
 )
 
 // Cipher suites of GB/T 38636-2020 that use SM2 certificates.
@@ -206,6 +207,14 @@ func additionalData(dst *[13]byte, seq uint64, typ byte, n int) {
 	dst[12] = byte(n)
 }
 
+// NewSM4GCM returns SM4-GCM with a 12-byte nonce and a 16-byte tag for a
+// 16-byte key, through the implementation internal/cpufeat chose for this
+// CPU (the one GCM records use): for other SM4-GCM in gmgate, such as the
+// session store's.
+func NewSM4GCM(key []byte) (cipher.AEAD, error) {
+	return sm4gcm.NewKernel(key, cpuPlan().GCM)
+}
+
 // gcmRecord is SM4-GCM record protection (RFC 5288 layout): an 8-byte
 // explicit nonce on each record after the 4-byte implicit salt.
 type gcmRecord struct {
@@ -215,11 +224,7 @@ type gcmRecord struct {
 }
 
 func newGCMRecord(key, salt []byte) (*gcmRecord, error) {
-	block, err := sm4.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := sm4gcm.NewKernel(key, cpuPlan().GCM)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/cpufeat"
+	"github.com/gmgate/gmgate/tlcp/internal/sm4gcm"
 )
 
 // Feature sets of CPUs gmgate is deployed on, for tests that take their
@@ -15,6 +16,9 @@ import (
 var (
 	// cpuAVX512GFNI is a recent Intel or AMD server (Ice Lake, Zen 4).
 	cpuAVX512GFNI = cpufeat.CPU{Arch: "amd64", Features: cpuSet("aes clmul avx2 avx512 gfni")}
+	// cpuAVX512VPCLMUL is the same with VPCLMULQDQ on 512-bit registers
+	// (Ice Lake, Zen 4 and later: all that have GFNI with AVX-512).
+	cpuAVX512VPCLMUL = cpufeat.CPU{Arch: "amd64", Features: cpuSet("aes clmul avx2 avx512 gfni vpclmul")}
 	// cpuHygon is Hygon (Zen 1) or any x86 server without AVX-512 and
 	// GFNI: AES-NI, PCLMULQDQ, AVX2.
 	cpuHygon = cpufeat.CPU{Arch: "amd64", Features: cpuSet("aes clmul avx2")}
@@ -173,6 +177,47 @@ func TestCBCKernelPerCPU(t *testing.T) {
 			}
 			if k := client.out.cipher.(*cbcRecord).enc.Kernel(); k != tc.want {
 				t.Fatalf("records sealed with kernel %d, want %d", k, tc.want)
+			}
+			msg := make([]byte, 70000)
+			rand.Read(msg)
+			checkTransfer(t, client, server, msg)
+		})
+	}
+}
+
+// TestGCMKernelPerCPU checks which SM4-GCM GCM records get on each kind of
+// CPU, and that records sealed by it open, on this machine wherever it
+// can run the kernel.
+func TestGCMKernelPerCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cpu  cpufeat.CPU
+		want cpufeat.GCMKernel
+	}{
+		{"avx512-gfni-vpclmul", cpuAVX512VPCLMUL, cpufeat.GCMWideGFNI},
+		{"avx512-gfni", cpuAVX512GFNI, cpufeat.GCMGmsm},
+		{"hygon", cpuHygon, cpufeat.GCMGmsm},
+		{"kunpeng sm4", cpuKunpengSM4, cpufeat.GCMGmsm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := cpufeat.Choose(tc.cpu)
+			if plan.GCM != tc.want || !plan.Impl(cpufeat.SM4GCM).ConstantTime {
+				t.Fatalf("GCM kernel %d (%s), want %d", plan.GCM, plan.Impl(cpufeat.SM4GCM).Name, tc.want)
+			}
+			host := cpufeat.Current().CPU
+			if tc.cpu.Arch != host.Arch || !host.Features.Has(cpufeat.Feature(tc.cpu.Features)) || host.Purego {
+				t.Skipf("this machine (%s: %s) cannot run it", host.Arch, host.Features)
+			}
+			withCPU(t, tc.cpu)
+			ccfg, scfg := suiteConfigs(t, ECC_SM4_GCM_SM3, false)
+			client, server, cerr, serr := handshakePair(t, ccfg, scfg)
+			if cerr != nil || serr != nil {
+				t.Fatal(cerr, serr)
+			}
+			for _, c := range []*Conn{client, server} {
+				if k := sm4gcm.KernelOf(c.out.cipher.(*gcmRecord).aead); k != tc.want {
+					t.Fatalf("records sealed with kernel %d, want %d", k, tc.want)
+				}
 			}
 			msg := make([]byte, 70000)
 			rand.Read(msg)

@@ -45,10 +45,11 @@ const (
 	SM4                             // ARMv8.2 SM4 instructions
 	LSX                             // LoongArch 128-bit vectors
 	LASX                            // LoongArch 256-bit vectors
+	VPCLMUL                         // x86 VPCLMULQDQ on 512-bit registers, with AVX-512 BW
 	numFeatures = iota
 )
 
-var featureNames = [numFeatures]string{"aes", "clmul", "avx2", "avx512", "gfni", "sm3", "sm4", "lsx", "lasx"}
+var featureNames = [numFeatures]string{"aes", "clmul", "avx2", "avx512", "gfni", "sm3", "sm4", "lsx", "lasx", "vpclmul"}
 
 // Names lists the feature names GMGATE_CPU_DISABLE accepts.
 func Names() []string { return slices.Clone(featureNames[:]) }

@@ -22,6 +22,7 @@ func TestChoose(t *testing.T) {
 		name      string
 		cpu       CPU
 		cbc       CBCKernel
+		gcm       GCMKernel
 		single    bool
 		preferGCM bool
 		// notCT lists the primitives that are not constant-time.
@@ -29,6 +30,21 @@ func TestChoose(t *testing.T) {
 		// names maps a primitive to a word its implementation's name has.
 		names map[Primitive]string
 	}{
+		{
+			name: "zen4, ice lake and later", cpu: CPU{Arch: "amd64", Features: mustSet(t, "aes clmul avx2 avx512 gfni vpclmul")},
+			cbc: CBCLanesGFNI, gcm: GCMWideGFNI, single: true, preferGCM: true,
+			names: map[Primitive]string{SM4CBCEncrypt: "GFNI", SM4GCM: "64 blocks at once, GFNI and AVX-512, 4-way VPCLMULQDQ", SM4Block: "AES-NI"},
+		},
+		{
+			name: "vpclmul without gfni", cpu: CPU{Arch: "amd64", Features: mustSet(t, "aes clmul avx2 avx512 vpclmul")},
+			cbc: CBCLanesAESNI, single: true, preferGCM: true,
+			names: map[Primitive]string{SM4GCM: "(gmsm)"},
+		},
+		{
+			name: "purego with vpclmul", cpu: CPU{Arch: "amd64", Purego: true, Features: mustSet(t, "aes clmul avx2 avx512 gfni vpclmul")},
+			cbc: CBCSerial, notCT: []Primitive{SM4CBCEncrypt, SM4CBCDecrypt, SM4GCM, SM4Block},
+			names: map[Primitive]string{SM4GCM: "tables"},
+		},
 		{
 			name: "avx512-gfni", cpu: CPU{Arch: "amd64", Features: mustSet(t, "aes clmul avx2 avx512 gfni")},
 			cbc: CBCLanesGFNI, single: true, preferGCM: true,
@@ -72,6 +88,9 @@ func TestChoose(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Choose(tc.cpu)
+			if p.GCM != tc.gcm {
+				t.Errorf("GCM kernel %d, want %d", p.GCM, tc.gcm)
+			}
 			if p.CBC != tc.cbc || p.SingleBlockAsm != tc.single || p.PreferGCM != tc.preferGCM {
 				t.Errorf("CBC kernel %d, single-block asm %v, prefer GCM %v; want %d, %v, %v", p.CBC, p.SingleBlockAsm, p.PreferGCM, tc.cbc, tc.single, tc.preferGCM)
 			}
@@ -120,6 +139,7 @@ func TestDisableFromEnvironment(t *testing.T) {
 		wantErr bool
 	}{
 		{"avx512,gfni", Set(AVX512 | GFNI), false},
+		{"vpclmul", Set(VPCLMUL), false},
 		{"aes sse9", Set(AES), true},
 		{"", 0, false},
 	} {
@@ -131,7 +151,7 @@ func TestDisableFromEnvironment(t *testing.T) {
 }
 
 func FuzzParseSet(f *testing.F) {
-	for _, s := range []string{"avx512,gfni", "AES", " , ,", "sse9", "aes clmul avx2 avx512 gfni sm3 sm4 lsx lasx"} {
+	for _, s := range []string{"avx512,gfni", "AES", " , ,", "sse9", "aes clmul avx2 avx512 gfni sm3 sm4 lsx lasx vpclmul"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, list string) {
@@ -147,4 +167,21 @@ func FuzzParseSet(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDisableTurnsOffGCMKernel: naming any feature the SM4-GCM kernel
+// needs in GMGATE_CPU_DISABLE gives gmsm's GCM, on a CPU that has them all.
+func TestDisableTurnsOffGCMKernel(t *testing.T) {
+	full := mustSet(t, "aes clmul avx2 avx512 gfni vpclmul")
+	if p := Choose(CPU{Arch: "amd64", Features: full}); p.GCM != GCMWideGFNI {
+		t.Fatalf("all features: GCM kernel %d", p.GCM)
+	}
+	for _, off := range []string{"avx512", "gfni", "vpclmul", "avx512,gfni"} {
+		c := CPU{Arch: "amd64", Detected: full, Disabled: mustSet(t, off)}
+		c.Features = c.Detected &^ c.Disabled
+		p := Choose(c)
+		if p.GCM != GCMGmsm || !strings.Contains(p.Impl(SM4GCM).Name, "(gmsm)") {
+			t.Errorf("%s off: GCM kernel %d (%s), want gmsm's", off, p.GCM, p.Impl(SM4GCM).Name)
+		}
+	}
 }

@@ -14,5 +14,6 @@ func detect() Set {
 	add(cpu.X86.HasAVX2, AVX2)
 	add(cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL, AVX512)
 	add(cpu.X86.HasAVX512GFNI, GFNI)
+	add(cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasAVX512BW, VPCLMUL)
 	return s
 }

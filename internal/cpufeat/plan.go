@@ -60,12 +60,25 @@ const (
 	CBCLanesBlocks
 )
 
+// GCMKernel is the SM4-GCM that tlcp/internal/sm4gcm runs.
+type GCMKernel int
+
+const (
+	// GCMGmsm is gmsm's SM4-GCM (crypto/cipher.NewGCM over its SM4).
+	GCMGmsm GCMKernel = iota
+	// GCMWideGFNI runs sixteen counter blocks at once through GFNI and
+	// AVX-512, with GHASH four blocks per VPCLMULQDQ.
+	GCMWideGFNI
+)
+
 // Plan is what the dispatch chose for one CPU.
 type Plan struct {
 	CPU   CPU
 	Impls [numPrimitives]Impl
 	// CBC is the SM4-CBC encrypter.
 	CBC CBCKernel
+	// GCM is the SM4-GCM implementation.
+	GCM GCMKernel
 	// SingleBlockAsm is true when gmsm's single-block SM4 is to run its
 	// AES-instruction code rather than its lookup tables (see
 	// singleblock.go); gmsm's own default is the tables.
@@ -157,10 +170,15 @@ func Choose(c CPU) Plan {
 			wide = ", AVX2"
 		}
 		set(SM4CBCDecrypt, "S-box through "+inst+wide+" (gmsm)", true)
-		if f.Has(CLMUL) {
+		switch {
+		case c.Arch == "amd64" && f.Has(AVX512) && f.Has(GFNI) && f.Has(VPCLMUL):
+			set(SM4GCM, "64 blocks at once, GFNI and AVX-512, 4-way VPCLMULQDQ GHASH (gmgate)", true)
+			p.GCM = GCMWideGFNI
+			p.PreferGCM = true
+		case f.Has(CLMUL):
 			set(SM4GCM, "S-box through "+inst+wide+", "+mul+" GHASH (gmsm)", true)
 			p.PreferGCM = true
-		} else {
+		default:
 			set(SM4GCM, "S-box through "+inst+", GHASH in Go with tables (gmsm)", false)
 		}
 	default:
@@ -242,7 +260,7 @@ func (p *Plan) String() string {
 	}
 	b.WriteString("\n")
 	if p.CPU.Disabled != 0 {
-		b.WriteString("note: " + EnvDisable + " changes gmgate's own choices (CBC encryption, single SM4 blocks, suite order); gmsm's multi-block code still follows the CPU (its switches: DISABLE_GFNI, DISABLE_SM4NI, DISABLE_SM3NI)\n")
+		b.WriteString("note: " + EnvDisable + " changes gmgate's own choices (CBC encryption, GCM on AVX-512, single SM4 blocks, suite order); gmsm's multi-block code still follows the CPU (its switches: DISABLE_GFNI, DISABLE_SM4NI, DISABLE_SM3NI)\n")
 	}
 	for i, im := range p.Impls {
 		ct := "constant-time"

@@ -17,6 +17,7 @@ import (
 	// Switches gmsm's single-block SM4 (CMAC, CBC encryption, GCM's
 	// tag mask) to its AES-instruction code where the CPU has it.
 	_ "github.com/gmgate/gmgate/internal/cpufeat"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // KeySize is the size of a sealing key: 32 random bytes, written as 64
@@ -106,12 +107,8 @@ func (sk *sealingKey) aead(salt []byte) (cipher.AEAD, []byte, error) {
 	copy(key[4:], salt[:12])
 	subtle.XORBytes(key[:], key[:], sk.k1[:])
 	sk.derive.Encrypt(key[:], key[:])
-	block, err := sm4.NewCipher(key[:])
+	gcm, err := tlcp.NewSM4GCM(key[:])
 	clear(key[:])
-	if err != nil {
-		return nil, nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
 	if err != nil {
 		return nil, nil, err
 	}
