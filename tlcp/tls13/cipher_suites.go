@@ -10,6 +10,8 @@ import (
 	"github.com/emmansun/gmsm/sm4"
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/crypto/hkdf"
+
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // Cipher suites of RFC 8998 §2.
@@ -62,12 +64,10 @@ func cipherSuiteByID(id uint16) *cipherSuite {
 	return nil
 }
 
+// aeadSM4GCM is the record protection of TLS_SM4_GCM_SM3: the same
+// constant-time kernel, chosen per CPU, as TLCP's GCM records.
 func aeadSM4GCM(key []byte) (cipher.AEAD, error) {
-	b, err := sm4.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(b)
+	return tlcp.NewSM4GCM(key)
 }
 
 func aeadSM4CCM(key []byte) (cipher.AEAD, error) {

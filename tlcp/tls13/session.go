@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm3"
-	"github.com/emmansun/gmsm/sm4"
 	"github.com/emmansun/gmsm/smx509"
 	"golang.org/x/crypto/cryptobyte"
+
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // SessionState is what a server keeps of a session to resume it from a
@@ -181,11 +182,8 @@ func newTicketKey(secret [32]byte) (ticketKey, error) {
 	copy(k.name[:], m.Sum(nil))
 	m = hmac.New(sm3.New, secret[:])
 	m.Write([]byte("tls13 ticket key"))
-	b, err := sm4.NewCipher(m.Sum(nil)[:16])
-	if err != nil {
-		return k, err
-	}
-	k.aead, err = cipher.NewGCM(b)
+	var err error
+	k.aead, err = tlcp.NewSM4GCM(m.Sum(nil)[:16])
 	return k, err
 }
 
