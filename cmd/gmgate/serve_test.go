@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testexec"
 	"github.com/gmgate/gmgate/proxy/probe"
 )
 
@@ -45,7 +46,7 @@ func TestHelperProcess(t *testing.T) {
 }
 
 func gmgateCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
+	cmd := testexec.Self(append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), "GMGATE_HELPER_PROCESS=1")
 	return cmd
 }
