@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+	"golang.org/x/sys/cpu"
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
@@ -227,6 +228,32 @@ func TestGMImplementations(t *testing.T) {
 		for _, im := range gmImplementations("amd64", false, gfniOff) {
 			if strings.Contains(im.Code, "GFNI") {
 				t.Errorf("DISABLE_GFNI=1 still reports GFNI: %+v", im)
+			}
+		}
+	}
+	if runtime.GOARCH == "arm64" {
+		// SM4 on the SM4 instructions where the core has them (qemu -cpu
+		// max), else on the AES instructions (an ARMv8.0 core with the
+		// crypto extension, qemu -cpu cortex-a72), else in Go.
+		want := "portable Go (no AES)"
+		switch {
+		case cpu.ARM64.HasSM4:
+			want = "SM4 instructions (SM4E)"
+		case cpu.ARM64.HasAES:
+			want = "assembly, AES S-box (AESE)"
+		}
+		if got := gmImplementations("arm64", false, env)[2].Code; !strings.HasPrefix(got, want) {
+			t.Errorf("arm64 SM4 with SM4 %v, AES %v: %q, want %q", cpu.ARM64.HasSM4, cpu.ARM64.HasAES, got, want)
+		}
+		sm4Off := func(k string) string {
+			if k == "DISABLE_SM4NI" {
+				return "1"
+			}
+			return ""
+		}
+		for _, im := range gmImplementations("arm64", false, sm4Off) {
+			if strings.Contains(im.Code, "SM4 instructions") {
+				t.Errorf("DISABLE_SM4NI=1 still reports the SM4 instructions: %+v", im)
 			}
 		}
 	}
