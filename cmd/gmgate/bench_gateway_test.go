@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/internal/bench"
+	"github.com/gmgate/gmgate/internal/testexec"
 )
 
 // gatewayBenchSetup makes this test binary the gmgate of the gateway
@@ -22,7 +23,11 @@ func gatewayBenchSetup(t *testing.T) string {
 	selfCommandFunc = func() (bench.GatewayCommand, error) { return gmgateCommand, nil }
 	pinGatewayLoad = false
 	script := filepath.Join(t.TempDir(), "gmgate-baseline")
-	body := fmt.Sprintf("#!/bin/sh\nGMGATE_HELPER_PROCESS=1 exec %q -test.run='^TestHelperProcess$' -- \"$@\"\n", os.Args[0])
+	var words []string
+	for _, w := range testexec.Argv(os.Args[0]) {
+		words = append(words, fmt.Sprintf("%q", w))
+	}
+	body := fmt.Sprintf("#!/bin/sh\nGMGATE_HELPER_PROCESS=1 exec %s -test.run='^TestHelperProcess$' -- \"$@\"\n", strings.Join(words, " "))
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/probe"
+	"github.com/gmgate/gmgate/internal/testexec"
 )
 
 // TestHelperProcess is gmgate itself when the test binary is started by
@@ -46,7 +47,7 @@ func TestHelperProcess(t *testing.T) {
 }
 
 func gmgateCommand(args ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
+	cmd := testexec.Self(append([]string{"-test.run=^TestHelperProcess$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), "GMGATE_HELPER_PROCESS=1")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/sm2"
+	"golang.org/x/sys/cpu"
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs/pki"
@@ -90,8 +91,12 @@ func TestRunCrypto(t *testing.T) {
 	if len(rep.Implementations) != 5 || rep.Machine.GMSMVersion == "" || rep.Machine.NumCPU <= 0 {
 		t.Errorf("machine %+v, implementations %+v", rep.Machine, rep.Implementations)
 	}
-	if runtime.GOARCH == "amd64" && !strings.Contains(rep.Implementations[0].Code, "amd64 assembly") && !rep.Machine.Purego {
-		t.Errorf("SM2 implementation %q", rep.Implementations[0].Code)
+	// gmsm has SM2 assembly for each of the release targets.
+	switch runtime.GOARCH {
+	case "amd64", "arm64", "loong64":
+		if !strings.Contains(rep.Implementations[0].Code, runtime.GOARCH+" assembly") && !rep.Machine.Purego {
+			t.Errorf("SM2 implementation %q", rep.Implementations[0].Code)
+		}
 	}
 
 	doc, _ := decodeReport(t, rep, CryptoSchema, "machine", "gm_implementations", "pinned_cpu", "duration_seconds", "results", "load_average")
@@ -112,7 +117,14 @@ func TestRunCrypto(t *testing.T) {
 	if err := (Output{}).Write(&table, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"CPU features present", "GM implementations", "SM4-GCM", "Public-key operations", "SM2 encryption by message size", "1 KiB", "Server private-key operations through accel", "software file:"} {
+	// The CPU features are read on x86 and arm64 only.
+	features := "CPU features present"
+	switch runtime.GOARCH {
+	case "amd64", "386", "arm64":
+	default:
+		features = "CPU features: not inspected on this architecture"
+	}
+	for _, want := range []string{features, "GM implementations", "SM4-GCM", "Public-key operations", "SM2 encryption by message size", "1 KiB", "Server private-key operations through accel", "software file:"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -217,6 +229,32 @@ func TestGMImplementations(t *testing.T) {
 		for _, im := range gmImplementations("amd64", false, gfniOff) {
 			if strings.Contains(im.Code, "GFNI") {
 				t.Errorf("DISABLE_GFNI=1 still reports GFNI: %+v", im)
+			}
+		}
+	}
+	if runtime.GOARCH == "arm64" {
+		// SM4 on the SM4 instructions where the core has them (qemu -cpu
+		// max), else on the AES instructions (an ARMv8.0 core with the
+		// crypto extension, qemu -cpu cortex-a72), else in Go.
+		want := "portable Go (no AES)"
+		switch {
+		case cpu.ARM64.HasSM4:
+			want = "SM4 instructions (SM4E)"
+		case cpu.ARM64.HasAES:
+			want = "assembly, AES S-box (AESE)"
+		}
+		if got := gmImplementations("arm64", false, env)[2].Code; !strings.HasPrefix(got, want) {
+			t.Errorf("arm64 SM4 with SM4 %v, AES %v: %q, want %q", cpu.ARM64.HasSM4, cpu.ARM64.HasAES, got, want)
+		}
+		sm4Off := func(k string) string {
+			if k == "DISABLE_SM4NI" {
+				return "1"
+			}
+			return ""
+		}
+		for _, im := range gmImplementations("arm64", false, sm4Off) {
+			if strings.Contains(im.Code, "SM4 instructions") {
+				t.Errorf("DISABLE_SM4NI=1 still reports the SM4 instructions: %+v", im)
 			}
 		}
 	}

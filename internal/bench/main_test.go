@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/testexec"
 	"go.uber.org/goleak"
 )
 
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 
 // testLauncher starts this test binary as the server child.
 func testLauncher(configJSON string) (*exec.Cmd, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := testexec.Self("-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+configJSON)
 	return cmd, nil
 }

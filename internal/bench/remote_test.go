@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/internal/testexec"
 	"github.com/gmgate/gmgate/internal/testnet"
 )
 
@@ -169,6 +170,9 @@ func TestProcessTreeCPUOfAShell(t *testing.T) {
 // --server-pid measures a server on this machine: here the test process
 // itself, which shares the load generator's CPUs, as the report warns.
 func TestHandshakeServerPID(t *testing.T) {
+	if testexec.Emulated() {
+		t.Skip("under the emulator this process's /proc/PID/stat is the emulator's, with no CPU times (TestProcessTreeCPUOfAShell reads other processes')")
+	}
 	srv := startTestServer(t, "tlcp")
 	opts := quickOptions(t, "ECC_SM4_GCM_SM3")
 	opts.Launcher = nil

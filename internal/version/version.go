@@ -1,5 +1,7 @@
 // Package version holds the build's version string, set at link time with
-// -ldflags "-X github.com/gmgate/gmgate/internal/version.Version=v1.2.3".
+// -ldflags "-X github.com/gmgate/gmgate/internal/version.Version=v1.2.3":
+// by the release builds (go run ./deploy/release v1.2.3) and the
+// container image (docker build --build-arg VERSION=v1.2.3).
 package version
 
 import "runtime/debug"
