@@ -18,8 +18,10 @@ import (
 
 // Validate checks a configuration built in code (Parse validates what it
 // reads). Defaults must have been applied. All problems are reported in
-// one *Error.
+// one *Error. It also sets the field paths of the listeners, sites and
+// upstreams as they now are (Listener.Path).
 func (c *Config) Validate() error {
+	c.numberPaths()
 	probs := validate(c, nil)
 	if len(probs) == 0 {
 		return nil

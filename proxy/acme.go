@@ -79,7 +79,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			continue
 		}
 		name := sp.source()
-		p := sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si) + ".tls.acme"
+		p := config.Field(sp.cfg.Path(), "tls.acme")
 		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir}
 		var storage *acme.RedisStorage
 		if spec.acme.Shared {

@@ -49,15 +49,15 @@ func TestCABundlesReportDamagedBlocks(t *testing.T) {
 		sm2  bool
 		set  func(cfg *config.Config, file string)
 	}{
-		{"listeners[0].tlcp.client_ca", true, func(cfg *config.Config, file string) { cfg.Listeners[0].TLCP.ClientCA = file }},
-		{"listeners[0].tls.client_ca", false, func(cfg *config.Config, file string) { cfg.Listeners[0].TLS.ClientCA = file }},
+		{"tlcp.client_ca", true, func(cfg *config.Config, file string) { cfg.Listeners[0].TLCP.ClientCA = file }},
+		{"tls.client_ca", false, func(cfg *config.Config, file string) { cfg.Listeners[0].TLS.ClientCA = file }},
 		{"upstreams.app.tls.ca", false, func(cfg *config.Config, file string) {
 			cfg.Upstreams["app"] = &config.Upstream{Targets: []string{"https://127.0.0.1:1"}, TLS: &config.UpstreamTLS{CA: file}}
 		}},
 		{"upstreams.app.tlcp.ca", true, func(cfg *config.Config, file string) {
 			cfg.Upstreams["app"] = &config.Upstream{Targets: []string{"tlcp://127.0.0.1:1"}, TLCP: &config.UpstreamTLCP{CA: file}}
 		}},
-		{"listeners[0].tls.acme.ca_root", false, func(cfg *config.Config, file string) {
+		{"tls.acme.ca_root", false, func(cfg *config.Config, file string) {
 			cfg.StateDir = t.TempDir()
 			cfg.Listeners[0].TLS = &config.TLS{ACME: &config.ACME{Domains: []string{"www.example.cn"}, CA: "https://127.0.0.1:1/directory", CARoot: file}}
 		}},
@@ -74,9 +74,14 @@ func TestCABundlesReportDamagedBlocks(t *testing.T) {
 			c.set(cfg, f.file)
 			config.Defaults(cfg)
 			_, err := Check(cfg, CheckOptions{})
+			path := c.path
+			if !strings.HasPrefix(path, "upstreams.") {
+				// A field of the listener.
+				path = config.Field(cfg.Listeners[0].Path(), path)
+			}
 			var ce *config.Error
-			if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != c.path || !strings.Contains(ce.Problems[0].Msg+"; "+ce.Problems[0].Fix, f.want) {
-				t.Errorf("%s: %s: check = %v; want one problem at %s with %q", c.path, filepath.Base(f.file), err, c.path, f.want)
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Path != path || !strings.Contains(ce.Problems[0].Msg+"; "+ce.Problems[0].Fix, f.want) {
+				t.Errorf("%s: %s: check = %v; want one problem at %s with %q", c.path, filepath.Base(f.file), err, path, f.want)
 			}
 		}
 	}

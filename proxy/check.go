@@ -126,35 +126,11 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 		more = append(more, checkAddresses(cfg, opts.RunningPID)...)
 	}
 	for _, m := range more {
-		if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return relatedPaths(p.Path, m.Path) }) {
+		if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return config.RelatedPaths(p.Path, m.Path) }) {
 			probs = append(probs, m)
 		}
 	}
 	return nil, configError(probs)
-}
-
-// relatedPaths reports whether a problem of the file at path a makes a
-// certificate or address problem at path b moot: the same field, a field
-// under a (listeners[0].tlcp, listeners[0].tlcp.sign_cert), or a section
-// above one of the file fields that it loads (listeners[0].tlcp.sign_key,
-// listeners[0].tlcp). A problem without a path makes every one moot.
-func relatedPaths(a, b string) bool {
-	if a == "" || b == "" || a == b {
-		return true
-	}
-	under := func(x, y string) bool {
-		return strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
-	}
-	if under(b, a) {
-		return true
-	}
-	if under(a, b) {
-		switch a[strings.LastIndexByte(a, '.')+1:] {
-		case "sign_cert", "sign_key", "enc_cert", "enc_key", "cert", "key":
-			return true
-		}
-	}
-	return false
 }
 
 // checkAddresses binds each address of cfg as New does and releases it at
@@ -171,9 +147,9 @@ func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {
 		}
 		probs = append(probs, bindProblem(cfg, path, addr, err))
 	}
-	for i, lc := range cfg.Listeners {
+	for _, lc := range cfg.Listeners {
 		ln, err := listen(cfg, lc)
-		try(fmt.Sprintf("listeners[%d].listen", i), lc.Listen, ln, err)
+		try(config.Field(lc.Path(), "listen"), lc.Listen, ln, err)
 	}
 	if cfg.Admin.Listen != "off" {
 		ln, err := net.Listen("tcp", cfg.Admin.Listen)
@@ -236,7 +212,7 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
 			continue
 		}
-		path := sourcePath(cfg, fe.Source, fe.Side)
+		path := cfg.SourcePath(fe.Source, fe.Side, upstreamSource)
 		if p, ok := paths[fe.Source]; ok {
 			path = p + "." + fe.Side
 		}
@@ -248,48 +224,9 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 	return probs
 }
 
-// sourcePath is the field path of a certificate store source's side: a
-// listener's tlcp or tls section, or a tlcp:// upstream's tlcp section.
-func sourcePath(cfg *config.Config, source, side string) string {
-	for i, l := range cfg.Listeners {
-		if l.Name == source {
-			return fmt.Sprintf("listeners[%d].%s", i, side)
-		}
-	}
-	for name := range cfg.Upstreams {
-		if upstreamSource(name) == source {
-			return "upstreams." + name + "." + side
-		}
-	}
-	return side
-}
-
 // poolProblem places an error of making upstream name's pool at its field.
 func poolProblem(cfg *config.Config, name string, err error) config.Problem {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem("upstreams."+name+"."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), "")
-}
-
-// fieldError is a problem with one field of a listener, named by its
-// path under the listener ("tlcp.client_ca").
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
-func (e *fieldError) Unwrap() error { return e.err }
-
-func listenerProblem(cfg *config.Config, i int, err error) config.Problem {
-	path := fmt.Sprintf("listeners[%d]", i)
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem(path+"."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem(path, err.Error(), "")
+	return cfg.ProblemAt(cfg.Upstreams[name].Path(), err, "upstream "+name+": ")
 }
 
 // accessLogProblem explains why the access log file could not be opened,
@@ -360,13 +297,13 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 			fmt.Sprintf("%s is longer than timeouts.handshake (%s), which closes a connection whose ClientHello has not arrived by then", t.ClientHello, t.Handshake),
 			fmt.Sprintf("set client_hello to at most %s, or raise handshake", t.Handshake)))
 	}
-	for i, lc := range cfg.Listeners {
-		p := fmt.Sprintf("listeners[%d]", i)
+	for _, lc := range cfg.Listeners {
+		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
-			out = append(out, ecdheWithoutCAWarning(cfg, &lc, p, st.sites.sites)...)
+			out = append(out, ecdheWithoutCAWarning(cfg, &lc, st.sites.sites)...)
 		}
 		out = append(out, siteHostWarnings(cfg, &lc, p)...)
-		out = append(out, overlapWarnings(cfg, i)...)
+		out = append(out, overlapWarnings(cfg, &lc)...)
 		if lc.Protocol == config.ProtocolHTTP && len(lc.Routes) > 0 && !loopbackListen(lc.Listen) {
 			out = append(out, cfg.Problem(p+".listen",
 				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
@@ -387,7 +324,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			path := sourcePath(cfg, w.Source, w.Side)
+			path := cfg.SourcePath(w.Source, w.Side, upstreamSource)
 			if p, ok := paths[w.Source]; ok {
 				path = p + "." + w.Side
 			}
@@ -404,7 +341,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 // send none and fail. The default suite list is left alone: the server
 // prefers the ECC suites, which every client without certificates takes,
 // and keeps ECDHE for clients that have an encryption certificate.
-func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, p string, sites []*site) []config.Problem {
+func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, sites []*site) []config.Problem {
 	confs := lc.SiteList()
 	var at []int
 	for j, site := range sites {
@@ -427,7 +364,7 @@ func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, p string, si
 		}
 		which = " (sites " + strings.Join(names, ", ") + ")"
 	}
-	return []config.Problem{cfg.Problem(lc.SitePath(p, at[0])+".tlcp.suites",
+	return []config.Problem{cfg.Problem(config.Field(confs[at[0]].Path(), "tlcp.suites"),
 		"client_auth: none with the ECDHE suites listed"+which+" still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
 		"list only the ECC suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3), or set client_ca to the CAs that issue your clients' certificates")}
 }
@@ -442,13 +379,13 @@ func siteHostWarnings(cfg *config.Config, lc *config.Listener, p string) []confi
 	}
 	var out []config.Problem
 	hasDefault := false
-	for j, site := range lc.Sites {
+	for _, site := range lc.Sites {
 		hasDefault = hasDefault || site.Default
 		for k, h := range site.Hosts {
 			if net.ParseIP(h) == nil {
 				continue
 			}
-			out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", lc.SitePath(p, j), k),
+			out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", site.Path(), k),
 				fmt.Sprintf("%s is an IP address, which never arrives as a server name (SNI): a client that connects by address sends none and gets the default site", h),
 				"make this site the default (default: true) to serve clients that connect by address, and list only host names"))
 		}

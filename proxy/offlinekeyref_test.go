@@ -49,7 +49,8 @@ upstreams:
 	}
 	expect := func(what, bad string, want ...problem) {
 		t.Helper()
-		_, err := Check(parseConfig(t, bad), CheckOptions{Offline: true})
+		cfg := parseConfig(t, bad)
+		_, err := Check(cfg, CheckOptions{Offline: true})
 		var ce *config.Error
 		if !errors.As(err, &ce) {
 			t.Fatalf("offline check of %s: %v, want problems", what, err)
@@ -59,6 +60,7 @@ upstreams:
 		}
 		for i, w := range want {
 			pr := ce.Problems[i]
+			w.path = config.Field(cfg.Listeners[0].Path(), w.path)
 			if pr.Line != w.line || pr.Path != w.path || !strings.Contains(pr.Msg, w.text) {
 				t.Errorf("%s: problem %d = %s, want line %d %s with %q", what, i, pr, w.line, w.path, w.text)
 			}
@@ -70,18 +72,18 @@ upstreams:
 	expect("bad references", doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing&pin-file="+missingPIN,
 		"sdf:/opt/vendor/libsdf.so?idx=1&key=enc",
 		"hsm:/dev/hsm0?slot=1"),
-		problem{8, "listeners[0].tlcp.sign_key", `key="sing"; want key=sign or key=enc`},
-		problem{10, "listeners[0].tlcp.enc_key", `unknown parameter "idx"`},
-		problem{13, "listeners[0].tls.key", `unknown scheme "hsm"`})
+		problem{8, "tlcp.sign_key", `key="sing"; want key=sign or key=enc`},
+		problem{10, "tlcp.enc_key", `unknown parameter "idx"`},
+		problem{13, "tls.key", `unknown scheme "hsm"`})
 	// What opening would refuse in a reference's secrets, before it
 	// reads one: two sources of one PIN or password, a file: key's
 	// misspelt password parameter.
 	expect("bad secrets", doc("sdf:/opt/vendor/libsdf.so?index=1&key=sign&pin-env=GMGATE_TEST_NO_SUCH_PIN&pin-file="+missingPIN,
 		"file:"+p.dual.EncKey+"?password-env=GMGATE_TEST_NO_SUCH_PASSWORD&password-file="+missingPIN,
 		"file:"+p.tlsKey+"?password_env=GMGATE_TEST_NO_SUCH_PASSWORD"),
-		problem{8, "listeners[0].tlcp.sign_key", "give either pin-env or pin-file, not both"},
-		problem{10, "listeners[0].tlcp.enc_key", "give either password-env or password-file, not both"},
-		problem{13, "listeners[0].tls.key", `unknown parameter "password_env"`})
+		problem{8, "tlcp.sign_key", "give either pin-env or pin-file, not both"},
+		problem{10, "tlcp.enc_key", "give either password-env or password-file, not both"},
+		problem{13, "tls.key", `unknown parameter "password_env"`})
 }
 
 // The client key of an https:// upstream and of the session store's

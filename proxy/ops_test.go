@@ -466,7 +466,7 @@ func TestNewFailsWholeOnPortInUse(t *testing.T) {
 	cfg.Listeners = append(cfg.Listeners, cfg.Listeners[0])
 	cfg.Listeners[1].Name = "second"
 	cfg.Listeners[1].Listen = busy.Addr().String()
-	if _, err := New(cfg, Options{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), "listeners[1].listen: "+busy.Addr().String()+" is already in use") {
+	if _, err := New(cfg, Options{Logger: testLogger(t)}); err == nil || !strings.Contains(err.Error(), cfg.Listeners[1].Path()+".listen: "+busy.Addr().String()+" is already in use") {
 		t.Fatalf("New = %v, want an error naming listeners[1]", err)
 	}
 	// The first listener was released: nothing is left half-started (the

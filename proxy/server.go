@@ -160,10 +160,10 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if gen == nil {
 		probs = append(probs, checkAddresses(cfg, 0)...)
 	} else {
-		for i, lc := range cfg.Listeners {
+		for _, lc := range cfg.Listeners {
 			rl, err := s.bind(lc, gen)
 			if err != nil {
-				probs = append(probs, bindProblem(cfg, fmt.Sprintf("listeners[%d].listen", i), lc.Listen, err))
+				probs = append(probs, bindProblem(cfg, config.Field(lc.Path(), "listen"), lc.Listen, err))
 				continue
 			}
 			s.listeners[lc.Name] = rl
@@ -320,7 +320,7 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		}
 		if src.TLCP != nil || src.TLS != nil {
 			sources = append(sources, src)
-			paths[src.Name] = sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si)
+			paths[src.Name] = sp.cfg.Path()
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
@@ -381,7 +381,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	for i, lc := range cfg.Listeners {
 		st, err := s.listenerState(i, lc, gen)
 		if err != nil {
-			probs = append(probs, listenerProblem(cfg, i, err))
+			probs = append(probs, cfg.ProblemAt(lc.Path(), err, ""))
 			continue
 		}
 		gen.states[lc.Name] = st
@@ -687,7 +687,7 @@ func (s *Server) reload(cfg *config.Config) error {
 				a.ln.Close()
 			}
 			gen.release(prev, false)
-			return configError([]config.Problem{bindProblem(cfg, listenPath(cfg, lc.Name), lc.Listen, err)})
+			return configError([]config.Problem{bindProblem(cfg, config.Field(lc.Path(), "listen"), lc.Listen, err)})
 		}
 		added = append(added, rl)
 	}
@@ -791,15 +791,6 @@ func (s *Server) warnUnapplied(cfg *config.Config) {
 			s.log.Warn(setting.msg, "running", shown, "listeners", strings.Join(names[v], ","))
 		}
 	}
-}
-
-func listenPath(cfg *config.Config, name string) string {
-	for i, l := range cfg.Listeners {
-		if l.Name == name {
-			return fmt.Sprintf("listeners[%d].listen", i)
-		}
-	}
-	return "listeners"
 }
 
 func listenAddr(cfg *config.Config, name string) string {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -146,11 +145,7 @@ func writeProblem(cfg *config.Config, r *config.Redis, err error) config.Problem
 
 // redisProblem places an error of the redis section at its field.
 func redisProblem(cfg *config.Config, err error) config.Problem {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem("session_store.redis."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem("session_store.redis", err.Error(), "")
+	return cfg.ProblemAt("session_store.redis", err, "")
 }
 
 // redisOptions turns the redis section into go-redis options: one address

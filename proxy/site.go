@@ -35,10 +35,7 @@ type site struct {
 	// source names the site's certificates in the certificate store (and
 	// ACME): the listener's name in the flat form, listener/site
 	// otherwise.
-	source string
-	// prefix is what the site's fieldErrors put before the field,
-	// relative to the listener ("" in the flat form, "sites[1].").
-	prefix    string
+	source    string
 	hosts     []string
 	isDefault bool
 	tlcp      *tlcp.Config // nil when the site serves no TLCP
@@ -208,13 +205,6 @@ func (sp siteSpec) source() string {
 // made on one site never resumes on another.
 func (sp siteSpec) sessionContext() string { return sp.source() }
 
-func (sp siteSpec) prefix() string {
-	if sp.cfg.Implicit {
-		return ""
-	}
-	return fmt.Sprintf("sites[%d].", sp.si)
-}
-
 // sites lists the sites of the listeners of cfg that serve TLCP or TLS.
 func tlsSites(cfg *config.Config) []siteSpec {
 	var out []siteSpec
@@ -247,7 +237,6 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 		name:      sc.Name,
 		implicit:  sc.Implicit,
 		source:    sp.source(),
-		prefix:    sp.prefix(),
 		isDefault: sc.Default,
 		router:    &router{},
 	}
@@ -330,7 +319,7 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 	if t.ClientCA != "" {
 		pool, err := loadSMPool(t.ClientCA)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tlcp.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tlcp.client_ca"), Err: err}
 		}
 		tc.ClientCAs = pool
 	}
@@ -361,11 +350,11 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 	if t.ClientCA != "" {
 		pem, err := os.ReadFile(t.ClientCA)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tls.client_ca"), Err: err}
 		}
 		pool, err := certs.TLSCAPool(t.ClientCA, pem)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tls.client_ca"), Err: err}
 		}
 		tc.ClientCAs = pool
 		caPEM = pem
@@ -443,7 +432,7 @@ func (s *Server) siteSuites(sp siteSpec, store *certs.Store) ([]uint16, error) {
 		return suites, nil
 	}
 	if !t.SuitesDefaulted {
-		return nil, &fieldError{sp.prefix() + "tlcp.suites", accel.RequireKeyAgreement(t.EncKey, cert.EncKey)}
+		return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tlcp.suites"), Err: accel.RequireKeyAgreement(t.EncKey, cert.EncKey)}
 	}
 	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
 	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", sp.lc.Name, "site", sp.cfg.Name, "suites", len(kept))
@@ -453,8 +442,7 @@ func (s *Server) siteSuites(sp siteSpec, store *certs.Store) ([]uint16, error) {
 // overlapWarnings are the host patterns of a listener's sites that more
 // than one site answers for: an exact name of one site under another's
 // wildcard (the exact name wins), which is worth a look.
-func overlapWarnings(cfg *config.Config, li int) []config.Problem {
-	lc := cfg.Listeners[li]
+func overlapWarnings(cfg *config.Config, lc *config.Listener) []config.Problem {
 	var out []config.Problem
 	for j, a := range lc.Sites {
 		for k, h := range a.Hosts {
@@ -468,8 +456,8 @@ func overlapWarnings(cfg *config.Config, li int) []config.Problem {
 				}
 				for _, w := range b.Hosts {
 					if pattern := route.Pattern(w); strings.HasPrefix(pattern, "*") && route.Match(pattern, name) {
-						out = append(out, cfg.Problem(fmt.Sprintf("listeners[%d].sites[%d].hosts[%d]", li, j, k),
-							fmt.Sprintf("%q is also under %q of sites[%d] (%s); the exact name wins, so site %s serves it", h, w, m, b.Name, a.Name),
+						out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", a.Path(), k),
+							fmt.Sprintf("%q is also under %q of %s (%s); the exact name wins, so site %s serves it", h, w, strings.TrimPrefix(b.Path(), lc.Path()+"."), b.Name, a.Name),
 							"list each name under one site only, unless that is what you mean"))
 					}
 				}

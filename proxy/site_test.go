@@ -350,7 +350,7 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 // SNI.
 func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 	cfg := siteConfig(t, true, siteUpstreams(t))
-	sites := cfg.Listeners[0].Sites
+	ss := cfg.Listeners[0].Sites
 	has := func(res *CheckResult, path, text string) bool {
 		for _, w := range res.Warnings {
 			if w.Path == path && strings.Contains(w.String(), text) {
@@ -369,25 +369,25 @@ func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 		}
 	}
 	cfg = siteConfig(t, true, siteUpstreams(t))
-	sites = cfg.Listeners[0].Sites
+	ss = cfg.Listeners[0].Sites
 	ecdhe := 0
-	for j := range sites {
-		if tc := sites[j].TLCP; tc != nil && (tc.ClientAuth == "none" || tc.ClientAuth == "") && tc.ClientCA == "" {
+	for j := range ss {
+		if tc := ss[j].TLCP; tc != nil && (tc.ClientAuth == "none" || tc.ClientAuth == "") && tc.ClientCA == "" {
 			tc.Suites, tc.SuitesDefaulted = []string{"ECC_SM4_CBC_SM3", "ECDHE_SM4_CBC_SM3"}, false
 			ecdhe++
 		}
 	}
 	defaultAt := -1
-	for j := range sites {
-		if sites[j].Default {
+	for j := range ss {
+		if ss[j].Default {
 			defaultAt = j
-			sites[j].Default = false
+			ss[j].Default = false
 		}
 	}
 	if defaultAt < 0 {
 		t.Fatal("the test configuration has no default site")
 	}
-	sites[0].Hosts = append(sites[0].Hosts, "10.0.0.5")
+	ss[0].Hosts = append(ss[0].Hosts, "10.0.0.5")
 	res, err = Check(cfg, CheckOptions{Offline: true})
 	if err != nil {
 		t.Fatal(err)
@@ -401,10 +401,10 @@ func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 	if ecdhe == 0 || n != 1 {
 		t.Errorf("%d sites list ECDHE under client_auth none: %d ECDHE warnings, want 1: %v", ecdhe, n, res.Warnings)
 	}
-	if !has(res, "listeners[0].sites", "no site is the default") {
+	if !has(res, cfg.Listeners[0].Path()+".sites", "no site is the default") {
 		t.Errorf("no warning about the missing default site: %v", res.Warnings)
 	}
-	if !has(res, fmt.Sprintf("listeners[0].sites[0].hosts[%d]", len(sites[0].Hosts)-1), "10.0.0.5 is an IP address, which never arrives as a server name (SNI)") {
+	if !has(res, fmt.Sprintf("%s.hosts[%d]", ss[0].Path(), len(ss[0].Hosts)-1), "10.0.0.5 is an IP address, which never arrives as a server name (SNI)") {
 		t.Errorf("no warning about the IP address in hosts: %v", res.Warnings)
 	}
 }
@@ -414,26 +414,26 @@ func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 // under another's wildcard.
 func TestSitesCheck(t *testing.T) {
 	cfg := siteConfig(t, true, siteUpstreams(t))
-	sites := cfg.Listeners[0].Sites
-	sites[0].Hosts = append(sites[0].Hosts, "img.www.example.cn")
+	ss := cfg.Listeners[0].Sites
+	ss[0].Hosts = append(ss[0].Hosts, "img.www.example.cn")
 	res, err := Check(cfg, CheckOptions{Offline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, w := range res.Warnings {
-		if w.Path == "listeners[0].sites[0].hosts[2]" && strings.Contains(w.Msg, `under "*.www.example.cn" of sites[1] (www)`) {
+		if w.Path == ss[0].Path()+".hosts[2]" && strings.Contains(w.Msg, `under "*.www.example.cn" of `+strings.TrimPrefix(ss[1].Path(), cfg.Listeners[0].Path()+".")+` (www)`) {
 			found = true
 		}
 	}
 	if !found {
 		t.Errorf("no overlap warning: %v", res.Warnings)
 	}
-	sites[2].TLS.Cert = sites[2].TLS.Cert + ".missing"
-	sites[1].TLCP.ClientCA = sites[1].TLCP.SignCert + ".missing"
-	sites[1].TLCP.ClientAuth = "verify_if_given"
+	ss[2].TLS.Cert = ss[2].TLS.Cert + ".missing"
+	ss[1].TLCP.ClientCA = ss[1].TLCP.SignCert + ".missing"
+	ss[1].TLCP.ClientAuth = "verify_if_given"
 	_, err = Check(cfg, CheckOptions{Offline: true})
-	for _, want := range []string{"listeners[0].sites[2].tls.cert", "listeners[0].sites[1].tlcp.client_ca"} {
+	for _, want := range []string{ss[2].Path() + ".tls.cert", ss[1].Path() + ".tlcp.client_ca"} {
 		if err == nil || !strings.Contains(err.Error(), want+":") {
 			t.Errorf("check: %v, want a problem at %s", err, want)
 		}

@@ -65,11 +65,11 @@ func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error)
 	if c.CA != "" {
 		pem, err := os.ReadFile(c.CA)
 		if err != nil {
-			return nil, &fieldError{"tls.ca", err}
+			return nil, &config.FieldError{Field: "tls.ca", Err: err}
 		}
 		pool, err := certs.TLSCAPool(c.CA, pem)
 		if err != nil {
-			return nil, &fieldError{"tls.ca", err}
+			return nil, &config.FieldError{Field: "tls.ca", Err: err}
 		}
 		tc.RootCAs = pool
 	}
@@ -77,7 +77,7 @@ func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error)
 		cert, _, err := certs.LoadTLSFiles(certs.TLSFiles{Cert: c.Cert, Key: c.Key}, certs.LoadOptions{Offline: offline})
 		var fe *certs.FieldError
 		if _, joined := err.(interface{ Unwrap() []error }); err != nil && !joined && errors.As(err, &fe) && fe.Field != "" {
-			return nil, &fieldError{"tls." + fe.Field, fe.Err}
+			return nil, &config.FieldError{Field: "tls." + fe.Field, Err: fe.Err}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("tls client certificate: %w", err)

@@ -82,7 +82,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 	}
 	roots, digest, err := loadTLCPRoots(tc.CA)
 	if err != nil {
-		return nil, &fieldError{"tlcp.ca", err}
+		return nil, &config.FieldError{Field: "tlcp.ca", Err: err}
 	}
 	tr.caFile, tr.caDigest = tc.CA, digest
 	var cert *tlcp.Certificate
@@ -117,7 +117,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 			cfg.GetClientCertificate = tr.clientCertificate
 		}
 		if err := cfg.SetClientProfile(tc.Profile); err != nil {
-			return nil, &fieldError{"tlcp.profile", err}
+			return nil, &config.FieldError{Field: "tlcp.profile", Err: err}
 		}
 		tr.configs[t.addr] = cfg
 	}
@@ -165,7 +165,7 @@ func upstreamSuites(tc *config.UpstreamTLCP, cert *tlcp.Certificate, log interfa
 		if k, ok := cert.EncKey.(accel.Key); ok {
 			backend = "the " + k.Backend()
 		}
-		return nil, &fieldError{"tlcp.suites", fmt.Errorf("the ECDHE suites need SM2 key agreement with the client's encryption key %s, which %s backend does not offer; offer the ECC suites only, or use a file: encryption key", keyref.Redact(tc.EncKey), backend)}
+		return nil, &config.FieldError{Field: "tlcp.suites", Err: fmt.Errorf("the ECDHE suites need SM2 key agreement with the client's encryption key %s, which %s backend does not offer; offer the ECC suites only, or use a file: encryption key", keyref.Redact(tc.EncKey), backend)}
 	}
 	log.Info("ECDHE suites not offered: the client's encryption key cannot do SM2 key agreement")
 	return slices.DeleteFunc(suites, isECDHESuite), nil

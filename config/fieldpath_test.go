@@ -1,4 +1,4 @@
-package proxy
+package config
 
 import "testing"
 
@@ -21,8 +21,8 @@ func TestRelatedPaths(t *testing.T) {
 		{"admin.listen", "listeners[0].listen", false},
 		{"", "listeners[0].listen", true},
 	} {
-		if got := relatedPaths(c.file, c.loaded); got != c.moot {
-			t.Errorf("relatedPaths(%q, %q) = %v, want %v", c.file, c.loaded, got, c.moot)
+		if got := RelatedPaths(c.file, c.loaded); got != c.moot {
+			t.Errorf("RelatedPaths(%q, %q) = %v, want %v", c.file, c.loaded, got, c.moot)
 		}
 	}
 }
