@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
 )
@@ -55,36 +59,36 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 		if i%7 == 0 {
 			at = at.Truncate(time.Second)
 		}
-		ci := &connInfo{
-			listener: randomAccessString(r), site: randomAccessString(r), sni: randomAccessString(r),
-			protocol: randomAccessString(r), suite: randomAccessString(r), resumed: r.IntN(2) == 0,
-			handshake: time.Duration(r.Int64N(int64(10 * time.Second))),
+		ci := &forward.ConnInfo{
+			Listener: randomAccessString(r), Site: randomAccessString(r), SNI: randomAccessString(r),
+			Protocol: randomAccessString(r), Suite: randomAccessString(r), Resumed: r.IntN(2) == 0,
+			Handshake: time.Duration(r.Int64N(int64(10 * time.Second))),
 		}
 		if i%5 != 0 {
-			ci.client = &net.TCPAddr{IP: net.IPv4(byte(r.IntN(256)), 0, 0, 1), Port: r.IntN(65536)}
+			ci.Client = &net.TCPAddr{IP: net.IPv4(byte(r.IntN(256)), 0, 0, 1), Port: r.IntN(65536)}
 		}
 		durations := []time.Duration{0, time.Microsecond, 999 * time.Microsecond, time.Duration(r.Int64N(int64(time.Hour))), 1e15}
-		rl := &requestLine{
-			proto: randomAccessString(r), method: randomAccessString(r), host: randomAccessString(r),
-			path: randomAccessString(r), status: r.IntN(1000) - 1, bytes: r.Int64N(1 << 40),
-			upstream: randomAccessString(r), target: randomAccessString(r), userAgent: randomAccessString(r),
-			duration: durations[r.IntN(len(durations))],
+		rl := &observe.RequestLine{
+			Proto: randomAccessString(r), Method: randomAccessString(r), Host: randomAccessString(r),
+			Path: randomAccessString(r), Status: r.IntN(1000) - 1, Bytes: r.Int64N(1 << 40),
+			Upstream: randomAccessString(r), Target: randomAccessString(r), UserAgent: randomAccessString(r),
+			Duration: durations[r.IntN(len(durations))],
 		}
-		e := encodeRequestLine(at, ci, rl)
-		got := string(e.end())
-		e.free()
-		if want := slogLine(t, at, "request", rl.attrs(ci)); got != want {
+		e := observe.EncodeRequestLine(at, ci, rl)
+		got := string(e.End())
+		e.Free()
+		if want := slogLine(t, at, "request", rl.Attrs(ci)); got != want {
 			t.Fatalf("request line %d:\n got %s\nwant %s", i, got, want)
 		}
-		tl := &tcpLine{upstream: randomAccessString(r), target: randomAccessString(r), in: r.Int64N(1 << 40),
-			out: r.Int64N(1 << 40), duration: durations[r.IntN(len(durations))]}
+		tl := &observe.TCPLine{Upstream: randomAccessString(r), Target: randomAccessString(r), In: r.Int64N(1 << 40),
+			Out: r.Int64N(1 << 40), Duration: durations[r.IntN(len(durations))]}
 		if i%2 == 0 {
-			tl.err = errors.New(randomAccessString(r))
+			tl.Err = errors.New(randomAccessString(r))
 		}
-		e = encodeTCPLine(at, ci, tl)
-		got = string(e.end())
-		e.free()
-		if want := slogLine(t, at, "tcp", tl.attrs(ci)); got != want {
+		e = observe.EncodeTCPLine(at, ci, tl)
+		got = string(e.End())
+		e.Free()
+		if want := slogLine(t, at, "tcp", tl.Attrs(ci)); got != want {
 			t.Fatalf("tcp line %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -96,12 +100,12 @@ func FuzzAccessString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		at := time.Unix(1700000000, 123456789).UTC()
-		ci := &connInfo{listener: s, sni: s}
-		rl := &requestLine{path: s, userAgent: s}
-		e := encodeRequestLine(at, ci, rl)
-		got := string(e.end())
-		e.free()
-		if want := slogLine(t, at, "request", rl.attrs(ci)); got != want {
+		ci := &forward.ConnInfo{Listener: s, SNI: s}
+		rl := &observe.RequestLine{Path: s, UserAgent: s}
+		e := observe.EncodeRequestLine(at, ci, rl)
+		got := string(e.End())
+		e.Free()
+		if want := slogLine(t, at, "request", rl.Attrs(ci)); got != want {
 			t.Fatalf("got %s\nwant %s", got, want)
 		}
 	})
@@ -111,9 +115,9 @@ func FuzzAccessString(f *testing.F) {
 // their order.
 func TestBufferedLog(t *testing.T) {
 	var out testlog.Buffer
-	l := newBufferedLog(&out, 50*time.Millisecond)
-	l.write([]byte("one\n"))
-	l.write([]byte("two\n"))
+	l := observe.NewBufferedLog(&out, 50*time.Millisecond)
+	l.Write([]byte("one\n"))
+	l.Write([]byte("two\n"))
 	if got := out.String(); got != "" {
 		t.Fatalf("written at once: %q", got)
 	}
@@ -122,7 +126,7 @@ func TestBufferedLog(t *testing.T) {
 	// A full buffer is written without waiting; many writers keep each
 	// one's lines in order.
 	out = testlog.Buffer{}
-	l = newBufferedLog(&out, time.Hour)
+	l = observe.NewBufferedLog(&out, time.Hour)
 	line := strings.Repeat("x", 1000)
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -130,7 +134,7 @@ func TestBufferedLog(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 200 {
-				l.write([]byte(string(rune('a'+w)) + line[:200+i%50] + "\n"))
+				l.Write([]byte(string(rune('a'+w)) + line[:200+i%50] + "\n"))
 			}
 		}()
 	}
@@ -138,7 +142,7 @@ func TestBufferedLog(t *testing.T) {
 	if len(out.String()) == 0 {
 		t.Fatal("a full buffer was not written")
 	}
-	l.flush()
+	l.Flush()
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	if len(lines) != 800 {
 		t.Fatalf("%d lines, want 800", len(lines))
@@ -154,30 +158,30 @@ func TestBufferedLog(t *testing.T) {
 
 	// Without a delay every line is written at once.
 	out = testlog.Buffer{}
-	l = newBufferedLog(&out, 0)
-	l.write([]byte("now\n"))
+	l = observe.NewBufferedLog(&out, 0)
+	l.Write([]byte("now\n"))
 	if got := out.String(); got != "now\n" {
 		t.Fatalf("without a delay: %q", got)
 	}
 }
 
 func BenchmarkAccessLine(b *testing.B) {
-	ci := &connInfo{listener: "edge", site: "default", client: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 51234},
-		sni: "api.example.cn", protocol: "tlcp", suite: "ECC_SM4_GCM_SM3", handshake: 1234 * time.Microsecond}
-	rl := &requestLine{proto: "HTTP/1.1", method: "GET", host: "api.example.cn", path: "/v1/items/42", status: 200,
-		bytes: 1024, upstream: "app", target: "10.0.0.5:8080", userAgent: "Mozilla/5.0 (X11; Linux x86_64)", duration: 812 * time.Microsecond}
+	ci := &forward.ConnInfo{Listener: "edge", Site: "default", Client: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 51234},
+		SNI: "api.example.cn", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Handshake: 1234 * time.Microsecond}
+	rl := &observe.RequestLine{Proto: "HTTP/1.1", Method: "GET", Host: "api.example.cn", Path: "/v1/items/42", Status: 200,
+		Bytes: 1024, Upstream: "app", Target: "10.0.0.5:8080", UserAgent: "Mozilla/5.0 (X11; Linux x86_64)", Duration: 812 * time.Microsecond}
 	b.Run("encoder", func(b *testing.B) {
-		a := &accessLog{out: newBufferedLog(discard{}, time.Hour)}
+		a := &observe.AccessLog{Out: observe.NewBufferedLog(discard{}, time.Hour)}
 		b.ReportAllocs()
 		for b.Loop() {
-			a.request(ci, rl)
+			a.Request(ci, rl)
 		}
 	})
 	b.Run("slog", func(b *testing.B) {
-		a := &accessLog{logger: slog.New(slog.NewJSONHandler(discard{}, nil))}
+		a := &observe.AccessLog{Logger: slog.New(slog.NewJSONHandler(discard{}, nil))}
 		b.ReportAllocs()
 		for b.Loop() {
-			a.request(ci, rl)
+			a.Request(ci, rl)
 		}
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -44,10 +46,10 @@ func (s *Server) forward(rec *recorder, r *http.Request, p *pool, site *site) {
 	out.Header = outboundHeader(r.Header)
 	out.Body = nil
 	out.Close = false
-	removeSpoofable(out.Header, site.forwarding.spoofable)
+	forward.RemoveSpoofable(out.Header, site.forwarding.Spoofable)
 	out.URL.Scheme = "http"
 	out.Host = r.Host
-	site.forwarding.apply(out.Header, r, infoFrom(r.Context()))
+	site.forwarding.Apply(out.Header, r, forward.InfoFrom(r.Context()))
 	if _, ok := out.Header["User-Agent"]; !ok {
 		// Not net/http's own User-Agent.
 		out.Header["User-Agent"] = emptyValue
@@ -113,10 +115,6 @@ func (s *Server) forward(rec *recorder, r *http.Request, p *pool, site *site) {
 // emptyValue is a header value that tells net/http to send no header.
 var emptyValue = []string{""}
 
-// hopByHop are the hop-by-hop headers ReverseProxy removes besides those
-// named in Connection.
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
 // outboundHeader is in without the hop-by-hop headers (those of hopByHop
 // and those Connection names) and without the forwarding headers a
 // client may not set, with "Te: trailers" when the client said it takes
@@ -131,10 +129,10 @@ func outboundHeader(in http.Header) http.Header {
 	if httpguts.HeaderValuesContainsToken(in["Te"], "trailers") {
 		out["Te"] = teTrailers
 	}
-	delete(out, keyForwarded)
-	delete(out, keyXForwardedFor)
-	delete(out, keyXForwardedHost)
-	delete(out, keyXForwardedProto)
+	delete(out, forward.KeyForwarded)
+	delete(out, forward.KeyXForwardedFor)
+	delete(out, forward.KeyXForwardedHost)
+	delete(out, forward.KeyXForwardedProto)
 	return out
 }
 
@@ -150,7 +148,7 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range hopByHop {
+	for _, k := range forward.HopByHop {
 		delete(h, k)
 	}
 }

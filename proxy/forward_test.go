@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gmgate/gmgate/internal/forward"
 )
 
 // forwardCases are requests without a body and what the upstream answers
@@ -138,7 +140,7 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	s := startServer(t, cfg, nil)
 	pool := s.gen.pools["app"]
 	site := s.listeners["edge"].state.Load().sites.all.lookup("h")
-	info := &connInfo{listener: "edge", protocol: "tlcp", suite: "ECC_SM4_GCM_SM3", site: site.name}
+	info := &forward.ConnInfo{Listener: "edge", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Site: site.name}
 	// ReverseProxy over net/http's own Transport, as every request went
 	// before the pool had a client of its own for these.
 	netHTTP := pool.transport.(*httpTransport).http
@@ -169,7 +171,7 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 			rp.ServeHTTP(rec, r)
 		}))
 		srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, connInfoKey{}, info)
+			return context.WithValue(ctx, forward.ConnInfoKey{}, info)
 		}
 		srv.Config.ErrorLog = s.stdErrorLog
 		srv.Start()

@@ -18,6 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/edge"
+
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -75,7 +81,7 @@ func checkRateLimited(t *testing.T, logs *testlog.Buffer, msg, summary string, m
 		return lines+suppressed >= n
 	})
 	lines, suppressed := count()
-	if lines+suppressed != n || suppressed == 0 || lines > logBurst*(int(elapsed/time.Second)+2) {
+	if lines+suppressed != n || suppressed == 0 || lines > observe.LogBurst*(int(elapsed/time.Second)+2) {
 		t.Errorf("%d lines and %d suppressed for %d events in %v", lines, suppressed, n, elapsed)
 	}
 }
@@ -90,7 +96,7 @@ func TestSlowClientHelloHoldsNoSlot(t *testing.T) {
 	cfg.Limits.HandshakeWait = config.Duration(time.Millisecond)
 	s := startServer(t, cfg, nil)
 	hello := clientHello(t, p)
-	for _, n := range []int{1, recordHeaderLen, len(hello) - 1} {
+	for _, n := range []int{1, edge.RecordHeaderLen, len(hello) - 1} {
 		c, err := net.Dial("tcp", s.Addr("edge").String())
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +108,7 @@ func TestSlowClientHelloHoldsNoSlot(t *testing.T) {
 	}
 	testwait.For(t, "the slow clients to be accepted", func() bool { return s.listeners["edge"].active.Load() == 3 })
 	mustServeTLCP(t, p, s)
-	if n := len(s.gen.handshakes["edge"].slots); n != 0 {
+	if n := s.gen.handshakes["edge"].InUse(); n != 0 {
 		t.Errorf("%d slots held by clients that have not sent a ClientHello", n)
 	}
 }
@@ -162,7 +168,7 @@ func TestHandshakeSlotsPerListener(t *testing.T) {
 	if _, err := c.Write(clientHello(t, p)); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the client to hold the second listener's slot", func() bool { return len(s.gen.handshakes["second"].slots) == 1 })
+	testwait.For(t, "the client to hold the second listener's slot", func() bool { return s.gen.handshakes["second"].InUse() == 1 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -239,7 +245,7 @@ func TestClientBodyErrorsDoNotEjectTargets(t *testing.T) {
 	testwait.For(t, "the aborted requests in the access log", func() bool {
 		n := 0
 		for _, l := range jsonLines(t, access.String(), "request") {
-			if l["status"] == float64(statusClientClosed) {
+			if l["status"] == float64(forward.StatusClientClosed) {
 				n++
 			}
 		}
@@ -482,9 +488,9 @@ func TestFramingSniffer(t *testing.T) {
 	} {
 		// Every way of splitting the stream into two reads.
 		for cut := range len(c.stream) + 1 {
-			var s framingSniffer
-			got := s.scan([]byte(c.stream[:cut]))
-			got = s.scan([]byte(c.stream[cut:])) || got
+			var s forward.FramingSniffer
+			got := s.Scan([]byte(c.stream[:cut]))
+			got = s.Scan([]byte(c.stream[cut:])) || got
 			if got != c.want {
 				t.Fatalf("%q cut at %d: %v, want %v", c.stream, cut, got, c.want)
 			}

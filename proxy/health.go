@@ -122,7 +122,7 @@ func (p *pool) updateHealthyGauge() {
 			n++
 		}
 	}
-	p.metrics.upstreamHealthy.WithLabelValues(p.name).Set(float64(n))
+	p.metrics.UpstreamHealthy.WithLabelValues(p.name).Set(float64(n))
 }
 
 // failed counts a failure on real traffic against t and ejects it after

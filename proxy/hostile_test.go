@@ -37,6 +37,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -628,9 +630,9 @@ func TestHostileOversizedRecord(t *testing.T) {
 	for name, version := range map[string][2]byte{"tlcp": {1, 1}, "tls": {3, 1}} {
 		t.Run(name, func(t *testing.T) {
 			// 2^14+1 bytes of a ClientHello that announces more.
-			body := handshakeMessage(handshakeTypeClientHello, 40000)[:1<<14+1]
-			record := append([]byte{recordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
-			want := []byte{recordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
+			body := handshakeMessage(edge.HandshakeTypeClientHello, 40000)[:1<<14+1]
+			record := append([]byte{edge.RecordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
+			want := []byte{edge.RecordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
 			var wg sync.WaitGroup
 			for range n {
 				wg.Add(1)
@@ -675,18 +677,18 @@ func accepted(t *testing.T, addr string, hello []byte) bool {
 	if _, err := c.Write(hello); err != nil {
 		return false
 	}
-	var hdr [recordHeaderLen]byte
+	var hdr [edge.RecordHeaderLen]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return false
 	}
-	return hdr[0] == recordTypeHandshake
+	return hdr[0] == edge.RecordTypeHandshake
 }
 
 // craftClientHello builds TLCP records carrying a ClientHello that offers
 // the ECC suites, with the given extensions block.
 func craftClientHello(extensions []byte) []byte {
 	var b cryptobyte.Builder
-	b.AddUint8(handshakeTypeClientHello)
+	b.AddUint8(edge.HandshakeTypeClientHello)
 	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
 		b.AddUint16(tlcp.VersionTLCP)
 		random := make([]byte, 32)

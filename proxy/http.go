@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,83 +11,16 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/internal/route"
-	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/net/http/httpguts"
 )
-
-// connInfo describes an established client connection: what the
-// handshake negotiated. It travels in each request's context, since
-// http.Request.TLS knows only crypto/tls.
-type connInfo struct {
-	listener string
-	client   net.Addr // after the PROXY header, when one was used
-	protocol string   // tlcp, tls1.2, tls1.3
-	suite    string
-	sni      string
-	// site is the name of the site the handshake was made for.
-	site string
-	// alpn is the application protocol the handshake chose ("" for none).
-	alpn      string
-	resumed   bool
-	handshake time.Duration
-	// peerCert is the client's signing certificate, set only when its
-	// chain was verified: an unverified certificate says nothing about
-	// who the client is.
-	peerCert    *smx509.Certificate
-	peerCertDER []byte
-	// ambiguousFraming is set when a request header block with both
-	// Content-Length and Transfer-Encoding was read on the connection;
-	// the next request answered takes it and closes the connection.
-	ambiguousFraming atomic.Bool
-	// clientVerified is set when the client's certificate was verified.
-	clientVerified bool
-
-	clientOnce sync.Once
-	clientText string
-	// headers are the forwarding and session header values of its
-	// requests (headers.go).
-	headers atomic.Pointer[connHeaders]
-}
-
-// setTLCPClient records the client's identity from a TLCP handshake.
-func (ci *connInfo) setTLCPClient(cs tlcp.ConnectionState) {
-	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
-		return
-	}
-	ci.clientVerified = true
-	ci.peerCert = cs.PeerCertificates[0]
-	ci.peerCertDER = cs.PeerCertificates[0].Raw
-}
-
-// setTLSClient records the client's identity from a TLS handshake.
-func (ci *connInfo) setTLSClient(cs tls.ConnectionState) {
-	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
-		return
-	}
-	cert, err := smx509.ParseCertificate(cs.PeerCertificates[0].Raw)
-	if err != nil {
-		return
-	}
-	ci.clientVerified = true
-	ci.peerCert = cert
-	ci.peerCertDER = cert.Raw
-}
-
-type connInfoKey struct{}
-
-func infoFrom(ctx context.Context) *connInfo {
-	ci, _ := ctx.Value(connInfoKey{}).(*connInfo)
-	if ci == nil {
-		return &connInfo{protocol: "unknown"}
-	}
-	return ci
-}
 
 // routeEntry is a compiled config.Route.
 type routeEntry struct {
@@ -162,28 +94,28 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.srv.inflight.Done()
 	start := time.Now()
 	st := h.listener.state.Load()
-	ci := infoFrom(r.Context())
+	ci := forward.InfoFrom(r.Context())
 	rec := &recorder{ResponseWriter: w}
 	if r.ProtoMajor == 2 && st.idle > 0 {
 		rec.stall.w, rec.stall.timeout = w, st.idle
 		defer rec.stall.finish()
 	}
 	dropH2CUpgrade(r.Header)
-	if ci.ambiguousFraming.Swap(false) {
+	if ci.AmbiguousFraming.Swap(false) {
 		rec.closeConn = true
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		// The pool tells a client's body failure from its own through
 		// the request's context: HTTP/2 serves several requests of a
 		// connection at once.
-		body := newRequestBody(r.Body, w, st.requestBody)
-		body.minRate = st.requestBodyMinRate
-		r = r.WithContext(context.WithValue(r.Context(), requestBodyKey{}, body))
+		body := forward.NewRequestBody(r.Body, w, st.requestBody)
+		body.MinRate = st.requestBodyMinRate
+		r = r.WithContext(context.WithValue(r.Context(), forward.RequestBodyKey{}, body))
 		r.Body = body
-		body.http1 = r.ProtoMajor == 1
+		body.Http1 = r.ProtoMajor == 1
 		rec.body = body
 		if r.ProtoMajor == 1 {
-			defer body.boundUnread()
+			defer body.BoundUnread()
 		}
 	}
 	// The host is checked, and put in its canonical form, before
@@ -212,7 +144,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it otherwise (as pay.example.cn).
 		plainError(rec, http.StatusBadRequest, "the host (Host, :authority or the request target) is not a valid host[:port]")
 	case st.plain != nil && st.plain.intercept(rec, r, host):
-	case site == nil || site.name != ci.site:
+	case site == nil || site.name != ci.Site:
 		plainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+host.Name)
 	case hasDotSegment(r.URL.Path):
 		plainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")
@@ -241,29 +173,29 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // finished writes a request's duration metric and access log line.
-func (h *httpHandler) finished(st *listenerState, ci *connInfo, site *site, r *http.Request, rec *recorder, upstreamName string, start time.Time) {
+func (h *httpHandler) finished(st *listenerState, ci *forward.ConnInfo, site *site, r *http.Request, rec *recorder, upstreamName string, start time.Time) {
 	d := time.Since(start)
 	v := 0
 	if r.ProtoMajor == 2 {
 		v = 1
 	}
-	if site != nil && site.name == ci.site {
+	if site != nil && site.name == ci.Site {
 		site.requests[v].Observe(d.Seconds())
 	} else {
-		h.srv.metrics.requestDuration.WithLabelValues(st.name, ci.site, httpVersions[v]).Observe(d.Seconds())
+		h.srv.metrics.RequestDuration.WithLabelValues(st.name, ci.Site, httpVersions[v]).Observe(d.Seconds())
 	}
 	if a := h.srv.access; a != nil {
-		a.request(ci, &requestLine{
-			proto:     r.Proto,
-			method:    r.Method,
-			host:      r.Host,
-			path:      r.URL.Path,
-			status:    rec.status(),
-			bytes:     rec.bytes,
-			upstream:  upstreamName,
-			target:    rec.target,
-			userAgent: r.UserAgent(),
-			duration:  d,
+		a.Request(ci, &observe.RequestLine{
+			Proto:     r.Proto,
+			Method:    r.Method,
+			Host:      r.Host,
+			Path:      r.URL.Path,
+			Status:    rec.status(),
+			Bytes:     rec.bytes,
+			Upstream:  upstreamName,
+			Target:    rec.target,
+			UserAgent: r.UserAgent(),
+			Duration:  d,
 		})
 	}
 }
@@ -295,22 +227,6 @@ func hasDotSegment(p string) bool {
 	return false
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// clientString is the client's address as text, made once per
-// connection.
-func (ci *connInfo) clientString() string {
-	ci.clientOnce.Do(func() { ci.clientText = addrString(ci.client) })
-	return ci.clientText
-}
-
-func addrString(a net.Addr) string {
-	if a == nil {
-		return ""
-	}
-	return a.String()
-}
-
 // reverseProxy builds the forwarding handler of a pool for a site's
 // session headers. It is cheap: the pool holds the transport.
 func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
@@ -332,17 +248,17 @@ func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
 // ReverseProxy has already removed hop-by-hop headers and any
 // X-Forwarded-* and Forwarded headers the client sent.
 func rewrite(pr *httputil.ProxyRequest, site *site) {
-	removeSpoofable(pr.Out.Header, site.forwarding.spoofable)
+	forward.RemoveSpoofable(pr.Out.Header, site.forwarding.Spoofable)
 	pr.Out.URL.Scheme = "http"
 	pr.Out.Host = pr.In.Host
 	// The trailer the client sends after its body: ReverseProxy's copy
 	// is made before the body is read, and would go out with no values;
 	// the body fills them in when it ends (requestBody.forwardTrailer).
 	pr.Out.Trailer = nil
-	if b, _ := pr.In.Context().Value(requestBodyKey{}).(*requestBody); b != nil {
-		pr.Out.Trailer = b.forwardTrailer(pr.In.Trailer, site.forwarding.spoofable)
+	if b, _ := pr.In.Context().Value(forward.RequestBodyKey{}).(*forward.RequestBody); b != nil {
+		pr.Out.Trailer = b.ForwardTrailer(pr.In.Trailer, site.forwarding.Spoofable)
 	}
-	site.forwarding.apply(pr.Out.Header, pr.In, infoFrom(pr.In.Context()))
+	site.forwarding.Apply(pr.Out.Header, pr.In, forward.InfoFrom(pr.In.Context()))
 }
 
 // bufferPool recycles the body copy buffers of ReverseProxy, which would
@@ -362,11 +278,11 @@ func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
 // connection is closed; one whose client went away is logged as 499 and nothing is
 // sent.
 func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool, err error) {
-	var be *clientBodyError
+	var be *forward.ClientBodyError
 	if errors.As(err, &be) {
-		status := be.status()
-		s.log.Debug("request body failed", "upstream", p.name, "status", status, "cause", be.err.Error(), "path", r.URL.Path)
-		if status == statusClientClosed {
+		status := be.Status()
+		s.log.Debug("request body failed", "upstream", p.name, "status", status, "cause", be.Err.Error(), "path", r.URL.Path)
+		if status == forward.StatusClientClosed {
 			abort(w)
 			return
 		}
@@ -424,7 +340,7 @@ func failureAttrs(p *pool, err error, extra ...slog.Attr) []slog.Attr {
 // access log.
 func abort(w http.ResponseWriter) {
 	if rec, ok := w.(*recorder); ok {
-		rec.code = statusClientClosed
+		rec.code = forward.StatusClientClosed
 	}
 	if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		c.Close()
@@ -473,7 +389,7 @@ type recorder struct {
 	stall writeStall
 	// body is the request's body (nil for none): what the response
 	// writes keeps it from idling out while the client listens.
-	body *requestBody
+	body *forward.RequestBody
 }
 
 // noteTarget records which target answered; a ReverseProxy's
@@ -536,17 +452,17 @@ func (r *recorder) WriteHeader(code int) {
 		if r.closeConn {
 			r.Header().Set("Connection", "close")
 		}
-		if r.body != nil && r.body.streaming() {
+		if r.body != nil && r.body.Streaming() {
 			// The upstream answers while the client still sends (a
 			// bidirectional stream, or an early answer): net/http
 			// would otherwise read what is left of an HTTP/1 body
 			// before it sends the header. The connection cannot be
 			// used again before that body ends, so it is closed.
-			_ = r.body.ctl.EnableFullDuplex()
-			if r.body.http1 {
+			_ = r.body.Ctl.EnableFullDuplex()
+			if r.body.Http1 {
 				r.Header().Set("Connection", "close")
 			}
-			r.body.responded()
+			r.body.Responded()
 		}
 	}
 	r.ResponseWriter.WriteHeader(code)
@@ -563,7 +479,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)
 	if r.body != nil && n > 0 {
-		r.body.responded()
+		r.body.Responded()
 	}
 	return n, err
 }

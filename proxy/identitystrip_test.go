@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -124,7 +126,7 @@ func forgedLeft(h http.Header) []string {
 	for k, v := range h {
 		for _, f := range forgedIdentity {
 			name, _, _ := strings.Cut(f, ":")
-			if normalHeaderName(k) == normalHeaderName(name) {
+			if forward.NormalHeaderName(k) == forward.NormalHeaderName(name) {
 				left = append(left, k+": "+strings.Join(v, ","))
 				break
 			}

@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/edge"
+
+	"github.com/gmgate/gmgate/internal/observe"
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/connworkers"
@@ -48,7 +52,7 @@ type listenerState struct {
 	// requestBodyMinRate is timeouts.request_body_min_rate.
 	requestBodyMinRate int64
 	upstreamDial       time.Duration
-	handshakes         *handshakeLimiter
+	handshakes         *edge.HandshakeLimiter
 	// plain is set on http listeners.
 	plain *plainHTTP
 }
@@ -64,7 +68,7 @@ type runningListener struct {
 	httpSrv   *http.Server
 	httpConns *connListener
 	// failLog writes the listener's handshake failures, a few a second.
-	failLog *rateLimitedLog
+	failLog *observe.RateLimitedLog
 	// connsActive is the listener's gmgate_connections_active.
 	connsActive prometheus.Gauge
 }
@@ -75,8 +79,8 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}
 	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln,
-		failLog:     newRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
-		connsActive: s.metrics.connsActive.WithLabelValues(lc.Name)}
+		failLog:     observe.NewRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
+		connsActive: s.metrics.ConnsActive.WithLabelValues(lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
 	rl.httpConns = newConnListener(ln.Addr())
 	rl.httpSrv = &http.Server{
@@ -89,7 +93,7 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if hc, ok := c.(*httpConn); ok {
-				return context.WithValue(ctx, connInfoKey{}, hc.info)
+				return context.WithValue(ctx, forward.ConnInfoKey{}, hc.info)
 			}
 			return ctx
 		},
@@ -165,7 +169,7 @@ func (s *Server) acceptLoop(rl *runningListener) {
 		st := rl.state.Load()
 		if rl.active.Add(1) > st.maxConns {
 			rl.active.Add(-1)
-			s.metrics.connsRefused.WithLabelValues(rl.name, "max_connections").Inc()
+			s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_connections").Inc()
 			c.Close()
 			continue
 		}
@@ -216,39 +220,6 @@ func (c *trackedConn) CloseWrite() error {
 	return nil
 }
 
-// handshakeLimiter bounds the handshakes in progress on one listener. A
-// connection asks for a slot once its ClientHello is in and waits up to
-// wait for one; it is refused after that, so a flood of new connections
-// costs a bounded number of goroutines, not memory without end.
-type handshakeLimiter struct {
-	slots chan struct{}
-	wait  time.Duration
-}
-
-func newHandshakeLimiter(n int, wait time.Duration) *handshakeLimiter {
-	return &handshakeLimiter{slots: make(chan struct{}, n), wait: wait}
-}
-
-func (l *handshakeLimiter) acquire(ctx context.Context) bool {
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(l.wait)
-	defer t.Stop()
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (l *handshakeLimiter) release() { <-l.slots }
-
 // handleConn runs one client connection from accept to hand-off: PROXY
 // header, ClientHello, handshake slot, handshake, then HTTP or TCP.
 //
@@ -262,18 +233,18 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	deadline := accepted.Add(st.handshake)
 	helloDeadline := accepted.Add(min(st.clientHello, st.handshake))
 	if pp := st.proxyProtocol; pp != nil {
-		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(proxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.clientHello))
+		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(edge.ProxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.clientHello))
 		_ = pc.SetDeadline(helloDeadline)
 		if pc.ProxyHeader() == nil {
 			if _, err := pc.Read(nil); err != nil {
-				s.metrics.connsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
+				s.metrics.ConnsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
 				s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
 				tc.Close()
 				return
 			}
 		}
 		client = pc.RemoteAddr()
-		conn = proxiedConn{pc, tc}
+		conn = edge.ProxiedConn{Conn: pc, Socket: tc}
 	} else {
 		_ = tc.SetDeadline(helloDeadline)
 	}
@@ -287,45 +258,45 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		return
 	}
 
-	helloBuf := helloBufs.Get().(*[]byte)
-	detected, hello, err := readClientHello(conn, conn, *helloBuf)
+	helloBuf := edge.HelloBufs.Get().(*[]byte)
+	detected, hello, err := edge.ReadClientHello(conn, conn, *helloBuf)
 	if err != nil {
-		helloBufs.Put(helloBuf)
-		s.handshakeFailed(rl, client, &connInfo{protocol: detected.String()}, err, time.Since(accepted))
+		edge.HelloBufs.Put(helloBuf)
+		s.handshakeFailed(rl, client, &forward.ConnInfo{Protocol: detected.String()}, err, time.Since(accepted))
 		tc.Close()
 		return
 	}
 	_ = conn.SetDeadline(deadline)
-	conn = &replayConn{Conn: conn, prefix: hello, helloBuf: helloBuf}
+	conn = &edge.ReplayConn{Conn: conn, Prefix: hello, HelloBuf: helloBuf}
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if !st.handshakes.acquire(ctx) {
-		s.metrics.connsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
-		s.metrics.handshake(detected.String(), "none", "", "refused", 0)
+	if !st.handshakes.Acquire(ctx) {
+		s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
+		s.metrics.Handshake(detected.String(), "none", "", "refused", 0)
 		tc.Close()
 		return
 	}
 	start := time.Now()
 	info, site, established, err := s.handshake(ctx, st, detected, conn)
-	st.handshakes.release()
+	st.handshakes.Release()
 	d := time.Since(start)
 	if err != nil {
 		s.handshakeFailed(rl, client, info, err, d)
 		tc.Close()
 		return
 	}
-	info.listener = rl.name
-	info.client = client
-	info.handshake = d
-	s.metrics.handshake(info.protocol, info.suite, info.site, "ok", d)
-	if info.resumed {
-		s.metrics.resumed(info.protocol)
+	info.Listener = rl.name
+	info.Client = client
+	info.Handshake = d
+	s.metrics.Handshake(info.Protocol, info.Suite, info.Site, "ok", d)
+	if info.Resumed {
+		s.metrics.Resumed(info.Protocol)
 	}
 	_ = established.SetDeadline(time.Time{})
 
 	// The handshake took the server name (lookupServerName): it is valid.
-	sni, _ := route.ParseServerName(info.sni)
+	sni, _ := route.ParseServerName(info.SNI)
 	if rt := site.router.match(sni, "", true); rt != nil {
 		s.forwardTCP(st, rt.upstream, established, info)
 		return
@@ -333,8 +304,8 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	// HTTP/2 is served to a client that chose h2 by ALPN, or that chose
 	// nothing and starts with the HTTP/2 preface (prior knowledge); one
 	// that chose http/1.1 speaks HTTP/1.1.
-	h2 := st.http2 && (info.alpn == "h2" || info.alpn == "")
-	hc := &httpConn{Conn: established, info: info, write: writeBound{timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
+	h2 := st.http2 && (info.ALPN == "h2" || info.ALPN == "")
+	hc := &httpConn{Conn: established, info: info, write: forward.WriteBound{Timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
 	hc.sock = parkSocket(tc.Conn)
 	if !rl.httpConns.push(hc) {
 		hc.Close()
@@ -345,25 +316,25 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 // lines a second per listener: the client, what it spoke, the alert sent
 // or received and the cause. A client that closed without sending a byte
 // (a port probe, a load balancer's TCP check) is logged at debug only.
-func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *connInfo, err error, d time.Duration) {
+func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *forward.ConnInfo, err error, d time.Duration) {
 	result := handshakeResult(err)
-	s.metrics.handshake(info.protocol, "none", info.site, result, d)
+	s.metrics.Handshake(info.Protocol, "none", info.Site, result, d)
 	attrs := []slog.Attr{
 		slog.String("listener", rl.name),
-		slog.String("client", addrString(client)),
-		slog.String("protocol", info.protocol),
+		slog.String("client", forward.AddrString(client)),
+		slog.String("protocol", info.Protocol),
 		slog.String("result", result),
 	}
-	if info.sni != "" {
-		attrs = append(attrs, slog.String("sni", info.sni))
+	if info.SNI != "" {
+		attrs = append(attrs, slog.String("sni", info.SNI))
 	}
-	if info.site != "" {
-		attrs = append(attrs, slog.String("site", info.site))
+	if info.Site != "" {
+		attrs = append(attrs, slog.String("site", info.Site))
 	}
-	if dir, alert, ok := handshakeAlert(err); ok {
+	if dir, alert, ok := edge.HandshakeAlert(err); ok {
 		attrs = append(attrs, slog.String("alert_"+dir, alert))
 	}
-	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", ms(d)))
+	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", observe.Millis(d)))
 	if errors.Is(err, io.EOF) {
 		s.log.LogAttrs(context.Background(), slog.LevelDebug, "connection closed before a ClientHello", attrs...)
 		return
@@ -375,14 +346,14 @@ func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *con
 // what its handshake negotiated for ConnContext.
 type httpConn struct {
 	net.Conn
-	info *connInfo
+	info *forward.ConnInfo
 	// write bounds each write, so that a client that stops reading does
 	// not hold its connection (and the upstream's) forever; a long
 	// response to a client that keeps reading is not limited.
-	write writeBound
+	write forward.WriteBound
 	// framing watches the request headers (read by one goroutine at a
 	// time: net/http's) of HTTP/1.
-	framing framingSniffer
+	framing forward.FramingSniffer
 	// listener takes the connection back after it was parked while idle
 	// (idle.go).
 	listener *connListener
@@ -415,8 +386,8 @@ func (c *httpConn) Read(b []byte) (int, error) {
 	if !c.started && n > 0 && !c.checkStart(b[:n]) {
 		return 0, errHTTP2NotAllowed
 	}
-	if !c.h2 && c.framing.scan(b[:n]) {
-		c.info.ambiguousFraming.Store(true)
+	if !c.h2 && c.framing.Scan(b[:n]) {
+		c.info.AmbiguousFraming.Store(true)
 	}
 	if c.idle {
 		return c.idleRead(n, err)
@@ -461,7 +432,7 @@ func (c *httpConn) restart() {
 
 // Write bounds each write (see writeBound).
 func (c *httpConn) Write(b []byte) (int, error) {
-	c.write.arm(c.Conn)
+	c.write.Arm(c.Conn)
 	return c.Conn.Write(b)
 }
 
@@ -472,49 +443,14 @@ func (c *httpConn) SetWriteDeadline(t time.Time) error {
 	if t.IsZero() {
 		return nil
 	}
-	c.write.forget()
+	c.write.Forget()
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline passes the deadline on; the next Write sets its own again.
 func (c *httpConn) SetDeadline(t time.Time) error {
-	c.write.forget()
+	c.write.Forget()
 	return c.Conn.SetDeadline(t)
-}
-
-// proxiedConn is a connection that began with a PROXY header. It
-// half-closes as its socket does (proxyproto.Conn cannot), so that
-// half-closes pass through TCP mode behind a load balancer too.
-type proxiedConn struct {
-	*proxyproto.Conn
-	tc *trackedConn
-}
-
-func (c proxiedConn) CloseWrite() error { return c.tc.CloseWrite() }
-
-// proxyPolicy decides per peer: trusted peers may (or must) send a PROXY
-// header; a header from anyone else is refused.
-func proxyPolicy(pp *config.ProxyProtocol, peer net.Addr) proxyproto.Policy {
-	ap, err := netip.ParseAddrPort(peer.String())
-	if err == nil {
-		ip := ap.Addr().Unmap()
-		for _, t := range pp.Trusted {
-			if pfx, err := netip.ParsePrefix(t); err == nil && pfx.Contains(ip) {
-				return trustedPolicy(pp)
-			}
-			if a, err := netip.ParseAddr(t); err == nil && a.Unmap() == ip {
-				return trustedPolicy(pp)
-			}
-		}
-	}
-	return proxyproto.REJECT
-}
-
-func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
-	if pp.Required {
-		return proxyproto.REQUIRE
-	}
-	return proxyproto.USE
 }
 
 // handshake runs the handshake of the listener's protocol, or on an auto
@@ -522,29 +458,29 @@ func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
 // returns the site it was made for. info.protocol (and info.sni and
 // info.site, once the ClientHello chose them) are set as far as they are
 // known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, detected wireProtocol, c net.Conn) (*connInfo, *site, net.Conn, error) {
-	info := &connInfo{protocol: "unknown"}
-	proto := wireTLCP
+func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge.WireProtocol, c net.Conn) (*forward.ConnInfo, *site, net.Conn, error) {
+	info := &forward.ConnInfo{Protocol: "unknown"}
+	proto := edge.WireTLCP
 	switch st.protocol {
 	case config.ProtocolTLS:
-		proto = wireTLS
+		proto = edge.WireTLS
 	case config.ProtocolAuto:
 		proto = detected
 	}
-	if proto == wireTLS {
-		info.protocol = "tls"
+	if proto == edge.WireTLS {
+		info.Protocol = "tls"
 		tc := tls.Server(c, st.tls)
 		err := tc.HandshakeContext(ctx)
 		cs := tc.ConnectionState()
-		info.sni = cs.ServerName
+		info.SNI = cs.ServerName
 		site := st.sites.tls.lookupServerName(cs.ServerName)
 		if site != nil {
-			info.site = site.name
+			info.Site = site.name
 		}
 		if err != nil {
-			if rc, ok := c.(*replayConn); ok && err.Error() == errNoTLSCertificates {
-				info.sni = rc.refusedName
-				err = &sentAlertError{alert: "unrecognized_name", err: &errUnknownSite{rc.refusedName}}
+			if rc, ok := c.(*edge.ReplayConn); ok && err.Error() == errNoTLSCertificates {
+				info.SNI = rc.RefusedName
+				err = &edge.SentAlertError{Alert: "unrecognized_name", Err: &errUnknownSite{rc.RefusedName}}
 			}
 			return info, nil, nil, err
 		}
@@ -552,87 +488,43 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected wire
 			tc.Close()
 			return info, nil, nil, errACMEChallenge
 		}
-		info.protocol = tlsVersionName(cs.Version)
-		info.suite = tls.CipherSuiteName(cs.CipherSuite)
-		info.alpn = cs.NegotiatedProtocol
-		info.resumed = cs.DidResume
-		info.setTLSClient(cs)
+		info.Protocol = edge.TLSVersionName(cs.Version)
+		info.Suite = tls.CipherSuiteName(cs.CipherSuite)
+		info.ALPN = cs.NegotiatedProtocol
+		info.Resumed = cs.DidResume
+		info.SetTLSClient(cs)
 		return info, site, tc, nil
 	}
-	info.protocol = "tlcp"
+	info.Protocol = "tlcp"
 	tc := tlcp.Server(c, st.tlcp)
 	err := tc.HandshakeContext(ctx)
 	cs := tc.ConnectionState()
-	info.sni = cs.ServerName
+	info.SNI = cs.ServerName
 	site := st.sites.tlcp.lookupServerName(cs.ServerName)
 	if site != nil {
-		info.site = site.name
+		info.Site = site.name
 	}
 	if err != nil {
 		return info, nil, nil, err
 	}
-	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
-	info.alpn = cs.NegotiatedProtocol
-	info.resumed = cs.DidResume
-	info.setTLCPClient(cs)
+	info.Suite = tlcp.CipherSuiteName(cs.CipherSuite)
+	info.ALPN = cs.NegotiatedProtocol
+	info.Resumed = cs.DidResume
+	info.SetTLCPClient(cs)
 	return info, site, tc, nil
-}
-
-// sentAlertError is a handshake failure that crypto/tls ended with an
-// alert it does not report in its error.
-type sentAlertError struct {
-	alert string
-	err   error
-}
-
-func (e *sentAlertError) Error() string { return e.err.Error() }
-func (e *sentAlertError) Unwrap() error { return e.err }
-
-func tlsVersionName(v uint16) string {
-	switch v {
-	case tls.VersionTLS13:
-		return "tls1.3"
-	case tls.VersionTLS12:
-		return "tls1.2"
-	}
-	return "tls"
-}
-
-// handshakeAlert returns the alert a failed handshake ended with, when
-// it is known, and whether it was sent or received.
-func handshakeAlert(err error) (dir, alert string, ok bool) {
-	var se *sentAlertError
-	if errors.As(err, &se) {
-		return "sent", se.alert, true
-	}
-	var ae *tlcp.AlertError
-	if errors.As(err, &ae) {
-		dir = "sent"
-		if ae.Remote {
-			dir = "received"
-		}
-		return dir, strings.ReplaceAll(ae.Alert.String(), " ", "_"), true
-	}
-	// crypto/tls reports an alert from the peer as an OpError "remote
-	// error" around the alert; the alert names are a small fixed set.
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "remote error" && oe.Err != nil {
-		return "received", strings.ReplaceAll(strings.TrimPrefix(oe.Err.Error(), "tls: "), " ", "_"), true
-	}
-	return "", "", false
 }
 
 // handshakeResult labels a failed handshake for the metrics: the alert
 // when there is one, else what kind of failure it was.
 func handshakeResult(err error) string {
-	if dir, alert, ok := handshakeAlert(err); ok {
+	if dir, alert, ok := edge.HandshakeAlert(err); ok {
 		return "alert_" + dir + "_" + alert
 	}
 	var ne net.Error
 	switch {
-	case errors.Is(err, errNotHandshake):
+	case errors.Is(err, edge.ErrNotHandshake):
 		return "not_tlcp_or_tls"
-	case errors.Is(err, errPlainHTTP):
+	case errors.Is(err, edge.ErrPlainHTTP):
 		return "plain_http"
 	case errors.Is(err, errACMEChallenge):
 		return "acme_challenge"
@@ -693,21 +585,21 @@ func (l *connListener) Addr() net.Addr { return l.addr }
 // forwardTCP copies the decrypted stream to a target of a tcp pool and
 // back, passing half-closes through, until both directions end or the
 // connection stays idle too long.
-func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *connInfo) {
+func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *forward.ConnInfo) {
 	defer client.Close()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
 	upstream, t, err := p.dialTCP(ctx)
 	cancel()
 	if err != nil {
-		p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", addrString(info.client)))...)
+		p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
 		s.logTCP(info, p.name, "", 0, 0, time.Since(start), err)
 		return
 	}
 	defer upstream.Close()
 	t.inflight.Add(1)
 	defer t.inflight.Add(-1)
-	s.metrics.upstreamRequests.WithLabelValues(p.name, "connected").Inc()
+	s.metrics.UpstreamRequests.WithLabelValues(p.name, "connected").Inc()
 
 	var in, out atomic.Int64
 	// The connection is idle when it moves no byte either way: a
@@ -729,7 +621,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: upstream, bound: writeBound{timeout: st.idle}}, idleReader{client, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: upstream, bound: forward.WriteBound{Timeout: st.idle}}, idleReader{client, st.idle, moved})
 		in.Store(n)
 		if err != nil {
 			abort()
@@ -739,7 +631,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	}()
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: client, bound: writeBound{timeout: st.idle}}, idleReader{upstream, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: client, bound: forward.WriteBound{Timeout: st.idle}}, idleReader{upstream, st.idle, moved})
 		out.Store(n)
 		if err != nil {
 			abort()
@@ -751,9 +643,9 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *c
 	s.logTCP(info, p.name, t.addr, in.Load(), out.Load(), time.Since(start), nil)
 }
 
-func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, d time.Duration, err error) {
+func (s *Server) logTCP(info *forward.ConnInfo, upstream, target string, in, out int64, d time.Duration, err error) {
 	if s.access != nil {
-		s.access.tcp(info, &tcpLine{upstream: upstream, target: target, in: in, out: out, duration: d, err: err})
+		s.access.TCP(info, &observe.TCPLine{Upstream: upstream, Target: target, In: in, Out: out, Duration: d, Err: err})
 	}
 }
 
@@ -797,11 +689,11 @@ func (r idleReader) Read(b []byte) (int, error) {
 // writeBound); nothing else sets c's write deadline meanwhile.
 type idleWriter struct {
 	c     net.Conn
-	bound writeBound
+	bound forward.WriteBound
 }
 
 func (w *idleWriter) Write(b []byte) (int, error) {
-	w.bound.arm(w.c)
+	w.bound.Arm(w.c)
 	return w.c.Write(b)
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +26,8 @@ var (
 // can serve: its own, the session store's, the certificate store's and
 // ACME's.
 func servedMetrics(t *testing.T) map[string][]string {
-	m := newMetrics()
-	m.storeObserver()
+	m := observe.NewMetrics()
+	m.StoreObserver()
 	ch := make(chan *prometheus.Desc, 256)
 	m.Registry.Describe(ch)
 	(&certs.Store{}).Describe(ch)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -241,7 +243,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the idle client to hold the handshake slot", func() bool {
-		return len(s.gen.handshakes["edge"].slots) == 1
+		return s.gen.handshakes["edge"].InUse() == 1
 	})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -260,7 +262,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	}
 	// Once the slot is free, handshakes go through again.
 	idle.Close()
-	testwait.For(t, "the slot to be released", func() bool { return len(s.gen.handshakes["edge"].slots) == 0 })
+	testwait.For(t, "the slot to be released", func() bool { return s.gen.handshakes["edge"].InUse() == 0 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -507,7 +509,7 @@ func TestHostileClientsLeaveNothing(t *testing.T) {
 	}
 	testwait.For(t, "every connection to be closed", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
-		return v == 0 && len(s.gen.handshakes["edge"].slots) == 0
+		return v == 0 && s.gen.handshakes["edge"].InUse() == 0
 	})
 	// The gateway still serves.
 	mustServeTLCP(t, p, s)
@@ -554,7 +556,7 @@ func TestRunReloadsOnFileChange(t *testing.T) {
 	reload <- struct{}{} // SIGHUP
 	testwait.For(t, "the failed reload to be counted", func() bool {
 		ch := make(chan prometheus.Metric, 4)
-		s.metrics.reloads.WithLabelValues("failure").Collect(ch)
+		s.metrics.Reloads.WithLabelValues("failure").Collect(ch)
 		var m dto.Metric
 		_ = (<-ch).Write(&m)
 		return m.Counter.GetValue() >= 1
@@ -601,7 +603,7 @@ func TestHandshakeResultLabels(t *testing.T) {
 		{&tlcp.AlertError{Alert: tlcp.AlertBadCertificate, Remote: true}, "alert_received_bad_certificate"},
 		{fmt.Errorf("wrapped: %w", &tlcp.AlertError{Alert: tlcp.AlertDecodeError}), "alert_sent_error_decoding_message"},
 		{&net.OpError{Op: "remote error", Err: errors.New("tls: unknown certificate authority")}, "alert_received_unknown_certificate_authority"},
-		{fmt.Errorf("%w (x)", errNotHandshake), "not_tlcp_or_tls"},
+		{fmt.Errorf("%w (x)", edge.ErrNotHandshake), "not_tlcp_or_tls"},
 		{context.DeadlineExceeded, "timeout"},
 		{os.ErrDeadlineExceeded, "timeout"},
 		{io.EOF, "client_closed"},

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"github.com/emmansun/gmsm/smx509"
 
 	"github.com/gmgate/gmgate/certs"
@@ -86,9 +88,9 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route
 // server: there is no handshake to make.
 func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "http", site: config.DefaultSiteName}
+	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "http", Site: config.DefaultSiteName}
 	st := rl.state.Load()
-	hc := &httpConn{Conn: conn, info: info, write: writeBound{timeout: st.idle}}
+	hc := &httpConn{Conn: conn, info: info, write: forward.WriteBound{Timeout: st.idle}}
 	if !rl.httpConns.push(hc) {
 		hc.Close()
 	}

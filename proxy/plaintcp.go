@@ -4,6 +4,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"github.com/gmgate/gmgate/config"
 )
 
@@ -13,7 +15,7 @@ import (
 // and no host to match.
 func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "tcp", site: config.DefaultSiteName}
+	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "tcp", Site: config.DefaultSiteName}
 	// The listener's one site, which answers for every name.
 	rt := st.sites.all.lookup("").router.match("", "", true)
 	if rt == nil {

@@ -30,6 +30,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/edge"
+
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
@@ -58,14 +64,14 @@ type Options struct {
 type Server struct {
 	opts        Options
 	log         *slog.Logger
-	level       slog.LevelVar // of log when Options.Logger is nil
-	access      *accessLog    // nil when off
+	level       slog.LevelVar      // of log when Options.Logger is nil
+	access      *observe.AccessLog // nil when off
 	accessClose io.Closer
 	stdErrorLog *log.Logger
 	// stdLog receives net/http's lines, also those written to the
 	// standard logger while the server runs.
-	stdLog  *stdLogWriter
-	metrics *Metrics
+	stdLog  *observe.StdLogWriter
+	metrics *observe.Metrics
 
 	mu        sync.Mutex // serializes Start, Reload and Shutdown
 	gen       *generation
@@ -115,7 +121,7 @@ type generation struct {
 	store       *certs.Store
 	storeCancel context.CancelFunc
 	pools       map[string]*pool
-	handshakes  map[string]*handshakeLimiter // by listener
+	handshakes  map[string]*edge.HandshakeLimiter // by listener
 	states      map[string]*listenerState
 	// acme are the ACME managers by listener name.
 	acme map[string]*acmeSite
@@ -191,9 +197,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
 	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
-	accel.SetObserver(accelObserver{s.metrics})
-	s.metrics.setCerts(gen.store)
-	s.metrics.setACME(gen.acmeCollectors())
+	accel.SetObserver(s.metrics.AccelObserver())
+	s.metrics.SetCerts(gen.store)
+	s.metrics.SetACME(gen.acmeCollectors())
 	for _, w := range gen.warnings {
 		s.log.Warn("configuration warning", "warning", w.String())
 	}
@@ -203,7 +209,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 func newServer(cfg *config.Config, opts Options) *Server {
 	s := &Server{
 		opts:          opts,
-		metrics:       newMetrics(),
+		metrics:       observe.NewMetrics(),
 		listeners:     map[string]*runningListener{},
 		sessionCaches: map[string]*sessionCache{},
 		ticketers:     map[string]*tls.Config{},
@@ -214,9 +220,9 @@ func newServer(cfg *config.Config, opts Options) *Server {
 		s.level.Set(parseLevel(cfg.Log.Level))
 		s.log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &s.level}))
 		// The process's own log: the Redis client's lines go there too.
-		redisLines.log.Store(s.log)
+		observe.RedisLines.Log.Store(s.log)
 	}
-	s.stdLog = newStdLogWriter(s.log)
+	s.stdLog = observe.NewStdLogWriter(s.log)
 	s.stdErrorLog = log.New(s.stdLog, "", 0)
 	return s
 }
@@ -229,9 +235,9 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
-func openAccessLog(dest string, override *slog.Logger) (*accessLog, io.Closer, error) {
+func openAccessLog(dest string, override *slog.Logger) (*observe.AccessLog, io.Closer, error) {
 	if override != nil {
-		return &accessLog{logger: override}, nil, nil
+		return &observe.AccessLog{Logger: override}, nil, nil
 	}
 	var w io.Writer
 	var closer io.Closer
@@ -243,19 +249,19 @@ func openAccessLog(dest string, override *slog.Logger) (*accessLog, io.Closer, e
 	case "stderr":
 		w = os.Stderr
 	default:
-		f, err := openAccessFile(dest)
+		f, err := observe.OpenAccessFile(dest)
 		if err != nil {
 			return nil, nil, fmt.Errorf("log.access: %w", err)
 		}
 		w, closer = f, f
 	}
-	return &accessLog{out: newBufferedLog(w, accessFlushDelay)}, closer, nil
+	return &observe.AccessLog{Out: observe.NewBufferedLog(w, observe.AccessFlushDelay)}, closer, nil
 }
 
 // closeAccessLog writes the lines that wait and closes the file.
 func (s *Server) closeAccessLog() {
-	if s.access != nil && s.access.out != nil {
-		s.access.out.flush()
+	if s.access != nil && s.access.Out != nil {
+		s.access.Out.Flush()
 	}
 	if s.accessClose != nil {
 		s.accessClose.Close()
@@ -345,7 +351,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		cfg:        cfg,
 		store:      store,
 		pools:      map[string]*pool{},
-		handshakes: map[string]*handshakeLimiter{},
+		handshakes: map[string]*edge.HandshakeLimiter{},
 		states:     map[string]*listenerState{},
 		acme:       map[string]*acmeSite{},
 
@@ -357,7 +363,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 			// Keep counting the handshakes in progress across the reload.
 			gen.handshakes[lc.Name] = prev.handshakes[lc.Name]
 		} else {
-			gen.handshakes[lc.Name] = newHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D())
+			gen.handshakes[lc.Name] = edge.NewHandshakeLimiter(cfg.Limits.MaxHandshakes, cfg.Limits.HandshakeWait.D())
 		}
 	}
 	for name, uc := range cfg.Upstreams {
@@ -517,9 +523,9 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 // an identity.
 func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *site {
 	st := &site{name: sc.Name, implicit: true, isDefault: true, headers: *sc.SessionHeaders, router: &router{routes: compileRoutes(lc, sc.Routes, gen)}}
-	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
+	st.forwarding = forward.NewHeaderPolicy(st.headers, forward.IdentityHeaderNames(gen.cfg))
 	for v := range st.requests {
-		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+		st.requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
 	}
 	return st
 }
@@ -617,7 +623,7 @@ func (s *Server) Start() {
 		}
 		go func() { _ = s.admin.Serve(s.adminLn) }()
 	}
-	s.log.Info("gmgate started", "listeners", len(s.listeners), "admin", addrString(s.AdminAddr()))
+	s.log.Info("gmgate started", "listeners", len(s.listeners), "admin", forward.AddrString(s.AdminAddr()))
 }
 
 // Addr returns the address the named listener is bound to (nil when
@@ -640,7 +646,7 @@ func (s *Server) AdminAddr() net.Addr {
 }
 
 // Metrics returns the server's metrics.
-func (s *Server) Metrics() *Metrics { return s.metrics }
+func (s *Server) Metrics() *observe.Metrics { return s.metrics }
 
 // Reload replaces the configuration without dropping connections:
 // listeners whose address is unchanged keep their socket and take the new
@@ -650,11 +656,11 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 func (s *Server) Reload(cfg *config.Config) error {
 	err := s.reload(cfg)
 	if err != nil {
-		s.metrics.reloads.WithLabelValues("failure").Inc()
+		s.metrics.Reloads.WithLabelValues("failure").Inc()
 		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
 		return err
 	}
-	s.metrics.reloads.WithLabelValues("success").Inc()
+	s.metrics.Reloads.WithLabelValues("success").Inc()
 	s.log.Info("configuration reloaded", "listeners", len(cfg.Listeners), "upstreams", len(cfg.Upstreams))
 	return nil
 }
@@ -729,8 +735,8 @@ func (s *Server) reload(cfg *config.Config) error {
 	}
 	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
-	s.metrics.setCerts(gen.store)
-	s.metrics.setACME(gen.acmeCollectors())
+	s.metrics.SetCerts(gen.store)
+	s.metrics.SetACME(gen.acmeCollectors())
 	if s.started {
 		gen.start(prev, s.log)
 		s.startACME(gen)

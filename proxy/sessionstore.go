@@ -9,7 +9,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/gmgate/gmgate/tlcp"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -96,7 +94,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		Prefix:   ss.Redis.KeyPrefix,
 		Timeout:  ss.Redis.Timeout.D(),
 		Logger:   s.log.With("component", "session_store"),
-		Observer: s.metrics.storeObserver(),
+		Observer: s.metrics.StoreObserver(),
 	})
 	return &sharedStore{spec: *ss, keys: keys, store: store, id: sharedStoreIDs.Add(1)}, nil, nil
 }
@@ -237,86 +235,4 @@ func (g *generation) shareTickets(tc *tls.Config, name string, shared bool) {
 // key prefix.
 func (ss *sharedStore) acmeStorage() *acme.RedisStorage {
 	return acme.NewRedisStorage(ss.store.Client(), ss.spec.Redis.KeyPrefix+"acme:", ss.keys)
-}
-
-// storeMetrics are the session store's metrics.
-type storeMetrics struct {
-	lookups  *prometheus.CounterVec
-	writes   *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	up       prometheus.Gauge
-
-	// Handles by label, resolved once.
-	lookup   map[string]prometheus.Counter
-	write    map[[2]string]prometheus.Counter
-	lookupD  prometheus.Observer
-	writeD   prometheus.Observer
-	register sync.Once
-}
-
-// storeObserver returns the session store's metrics, registered on first
-// use: a gateway without a session store has none of them.
-func (m *Metrics) storeObserver() *storeMetrics {
-	sm := &m.store
-	sm.register.Do(func() {
-		sm.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gmgate_session_store_lookups_total",
-			Help: "TLCP session lookups of listeners with shared_sessions, by result: local (the local cache had it; Redis not asked), hit, miss, error (failed or timed out: a full handshake), invalid (does not open with the keys), unavailable (Redis known down: not asked).",
-		}, []string{"result"})
-		sm.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gmgate_session_store_writes_total",
-			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, refused (Redis answered with a refusal: out of memory, read-only, no write right), dropped (queue full), unavailable (Redis known down: kept locally).",
-		}, []string{"op", "result"})
-		sm.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gmgate_session_store_duration_seconds",
-			Help:    "Time of Redis round trips: a session lookup (get), a pipeline of queued writes (write).",
-			Buckets: latencyBuckets,
-		}, []string{"op"})
-		sm.up = prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gmgate_session_store_up",
-			Help: "1 while Redis answers, 0 while sessions are not shared because it does not.",
-		})
-		sm.lookup = map[string]prometheus.Counter{}
-		for _, r := range []string{sessionstore.LookupLocal, sessionstore.LookupHit, sessionstore.LookupMiss, sessionstore.LookupError, sessionstore.LookupInvalid, sessionstore.LookupUnavailable} {
-			sm.lookup[r] = sm.lookups.WithLabelValues(r)
-		}
-		sm.write = map[[2]string]prometheus.Counter{}
-		for _, op := range []string{"set", "delete"} {
-			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteRefused, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
-				sm.write[[2]string{op, r}] = sm.writes.WithLabelValues(op, r)
-			}
-		}
-		sm.lookupD = sm.duration.WithLabelValues("get")
-		sm.writeD = sm.duration.WithLabelValues("write")
-		m.Registry.MustRegister(sm.lookups, sm.writes, sm.duration, sm.up)
-	})
-	return sm
-}
-
-var _ sessionstore.Observer = (*storeMetrics)(nil)
-
-func (sm *storeMetrics) Lookup(result string, d time.Duration) {
-	if c := sm.lookup[result]; c != nil {
-		c.Inc()
-	}
-	if d > 0 {
-		sm.lookupD.Observe(d.Seconds())
-	}
-}
-
-func (sm *storeMetrics) Write(op, result string, n int, d time.Duration) {
-	if c := sm.write[[2]string{op, result}]; c != nil {
-		c.Add(float64(n))
-	}
-	if d > 0 {
-		sm.writeD.Observe(d.Seconds())
-	}
-}
-
-func (sm *storeMetrics) Up(up bool) {
-	if up {
-		sm.up.Set(1)
-	} else {
-		sm.up.Set(0)
-	}
 }

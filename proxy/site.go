@@ -11,6 +11,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
@@ -44,7 +48,7 @@ type site struct {
 	headers   config.SessionHeaders
 	// forwarding is what the site does to the headers of the requests it
 	// forwards.
-	forwarding *headerPolicy
+	forwarding *forward.HeaderPolicy
 	// requests observe request durations by HTTP version (1.x, 2).
 	requests [2]prometheus.Observer
 }
@@ -174,8 +178,8 @@ func (t *siteTable) outerTLS() *tls.Config {
 			if s := t.tls.lookupServerName(hi.ServerName); s != nil {
 				return s.tls, nil
 			}
-			if rc, ok := hi.Conn.(*replayConn); ok {
-				rc.refusedName = hi.ServerName
+			if rc, ok := hi.Conn.(*edge.ReplayConn); ok {
+				rc.RefusedName = hi.ServerName
 			}
 			return reject, nil
 		},
@@ -243,12 +247,12 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 	if sc.SessionHeaders != nil {
 		st.headers = *sc.SessionHeaders
 	}
-	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
+	st.forwarding = forward.NewHeaderPolicy(st.headers, forward.IdentityHeaderNames(gen.cfg))
 	for _, h := range sc.Hosts {
 		st.hosts = append(st.hosts, route.Pattern(h))
 	}
 	for v := range st.requests {
-		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+		st.requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
 	}
 	st.router.routes = compileRoutes(lc, sc.Routes, gen)
 	var protos []string

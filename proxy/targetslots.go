@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -81,12 +83,12 @@ func (e *targetBusyError) Error() string {
 
 func (e *targetBusyError) Is(err error) bool { return err == errTargetBusy }
 
-func newTargetSlots(n, maxQueue int, wait time.Duration, m *Metrics, upstream, target string) *targetSlots {
+func newTargetSlots(n, maxQueue int, wait time.Duration, m *observe.Metrics, upstream, target string) *targetSlots {
 	s := &targetSlots{max: n, maxQueue: maxQueue, perClient: max(1, n/2), wait: wait, clients: map[any]*slotClient{}}
-	s.inUseGauge = m.upstreamConnsInUse.WithLabelValues(upstream, target)
-	s.waitingGauge = m.upstreamWaiting.WithLabelValues(upstream, target)
-	s.queueFull = m.upstreamRefused.WithLabelValues(upstream, target, "queue_full")
-	s.waitTimeout = m.upstreamRefused.WithLabelValues(upstream, target, "queue_timeout")
+	s.inUseGauge = m.UpstreamConnsInUse.WithLabelValues(upstream, target)
+	s.waitingGauge = m.UpstreamWaiting.WithLabelValues(upstream, target)
+	s.queueFull = m.UpstreamRefused.WithLabelValues(upstream, target, "queue_full")
+	s.waitTimeout = m.UpstreamRefused.WithLabelValues(upstream, target, "queue_timeout")
 	return s
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -45,7 +47,7 @@ func busy(err error, timedOut bool) bool {
 // One client connection holds at most half of a target's slots; a freed
 // slot goes to the waiting client connection that holds fewest.
 func TestTargetSlotsShareBetweenClients(t *testing.T) {
-	s := newTargetSlots(4, 4, time.Minute, newMetrics(), "app", "t")
+	s := newTargetSlots(4, 4, time.Minute, observe.NewMetrics(), "app", "t")
 	mustAcquire(t, s, "a")
 	mustAcquire(t, s, "a")
 	a3 := waitFor(s, context.Background(), "a")
@@ -81,7 +83,7 @@ func TestTargetSlotsShareBetweenClients(t *testing.T) {
 // fair share, which takes the place of the newest request of the one
 // furthest over it.
 func TestTargetSlotsFullQueue(t *testing.T) {
-	s := newTargetSlots(2, 2, time.Minute, newMetrics(), "app", "t")
+	s := newTargetSlots(2, 2, time.Minute, observe.NewMetrics(), "app", "t")
 	mustAcquire(t, s, "a")
 	mustAcquire(t, s, "b")
 	a2 := waitFor(s, context.Background(), "a")
@@ -109,7 +111,7 @@ func TestTargetSlotsFullQueue(t *testing.T) {
 // A request waits queue_timeout at most; one whose client gives up
 // leaves the queue.
 func TestTargetSlotsWaitEnds(t *testing.T) {
-	s := newTargetSlots(1, 1, 50*time.Millisecond, newMetrics(), "app", "t")
+	s := newTargetSlots(1, 1, 50*time.Millisecond, observe.NewMetrics(), "app", "t")
 	mustAcquire(t, s, "a")
 	if err := s.acquire(context.Background(), "b"); !busy(err, true) {
 		t.Fatalf("%v, want a timeout in the queue", err)

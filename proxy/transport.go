@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 )
@@ -76,7 +80,7 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 		if err != nil {
 			return nil, err
 		}
-		return &writeBoundConn{Conn: c, bound: writeBound{timeout: timeout}}, nil
+		return &writeBoundConn{Conn: c, bound: forward.WriteBound{Timeout: timeout}}, nil
 	}
 }
 
@@ -90,24 +94,24 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 // ReverseProxy writes to this connection.
 type writeBoundConn struct {
 	net.Conn
-	bound writeBound
+	bound forward.WriteBound
 }
 
 func (c *writeBoundConn) Write(b []byte) (int, error) {
-	c.bound.arm(c.Conn)
+	c.bound.Arm(c.Conn)
 	return c.Conn.Write(b)
 }
 
 // SetWriteDeadline passes a deadline on; the next Write sets its own
 // again.
 func (c *writeBoundConn) SetWriteDeadline(t time.Time) error {
-	c.bound.forget()
+	c.bound.Forget()
 	return c.Conn.SetWriteDeadline(t)
 }
 
 // SetDeadline passes a deadline on; the next Write sets its own again.
 func (c *writeBoundConn) SetDeadline(t time.Time) error {
-	c.bound.forget()
+	c.bound.Forget()
 	return c.Conn.SetDeadline(t)
 }
 
@@ -185,7 +189,7 @@ func upstreamFailure(err error) (stage, reason string) {
 	case tlsHandshakeFailure(err):
 		stage = stageHandshake
 	}
-	if dir, alert, ok := handshakeAlert(err); ok {
+	if dir, alert, ok := edge.HandshakeAlert(err); ok {
 		return stage, "alert_" + dir + "_" + alert
 	}
 	var ne net.Error

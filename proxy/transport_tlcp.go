@@ -77,7 +77,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		log:       p.log,
 		source:    upstreamSource(p.name),
 		handshakeDone: func(cs tlcp.ConnectionState) {
-			p.metrics.upstreamTLCP.WithLabelValues(p.name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
+			p.metrics.UpstreamTLCP.WithLabelValues(p.name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
 		},
 	}
 	roots, digest, err := loadTLCPRoots(tc.CA)

@@ -12,6 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/observe"
+
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 )
@@ -85,6 +89,17 @@ func newPolicy(name string) selectionPolicy {
 // errNoTarget means every target of a pool is down or ejected.
 var errNoTarget = errors.New("no healthy target")
 
+// upstreamFailed counts a request of upstream that failed with err: by
+// step and reason unless it was never sent to a target.
+func upstreamFailed(m *observe.Metrics, upstream string, err error) {
+	if noTargetFault(err) {
+		m.UpstreamResult(upstream, 0, true, "", "")
+		return
+	}
+	stage, reason := upstreamFailure(err)
+	m.UpstreamResult(upstream, 0, true, stage, reason)
+}
+
 // noTargetFault reports whether err is a request the pool did not send:
 // no target in service, or every connection to the target in use. Such a
 // failure is nobody's doing, counted against no target.
@@ -101,9 +116,9 @@ type pool struct {
 	targets []*target
 	policy  selectionPolicy
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *observe.Metrics
 	// counters are the pool's per-request metrics.
-	counters *upstreamCounters
+	counters *observe.UpstreamCounters
 
 	transport transport
 	retries   int
@@ -113,7 +128,7 @@ type pool struct {
 	panicThreshold int
 	panicking      atomic.Bool
 	// failLog writes the per-request failure lines, a few a second.
-	failLog *rateLimitedLog
+	failLog *observe.RateLimitedLog
 
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -124,7 +139,7 @@ type pool struct {
 
 // newPool makes the pool of upstream name; store holds the client
 // identities of tlcp:// upstreams (nil in tests that have none).
-func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, offline bool, log *slog.Logger, m *Metrics) (*pool, error) {
+func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, offline bool, log *slog.Logger, m *observe.Metrics) (*pool, error) {
 	p := &pool{
 		name:              name,
 		scheme:            uc.Scheme(),
@@ -132,7 +147,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		policy:            newPolicy(uc.Policy),
 		log:               log.With("upstream", name),
 		metrics:           m,
-		counters:          newUpstreamCounters(m, name),
+		counters:          observe.NewUpstreamCounters(m, name),
 		timeouts:          timeouts,
 		maxResponseHeader: maxResponseHeader,
 	}
@@ -145,7 +160,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 	if uc.Passive.PanicThreshold != nil {
 		p.panicThreshold = *uc.Passive.PanicThreshold
 	}
-	p.failLog = newRateLimitedLog(log, slog.LevelWarn, "upstream failures not logged", "upstream", name)
+	p.failLog = observe.NewRateLimitedLog(log, slog.LevelWarn, "upstream failures not logged", "upstream", name)
 	for _, s := range uc.Targets {
 		u, err := config.ParseTarget(s)
 		if err != nil {
@@ -182,7 +197,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
 	p.transport = tr
-	m.upstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
+	m.UpstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
 	return p, nil
 }
 
@@ -293,7 +308,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	var triedBuf [4]*target
 	tried := triedBuf[:0]
 	var lastErr, busy error
-	client := req.Context().Value(connInfoKey{})
+	client := req.Context().Value(forward.ConnInfoKey{})
 	for attempt := 0; ; attempt++ {
 		t := p.pick(tried)
 		if t == nil {
@@ -302,10 +317,10 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, lastErr
 			}
 			if busy != nil {
-				p.metrics.upstreamResult(p.name, 0, busy)
+				upstreamFailed(p.metrics, p.name, busy)
 				return nil, busy
 			}
-			p.metrics.upstreamResult(p.name, 0, errNoTarget)
+			upstreamFailed(p.metrics, p.name, errNoTarget)
 			return nil, &upstreamError{pool: p.name, err: errNoTarget}
 		}
 		tried = append(tried, t)
@@ -323,7 +338,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 					continue
 				}
 				if lastErr == nil {
-					p.metrics.upstreamResult(p.name, 0, busy)
+					upstreamFailed(p.metrics, p.name, busy)
 					return nil, busy
 				}
 				return nil, lastErr
@@ -355,11 +370,11 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if err == nil {
 			p.succeeded(t)
-			p.counters.responded(p.metrics, p.name, resp.StatusCode)
-			p.counters.duration.Observe(time.Since(start).Seconds())
+			p.counters.Responded(p.metrics, p.name, resp.StatusCode)
+			p.counters.Duration.Observe(time.Since(start).Seconds())
 			return resp, nil
 		}
-		if be := clientBodyFailure(req); be != nil {
+		if be := forward.ClientBodyFailure(req); be != nil {
 			// The client broke its own request body: no fault of the
 			// target, and nothing to retry.
 			return nil, be
@@ -369,7 +384,7 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			// target, nobody to answer.
 			return nil, err
 		}
-		p.metrics.upstreamResult(p.name, 0, err)
+		upstreamFailed(p.metrics, p.name, err)
 		p.failed(t, err)
 		lastErr = &upstreamError{pool: p.name, target: t.addr, err: err}
 		if attempt < p.retries && notSent(err) && retryable(req) && req.Context().Err() == nil {
@@ -420,7 +435,7 @@ func (p *pool) dialTCP(ctx context.Context) (net.Conn, *target, error) {
 			return c, t, nil
 		}
 		lastErr = &upstreamError{pool: p.name, target: t.addr, err: err}
-		p.metrics.upstreamResult(p.name, 0, err)
+		upstreamFailed(p.metrics, p.name, err)
 		if ctx.Err() != nil {
 			break
 		}
@@ -428,7 +443,7 @@ func (p *pool) dialTCP(ctx context.Context) (net.Conn, *target, error) {
 	}
 	if lastErr == nil {
 		lastErr = &upstreamError{pool: p.name, err: errNoTarget}
-		p.metrics.upstreamResult(p.name, 0, errNoTarget)
+		upstreamFailed(p.metrics, p.name, errNoTarget)
 	}
 	return nil, nil, lastErr
 }

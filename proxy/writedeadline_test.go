@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/gmgate/gmgate/internal/forward"
 )
 
 // httpConn's writes move the write deadline only once an eighth of the
@@ -17,13 +19,13 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	const timeout = 400 * time.Millisecond
-	c := &httpConn{Conn: a, write: writeBound{timeout: timeout}}
+	c := &httpConn{Conn: a, write: forward.WriteBound{Timeout: timeout}}
 	go func() { _, _ = io.CopyN(io.Discard, b, 3) }()
 	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	first := c.write.deadline.Load()
+	first := c.write.Deadline.Load()
 	if d := time.Unix(0, first).Sub(start); d < timeout || d > timeout+timeout/8+time.Second {
 		t.Fatalf("write deadline %v after the first write, want %v to %v", d, timeout, timeout+timeout/8)
 	}
@@ -35,7 +37,7 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.write.deadline.Load(); got != first && time.Since(start) < timeout/8 {
+	if got := c.write.Deadline.Load(); got != first && time.Since(start) < timeout/8 {
 		t.Errorf("the second write, %v after the first, moved the deadline", time.Since(start))
 	}
 

@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"errors"
@@ -24,9 +24,9 @@ const (
 )
 
 const (
-	handshakeTypeClientHello = 1
-	recordTypeAlert          = 21
-	recordTypeHandshake      = 22
+	HandshakeTypeClientHello = 1
+	RecordTypeAlert          = 21
+	RecordTypeHandshake      = 22
 )
 
 // readClientHello reads the records that carry a client's first handshake
@@ -48,18 +48,18 @@ const (
 //
 // The bytes are read into buf's capacity, and past it into a larger
 // buffer when they do not fit; nil buf reads into a new one.
-func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte, error) {
+func ReadClientHello(r io.Reader, w io.Writer, buf []byte) (WireProtocol, []byte, error) {
 	if cap(buf) < helloReadChunk {
 		buf = make([]byte, 0, helloReadChunk)
 	}
 	h := helloReader{r: r, buf: buf[:0]}
-	if err := h.fill(recordHeaderLen); err != nil {
+	if err := h.fill(RecordHeaderLen); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) && len(h.buf) == 0 {
 			err = io.EOF
 		}
 		return 0, nil, err
 	}
-	hdr := [recordHeaderLen]byte(h.buf)
+	hdr := [RecordHeaderLen]byte(h.buf)
 	proto, err := detectProtocol(hdr[:])
 	if errors.Is(err, errRecordOverflow) {
 		return proto, nil, sendAlert(w, [2]byte{hdr[1], hdr[2]}, tlcp.AlertRecordOverflow, err)
@@ -67,7 +67,7 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 	if err != nil {
 		if looksLikeHTTP(hdr[:]) {
 			answerPlainHTTP(r, w)
-			return 0, nil, errPlainHTTP
+			return 0, nil, ErrPlainHTTP
 		}
 		return 0, nil, err
 	}
@@ -77,7 +77,7 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 	want := -1 // whole message length, once its header is in
 	end := 0   // where the records read so far end
 	for records := 1; ; records++ {
-		body := end + recordHeaderLen
+		body := end + RecordHeaderLen
 		end = body + recordLength(hdr)
 		if err := h.fill(end); err != nil {
 			return proto, nil, err
@@ -89,7 +89,7 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 			got++
 		}
 		if want < 0 && got >= len(msgHeader) {
-			if msgHeader[0] != handshakeTypeClientHello {
+			if msgHeader[0] != HandshakeTypeClientHello {
 				return proto, nil, sendAlert(w, version, tlcp.AlertUnexpectedMessage, fmt.Errorf("the first handshake message has type %d, not ClientHello", msgHeader[0]))
 			}
 			n := int(msgHeader[1])<<16 | int(msgHeader[2])<<8 | int(msgHeader[3])
@@ -104,10 +104,10 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 		if records == maxHelloRecords {
 			return proto, nil, sendAlert(w, version, tlcp.AlertUnexpectedMessage, fmt.Errorf("ClientHello split into more than %d records", maxHelloRecords))
 		}
-		if err := h.fill(end + recordHeaderLen); err != nil {
+		if err := h.fill(end + RecordHeaderLen); err != nil {
 			return proto, nil, err
 		}
-		hdr = [recordHeaderLen]byte(h.buf[end:])
+		hdr = [RecordHeaderLen]byte(h.buf[end:])
 		next, err := detectProtocol(hdr[:])
 		if errors.Is(err, errRecordOverflow) && next == proto {
 			return proto, nil, sendAlert(w, version, tlcp.AlertRecordOverflow, err)
@@ -122,7 +122,7 @@ func readClientHello(r io.Reader, w io.Writer, buf []byte) (wireProtocol, []byte
 // ClientHello into, and the replayConn that replays it gives it back once
 // the handshake has read it all (replayConn.Read), so that a connection
 // does not allocate one.
-var helloBufs = sync.Pool{New: func() any { b := make([]byte, 0, helloReadChunk); return &b }}
+var HelloBufs = sync.Pool{New: func() any { b := make([]byte, 0, helloReadChunk); return &b }}
 
 // helloReader reads the first flight into buf.
 type helloReader struct {
@@ -151,7 +151,7 @@ func (h *helloReader) fill(n int) error {
 	return nil
 }
 
-func recordLength(hdr [recordHeaderLen]byte) int { return int(hdr[3])<<8 | int(hdr[4]) }
+func recordLength(hdr [RecordHeaderLen]byte) int { return int(hdr[3])<<8 | int(hdr[4]) }
 
 // truncated turns the end of the stream inside a ClientHello into
 // io.ErrUnexpectedEOF (io.EOF is for a client that sent nothing).
@@ -167,7 +167,7 @@ func truncated(err error) error {
 func sendAlert(w io.Writer, version [2]byte, a tlcp.Alert, cause error) error {
 	const fatal = 2
 	if w != nil {
-		_, _ = w.Write([]byte{recordTypeAlert, version[0], version[1], 0, 2, fatal, byte(a)})
+		_, _ = w.Write([]byte{RecordTypeAlert, version[0], version[1], 0, 2, fatal, byte(a)})
 	}
 	return &tlcp.AlertError{Alert: a, Err: cause}
 }

@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"net"
@@ -12,26 +12,26 @@ import (
 // in that eighth rather than each time: a write that blocks gives up
 // after timeout at the earliest and 9/8 of it at the latest. Whoever sets
 // another deadline on the connection calls forget.
-type writeBound struct {
-	timeout time.Duration
+type WriteBound struct {
+	Timeout time.Duration
 	// deadline is the write deadline arm set last, in Unix nanoseconds;
 	// 0 once another was set.
-	deadline atomic.Int64
+	Deadline atomic.Int64
 }
 
 // arm gives c's next write timeout from now at least; with no timeout,
 // none.
-func (w *writeBound) arm(c net.Conn) {
-	if w.timeout <= 0 {
+func (w *WriteBound) Arm(c net.Conn) {
+	if w.Timeout <= 0 {
 		return
 	}
 	now := time.Now()
-	if now.Add(w.timeout).UnixNano() > w.deadline.Load() {
-		d := now.Add(w.timeout + w.timeout/8)
-		w.deadline.Store(d.UnixNano())
+	if now.Add(w.Timeout).UnixNano() > w.Deadline.Load() {
+		d := now.Add(w.Timeout + w.Timeout/8)
+		w.Deadline.Store(d.UnixNano())
 		_ = c.SetWriteDeadline(d)
 	}
 }
 
 // forget makes the next arm set the deadline again.
-func (w *writeBound) forget() { w.deadline.Store(0) }
+func (w *WriteBound) Forget() { w.Deadline.Store(0) }

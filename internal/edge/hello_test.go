@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ func records(version [2]byte, msg []byte, size int) []byte {
 	var out []byte
 	for len(msg) > 0 {
 		n := min(size, len(msg))
-		out = append(out, recordTypeHandshake, version[0], version[1], byte(n>>8), byte(n))
+		out = append(out, RecordTypeHandshake, version[0], version[1], byte(n>>8), byte(n))
 		out = append(out, msg[:n]...)
 		msg = msg[n:]
 	}
@@ -37,22 +37,22 @@ func TestReadClientHello(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		version [2]byte
-		want    wireProtocol
+		want    WireProtocol
 		bodyLen int
 		record  int
 	}{
-		{"tlcp in one record", [2]byte{1, 1}, wireTLCP, 120, 1 << 14},
-		{"tls in one record", [2]byte{3, 1}, wireTLS, 512, 1 << 14},
-		{"tlcp over several records", [2]byte{1, 1}, wireTLCP, 40000, 1 << 14},
-		{"header split across records", [2]byte{3, 3}, wireTLS, 100, 3},
-		{"largest allowed", [2]byte{1, 1}, wireTLCP, maxClientHello, 1 << 14},
+		{"tlcp in one record", [2]byte{1, 1}, WireTLCP, 120, 1 << 14},
+		{"tls in one record", [2]byte{3, 1}, WireTLS, 512, 1 << 14},
+		{"tlcp over several records", [2]byte{1, 1}, WireTLCP, 40000, 1 << 14},
+		{"header split across records", [2]byte{3, 3}, WireTLS, 100, 3},
+		{"largest allowed", [2]byte{1, 1}, WireTLCP, maxClientHello, 1 << 14},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			hello := records(c.version, handshakeMessage(handshakeTypeClientHello, c.bodyLen), c.record)
+			hello := records(c.version, handshakeMessage(HandshakeTypeClientHello, c.bodyLen), c.record)
 			next := []byte{20, c.version[0], c.version[1], 0, 1, 1}
 			for _, r := range []io.Reader{bytes.NewReader(append(hello, next...)), iotest.OneByteReader(bytes.NewReader(append(hello, next...)))} {
 				var alerts bytes.Buffer
-				proto, raw, err := readClientHello(r, &alerts, nil)
+				proto, raw, err := ReadClientHello(r, &alerts, nil)
 				if err != nil || proto != c.want || !bytes.HasPrefix(raw, hello) || alerts.Len() != 0 {
 					t.Fatalf("got %v, %d bytes, %v, alert % x; want %v and the %d bytes of the hello first", proto, len(raw), err, alerts.Bytes(), c.want, len(hello))
 				}
@@ -67,7 +67,7 @@ func TestReadClientHello(t *testing.T) {
 
 func TestReadClientHelloRefuses(t *testing.T) {
 	tlcpV := [2]byte{1, 1}
-	hello := handshakeMessage(handshakeTypeClientHello, 100)
+	hello := handshakeMessage(HandshakeTypeClientHello, 100)
 	for _, c := range []struct {
 		name  string
 		in    []byte
@@ -77,20 +77,20 @@ func TestReadClientHelloRefuses(t *testing.T) {
 		{"nothing", nil, io.EOF, 0},
 		{"a partial header", []byte{22, 1}, io.ErrUnexpectedEOF, 0},
 		{"a truncated hello", records(tlcpV, hello, 1<<14)[:50], io.ErrUnexpectedEOF, 0},
-		{"plain HTTP", []byte("GET / HTTP/1.1\r\n\r\n"), errPlainHTTP, 0},
-		{"application data first", []byte{23, 1, 1, 0, 1, 0}, errNotHandshake, 0},
+		{"plain HTTP", []byte("GET / HTTP/1.1\r\n\r\n"), ErrPlainHTTP, 0},
+		{"application data first", []byte{23, 1, 1, 0, 1, 0}, ErrNotHandshake, 0},
 		{"a ServerHello", records(tlcpV, handshakeMessage(2, 70), 1<<14), nil, tlcp.AlertUnexpectedMessage},
-		{"a hello too large", records(tlcpV, handshakeMessage(handshakeTypeClientHello, maxClientHello+1), 1<<14), nil, tlcp.AlertIllegalParameter},
+		{"a hello too large", records(tlcpV, handshakeMessage(HandshakeTypeClientHello, maxClientHello+1), 1<<14), nil, tlcp.AlertIllegalParameter},
 		{"too many records", records(tlcpV, hello, 1), nil, tlcp.AlertUnexpectedMessage},
 		{"an alert inside the hello", append(records(tlcpV, hello, 60)[:65], 21, 1, 1, 0, 2, 2, 40), nil, tlcp.AlertUnexpectedMessage},
 		{"a TLS record inside a TLCP hello", append(records(tlcpV, hello, 60)[:65], 22, 3, 3, 0, 44), nil, tlcp.AlertUnexpectedMessage},
 		// Refused on its header, before its body is read.
-		{"a first record longer than 2^14", records(tlcpV, handshakeMessage(handshakeTypeClientHello, 1<<15), 1<<14+1)[:recordHeaderLen], errRecordOverflow, tlcp.AlertRecordOverflow},
-		{"a later record longer than 2^14", append(records(tlcpV, handshakeMessage(handshakeTypeClientHello, 1<<15), 1<<14)[:recordHeaderLen+1<<14], 22, 1, 1, 0x40, 0x01), errRecordOverflow, tlcp.AlertRecordOverflow},
+		{"a first record longer than 2^14", records(tlcpV, handshakeMessage(HandshakeTypeClientHello, 1<<15), 1<<14+1)[:RecordHeaderLen], errRecordOverflow, tlcp.AlertRecordOverflow},
+		{"a later record longer than 2^14", append(records(tlcpV, handshakeMessage(HandshakeTypeClientHello, 1<<15), 1<<14)[:RecordHeaderLen+1<<14], 22, 1, 1, 0x40, 0x01), errRecordOverflow, tlcp.AlertRecordOverflow},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var alerts bytes.Buffer
-			_, raw, err := readClientHello(bytes.NewReader(c.in), &alerts, nil)
+			_, raw, err := ReadClientHello(bytes.NewReader(c.in), &alerts, nil)
 			if err == nil || raw != nil {
 				t.Fatalf("accepted: %d bytes", len(raw))
 			}
@@ -99,7 +99,7 @@ func TestReadClientHelloRefuses(t *testing.T) {
 			}
 			var ae *tlcp.AlertError
 			switch {
-			case errors.Is(err, errPlainHTTP):
+			case errors.Is(err, ErrPlainHTTP):
 				if alerts.String() != plainHTTPAnswer {
 					t.Errorf("answered %q to plain HTTP", alerts.String())
 				}
@@ -113,14 +113,14 @@ func TestReadClientHelloRefuses(t *testing.T) {
 }
 
 func FuzzReadClientHello(f *testing.F) {
-	f.Add(records([2]byte{1, 1}, handshakeMessage(handshakeTypeClientHello, 60), 1<<14))
-	f.Add(records([2]byte{3, 3}, handshakeMessage(handshakeTypeClientHello, 60), 7))
+	f.Add(records([2]byte{1, 1}, handshakeMessage(HandshakeTypeClientHello, 60), 1<<14))
+	f.Add(records([2]byte{3, 3}, handshakeMessage(HandshakeTypeClientHello, 60), 7))
 	f.Add(records([2]byte{1, 1}, handshakeMessage(11, 60), 1<<14))
 	f.Add([]byte{22, 1, 1, 0, 4, 1, 0xff, 0xff, 0xff})
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var alerts bytes.Buffer
-		proto, raw, err := readClientHello(bytes.NewReader(data), &alerts, nil)
+		proto, raw, err := ReadClientHello(bytes.NewReader(data), &alerts, nil)
 		if err != nil {
 			if raw != nil {
 				t.Fatalf("bytes returned with error %v", err)
@@ -130,7 +130,7 @@ func FuzzReadClientHello(f *testing.F) {
 			}
 			return
 		}
-		if proto != wireTLCP && proto != wireTLS {
+		if proto != WireTLCP && proto != WireTLS {
 			t.Fatalf("protocol %v", proto)
 		}
 		// What was read is what came first, and it starts with whole
@@ -140,17 +140,17 @@ func FuzzReadClientHello(f *testing.F) {
 		}
 		var msg []byte
 		for rest := raw; len(msg) < 4 || len(msg) < 4+(int(msg[1])<<16|int(msg[2])<<8|int(msg[3])); {
-			if len(rest) < recordHeaderLen || rest[0] != recordTypeHandshake {
+			if len(rest) < RecordHeaderLen || rest[0] != RecordTypeHandshake {
 				t.Fatalf("not a handshake record: % x", rest[:min(len(rest), 5)])
 			}
-			n := recordHeaderLen + (int(rest[3])<<8 | int(rest[4]))
+			n := RecordHeaderLen + (int(rest[3])<<8 | int(rest[4]))
 			if n > len(rest) {
 				t.Fatalf("a partial record")
 			}
-			msg = append(msg, rest[recordHeaderLen:n]...)
+			msg = append(msg, rest[RecordHeaderLen:n]...)
 			rest = rest[n:]
 		}
-		if msg[0] != handshakeTypeClientHello {
+		if msg[0] != HandshakeTypeClientHello {
 			t.Fatalf("returned a handshake message of type %d", msg[0])
 		}
 	})

@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"bytes"
@@ -35,20 +35,20 @@ import (
 // upstream's for ever. Time the upstream takes to accept the data does
 // not count, nor, once the response has started, the rate: a stream
 // answered is bounded by its activity both ways alone.
-type requestBody struct {
+type RequestBody struct {
 	io.ReadCloser
-	ctl  *http.ResponseController
+	Ctl  *http.ResponseController
 	idle time.Duration
 	// minRate is the average the body must keep, in bytes a second (0:
 	// none); waited is the time Reads waited for the client, got the
 	// bytes they brought (both under reading); answered is set once the
 	// response has started.
-	minRate  int64
+	MinRate  int64
 	waited   time.Duration
 	got      int64
 	answered atomic.Bool
 	// http1 is set for a request over HTTP/1.
-	http1 bool
+	Http1 bool
 
 	// reading is held during each Read (made by the transport's
 	// goroutine), so that failure can wait for one in flight.
@@ -70,11 +70,11 @@ type requestBody struct {
 	trailerIn, trailerOut http.Header
 }
 
-func newRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duration) *requestBody {
-	return &requestBody{ReadCloser: body, ctl: http.NewResponseController(w), idle: idle}
+func NewRequestBody(body io.ReadCloser, w http.ResponseWriter, idle time.Duration) *RequestBody {
+	return &RequestBody{ReadCloser: body, Ctl: http.NewResponseController(w), idle: idle}
 }
 
-func (b *requestBody) Read(p []byte) (int, error) {
+func (b *RequestBody) Read(p []byte) (int, error) {
 	b.reading.Lock()
 	defer b.reading.Unlock()
 	b.started.Store(true)
@@ -105,7 +105,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			b.trailerOut[k] = b.trailerIn[k]
 		}
 		if b.idle > 0 {
-			_ = b.ctl.SetReadDeadline(time.Time{})
+			_ = b.Ctl.SetReadDeadline(time.Time{})
 		}
 	case err != nil:
 		b.done.Store(true)
@@ -127,17 +127,17 @@ func (b *requestBody) Read(p []byte) (int, error) {
 // the client's trailer has come. net/http's HTTP/1.1 server adds every
 // field of that trailer to in, declared or not, whatever its name: in
 // itself would take them all to the upstream.
-func (b *requestBody) forwardTrailer(in http.Header, spoofable []string) http.Header {
+func (b *RequestBody) ForwardTrailer(in http.Header, spoofable []string) http.Header {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make(http.Header, len(in))
 	for k := range in {
-		if httpguts.ValidTrailerHeader(k) && !slices.Contains(hopByHop, http.CanonicalHeaderKey(k)) {
+		if httpguts.ValidTrailerHeader(k) && !slices.Contains(HopByHop, http.CanonicalHeaderKey(k)) {
 			out[k] = nil
 		}
 	}
-	removeSpoofable(out, spoofable)
+	RemoveSpoofable(out, spoofable)
 	if len(out) == 0 {
 		return nil
 	}
@@ -153,27 +153,27 @@ const maxRateCredit = 24 * time.Hour
 // the body to keep minRate on average over the time gmgate waited for it,
 // past a first idle of grace; zero when the rate does not apply (none is
 // set, or the response has started).
-func (b *requestBody) rateDeadline(now time.Time) time.Time {
-	if b.minRate <= 0 || b.answered.Load() {
+func (b *RequestBody) rateDeadline(now time.Time) time.Time {
+	if b.MinRate <= 0 || b.answered.Load() {
 		return time.Time{}
 	}
 	credit := maxRateCredit
-	if secs := b.got / b.minRate; secs < int64(maxRateCredit/time.Second) {
-		credit = time.Duration(b.got) * time.Second / time.Duration(b.minRate)
+	if secs := b.got / b.MinRate; secs < int64(maxRateCredit/time.Second) {
+		credit = time.Duration(b.got) * time.Second / time.Duration(b.MinRate)
 	}
 	return now.Add(b.idle + credit - b.waited)
 }
 
-func (b *requestBody) setReadDeadline(t time.Time) {
+func (b *RequestBody) setReadDeadline(t time.Time) {
 	b.deadlineMu.Lock()
 	defer b.deadlineMu.Unlock()
 	b.readUntil = t
-	_ = b.ctl.SetReadDeadline(t)
+	_ = b.Ctl.SetReadDeadline(t)
 }
 
 // streaming reports whether the body is being forwarded and has not
 // ended: the response then starts while the client may still send.
-func (b *requestBody) streaming() bool {
+func (b *RequestBody) Streaming() bool {
 	return b.started.Load() && !b.done.Load()
 }
 
@@ -183,7 +183,7 @@ func (b *requestBody) streaming() bool {
 // idle time at least, so a stream of small writes does not reset it for
 // each; a stream quiet both ways is cut between idle and an eighth more
 // after its last byte.
-func (b *requestBody) responded() {
+func (b *RequestBody) Responded() {
 	b.answered.Store(true)
 	if b.idle <= 0 {
 		return
@@ -198,7 +198,7 @@ func (b *requestBody) responded() {
 		return
 	}
 	b.readUntil = now.Add(b.idle + b.idle/8)
-	_ = b.ctl.SetReadDeadline(b.readUntil)
+	_ = b.Ctl.SetReadDeadline(b.readUntil)
 }
 
 // boundUnread gives an HTTP/1 body that nobody read (its request was
@@ -209,9 +209,9 @@ func (b *requestBody) responded() {
 // deadline a client that stopped sending would hold its connection,
 // unanswered, for ever. Past the deadline the answer goes out and the
 // connection is closed. (HTTP/2 resets the stream of a body left unread.)
-func (b *requestBody) boundUnread() {
+func (b *RequestBody) BoundUnread() {
 	if b.idle > 0 && !b.started.Load() {
-		_ = b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		_ = b.Ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}
 }
 
@@ -220,7 +220,7 @@ func (b *requestBody) boundUnread() {
 // the client's connection fails, net/http cancels the request before the
 // read that saw the failure has returned, and the transport may give up
 // first.
-func (b *requestBody) failure(settle bool) error {
+func (b *RequestBody) failure(settle bool) error {
 	if settle {
 		b.reading.Lock()
 		defer b.reading.Unlock()
@@ -230,15 +230,15 @@ func (b *requestBody) failure(settle bool) error {
 	if b.err == nil {
 		return nil
 	}
-	return &clientBodyError{err: b.err}
+	return &ClientBodyError{Err: b.err}
 }
 
 // clientBodyFailure returns the client's body error behind a failed
 // upstream request, or nil when the request body is not at fault.
 // (ReverseProxy hands the pool the body in a wrapper of its own, so it
 // is found through the request context.)
-func clientBodyFailure(r *http.Request) error {
-	if b, _ := r.Context().Value(requestBodyKey{}).(*requestBody); b != nil {
+func ClientBodyFailure(r *http.Request) error {
+	if b, _ := r.Context().Value(RequestBodyKey{}).(*RequestBody); b != nil {
 		// A canceled request means a failed or closed client
 		// connection, so a read in flight returns at once.
 		return b.failure(r.Context().Err() != nil)
@@ -247,34 +247,34 @@ func clientBodyFailure(r *http.Request) error {
 }
 
 // requestBodyKey finds a request's *requestBody in its context.
-type requestBodyKey struct{}
+type RequestBodyKey struct{}
 
 // clientBodyError is a failure to read a client's request body: the
 // client's doing, not the upstream's.
-type clientBodyError struct{ err error }
+type ClientBodyError struct{ Err error }
 
-func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e *clientBodyError) Unwrap() error { return e.err }
+func (e *ClientBodyError) Error() string { return "reading the request body: " + e.Err.Error() }
+func (e *ClientBodyError) Unwrap() error { return e.Err }
 
 // status is what the failure is answered with: 408 when the client let the
 // body idle past timeouts.request_body, 499 (logged, never sent: nobody
 // is there to read it) when the client went away, 400 for a body that is
 // not valid HTTP (a malformed chunk, say).
-func (e *clientBodyError) status() int {
+func (e *ClientBodyError) Status() int {
 	var ne net.Error
 	switch {
-	case errors.Is(e.err, os.ErrDeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout():
+	case errors.Is(e.Err, os.ErrDeadlineExceeded), errors.As(e.Err, &ne) && ne.Timeout():
 		return http.StatusRequestTimeout
-	case errors.Is(e.err, io.ErrUnexpectedEOF), errors.Is(e.err, io.EOF), errors.Is(e.err, net.ErrClosed),
-		errors.Is(e.err, syscall.ECONNRESET), errors.Is(e.err, syscall.EPIPE):
-		return statusClientClosed
+	case errors.Is(e.Err, io.ErrUnexpectedEOF), errors.Is(e.Err, io.EOF), errors.Is(e.Err, net.ErrClosed),
+		errors.Is(e.Err, syscall.ECONNRESET), errors.Is(e.Err, syscall.EPIPE):
+		return StatusClientClosed
 	}
 	return http.StatusBadRequest
 }
 
 // statusClientClosed is logged for requests whose client went away
 // before it could be answered (nginx's 499); it is never sent.
-const statusClientClosed = 499
+const StatusClientClosed = 499
 
 // framingSniffer watches the request headers read on a connection for a
 // header block with both Content-Length and Transfer-Encoding. net/http
@@ -287,7 +287,7 @@ const statusClientClosed = 499
 // It sees the bytes, not the messages, so a body that holds such a header
 // block also closes the connection after its request: harmless, a new
 // connection is all it costs.
-type framingSniffer struct {
+type FramingSniffer struct {
 	line         [len("transfer-encoding:")]byte // start of the current line
 	n            int
 	sawCL, sawTE bool
@@ -295,7 +295,7 @@ type framingSniffer struct {
 
 // scan reads b and reports whether a header block with both headers ended
 // in it.
-func (s *framingSniffer) scan(b []byte) bool {
+func (s *FramingSniffer) Scan(b []byte) bool {
 	ambiguous := false
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
@@ -319,7 +319,7 @@ func (s *framingSniffer) scan(b []byte) bool {
 
 // endLine takes the line held and reports whether it ended a header block
 // that had both headers.
-func (s *framingSniffer) endLine() bool {
+func (s *FramingSniffer) endLine() bool {
 	line := s.line[:s.n]
 	s.n = 0
 	if len(line) == 0 || len(line) == 1 && line[0] == '\r' {

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 // since the session store logs an outage itself, once. Until a serving
 // Server sets a logger the lines are dropped, so that no raw line reaches
 // stderr (gmgate config check, tests).
-type redisLog struct{ log atomic.Pointer[slog.Logger] }
+type redisLog struct{ Log atomic.Pointer[slog.Logger] }
 
-var redisLines = &redisLog{}
+var RedisLines = &redisLog{}
 
-func init() { redis.SetLogger(redisLines) }
+func init() { redis.SetLogger(RedisLines) }
 
 func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
-	log := l.log.Load()
+	log := l.Log.Load()
 	if log == nil {
 		return
 	}

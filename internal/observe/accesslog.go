@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"context"
@@ -23,143 +23,137 @@ import (
 
 // accessFlushDelay is how long a line may wait in the buffer before it is
 // written; shutdown and a reopen (log rotation) write the buffer at once.
-const accessFlushDelay = 100 * time.Millisecond
+const AccessFlushDelay = 100 * time.Millisecond
 
 // accessBufferSize is how much is written at most in one write.
 const accessBufferSize = 64 << 10
 
 // accessLog writes the access log: encoded here into a bufferedLog, or
 // through a slog.Logger given in Options.
-type accessLog struct {
-	out    *bufferedLog
-	logger *slog.Logger
+type AccessLog struct {
+	Out    *bufferedLog
+	Logger *slog.Logger
 }
 
 // requestLine is what the access log says of an HTTP request, besides the
 // connection's fields.
-type requestLine struct {
-	proto, method, host, path string
-	status                    int
-	bytes                     int64
-	upstream, target          string
-	userAgent                 string
-	duration                  time.Duration
+type RequestLine struct {
+	Proto, Method, Host, Path string
+	Status                    int
+	Bytes                     int64
+	Upstream, Target          string
+	UserAgent                 string
+	Duration                  time.Duration
 }
 
 // tcpLine is what the access log says of a TCP connection forwarded
 // whole, besides the connection's fields.
-type tcpLine struct {
-	upstream, target string
-	in, out          int64
-	duration         time.Duration
-	err              error
+type TCPLine struct {
+	Upstream, Target string
+	In, Out          int64
+	Duration         time.Duration
+	Err              error
 }
 
-func (a *accessLog) request(ci *connInfo, l *requestLine) {
-	if a.logger != nil {
-		a.logger.LogAttrs(context.Background(), slog.LevelInfo, "request", l.attrs(ci)...)
+func (a *AccessLog) Request(ci ConnFields, l *RequestLine) {
+	if a.Logger != nil {
+		a.Logger.LogAttrs(context.Background(), slog.LevelInfo, "request", l.Attrs(ci)...)
 		return
 	}
-	e := encodeRequestLine(time.Now(), ci, l)
-	a.out.write(e.end())
-	e.free()
+	e := EncodeRequestLine(time.Now(), ci, l)
+	a.Out.Write(e.End())
+	e.Free()
 }
 
-func (a *accessLog) tcp(ci *connInfo, l *tcpLine) {
-	if a.logger != nil {
-		a.logger.LogAttrs(context.Background(), slog.LevelInfo, "tcp", l.attrs(ci)...)
+func (a *AccessLog) TCP(ci ConnFields, l *TCPLine) {
+	if a.Logger != nil {
+		a.Logger.LogAttrs(context.Background(), slog.LevelInfo, "tcp", l.Attrs(ci)...)
 		return
 	}
-	e := encodeTCPLine(time.Now(), ci, l)
-	a.out.write(e.end())
-	e.free()
+	e := EncodeTCPLine(time.Now(), ci, l)
+	a.Out.Write(e.End())
+	e.Free()
 }
 
 // fieldWriter takes the fields of an access log line: lineEncoder writes
 // them as slog's JSON handler would, attrList makes slog attributes of
 // them. Each kind of line lists its fields once, in fields.
-type fieldWriter interface {
-	str(key, v string)
+type FieldWriter interface {
+	Str(key, v string)
 	int(key string, v int64)
-	bool(key string, v bool)
-	float(key string, v float64)
+	Bool(key string, v bool)
+	Float(key string, v float64)
 }
 
-// fields are the fields that describe the connection.
-func (ci *connInfo) fields(w fieldWriter) {
-	w.str("listener", ci.listener)
-	w.str("site", ci.site)
-	w.str("client", ci.clientString())
-	w.str("sni", ci.sni)
-	w.str("protocol", ci.protocol)
-	w.str("suite", ci.suite)
-	w.bool("resumed", ci.resumed)
-	w.float("handshake_ms", ms(ci.handshake))
+// ConnFields writes the fields that describe a connection, first on
+// each of its lines.
+type ConnFields interface {
+	Fields(w FieldWriter)
 }
 
 // fields are a request's fields, after its connection's.
-func (l *requestLine) fields(ci *connInfo, w fieldWriter) {
-	ci.fields(w)
-	w.str("http", l.proto)
-	w.str("method", l.method)
-	w.str("host", l.host)
-	w.str("path", l.path)
-	w.int("status", int64(l.status))
-	w.int("bytes", l.bytes)
-	w.str("upstream", l.upstream)
-	w.str("target", l.target)
-	w.str("user_agent", l.userAgent)
-	w.float("duration_ms", ms(l.duration))
+func (l *RequestLine) Fields(ci ConnFields, w FieldWriter) {
+	ci.Fields(w)
+	w.Str("http", l.Proto)
+	w.Str("method", l.Method)
+	w.Str("host", l.Host)
+	w.Str("path", l.Path)
+	w.int("status", int64(l.Status))
+	w.int("bytes", l.Bytes)
+	w.Str("upstream", l.Upstream)
+	w.Str("target", l.Target)
+	w.Str("user_agent", l.UserAgent)
+	w.Float("duration_ms", Millis(l.Duration))
 }
 
 // fields are a TCP connection's fields, after its connection's.
-func (l *tcpLine) fields(ci *connInfo, w fieldWriter) {
-	ci.fields(w)
-	w.str("upstream", l.upstream)
-	w.str("target", l.target)
-	w.int("bytes_in", l.in)
-	w.int("bytes", l.out)
-	w.float("duration_ms", ms(l.duration))
-	if l.err != nil {
-		w.str("error", l.err.Error())
+func (l *TCPLine) Fields(ci ConnFields, w FieldWriter) {
+	ci.Fields(w)
+	w.Str("upstream", l.Upstream)
+	w.Str("target", l.Target)
+	w.int("bytes_in", l.In)
+	w.int("bytes", l.Out)
+	w.Float("duration_ms", Millis(l.Duration))
+	if l.Err != nil {
+		w.Str("error", l.Err.Error())
 	}
 }
 
 // attrs are the fields of a request's line for a slog.Logger.
-func (l *requestLine) attrs(ci *connInfo) []slog.Attr {
+func (l *RequestLine) Attrs(ci ConnFields) []slog.Attr {
 	var a attrList
-	l.fields(ci, &a)
+	l.Fields(ci, &a)
 	return a
 }
 
 // attrs are the fields of a TCP connection's line for a slog.Logger.
-func (l *tcpLine) attrs(ci *connInfo) []slog.Attr {
+func (l *TCPLine) Attrs(ci ConnFields) []slog.Attr {
 	var a attrList
-	l.fields(ci, &a)
+	l.Fields(ci, &a)
 	return a
 }
 
 // encodeRequestLine encodes a request's line; free it after use.
-func encodeRequestLine(t time.Time, ci *connInfo, l *requestLine) *lineEncoder {
+func EncodeRequestLine(t time.Time, ci ConnFields, l *RequestLine) *lineEncoder {
 	e := newLineEncoder("request", t)
-	l.fields(ci, e)
+	l.Fields(ci, e)
 	return e
 }
 
 // encodeTCPLine encodes a TCP connection's line; free it after use.
-func encodeTCPLine(t time.Time, ci *connInfo, l *tcpLine) *lineEncoder {
+func EncodeTCPLine(t time.Time, ci ConnFields, l *TCPLine) *lineEncoder {
 	e := newLineEncoder("tcp", t)
-	l.fields(ci, e)
+	l.Fields(ci, e)
 	return e
 }
 
 // attrList collects fields as slog attributes.
 type attrList []slog.Attr
 
-func (a *attrList) str(key, v string)           { *a = append(*a, slog.String(key, v)) }
+func (a *attrList) Str(key, v string)           { *a = append(*a, slog.String(key, v)) }
 func (a *attrList) int(key string, v int64)     { *a = append(*a, slog.Int64(key, v)) }
-func (a *attrList) bool(key string, v bool)     { *a = append(*a, slog.Bool(key, v)) }
-func (a *attrList) float(key string, v float64) { *a = append(*a, slog.Float64(key, v)) }
+func (a *attrList) Bool(key string, v bool)     { *a = append(*a, slog.Bool(key, v)) }
+func (a *attrList) Float(key string, v float64) { *a = append(*a, slog.Float64(key, v)) }
 
 // lineEncoder appends one access log line as slog's JSON handler writes
 // it.
@@ -172,7 +166,7 @@ func newLineEncoder(msg string, t time.Time) *lineEncoder {
 	e.b = append(e.b[:0], `{"time":"`...)
 	e.b = t.AppendFormat(e.b, time.RFC3339Nano)
 	e.b = append(e.b, `","level":"INFO"`...)
-	e.str("msg", msg)
+	e.Str("msg", msg)
 	return e
 }
 
@@ -183,7 +177,7 @@ func (e *lineEncoder) key(k string) {
 	e.b = append(e.b, '"', ':')
 }
 
-func (e *lineEncoder) str(key, v string) {
+func (e *lineEncoder) Str(key, v string) {
 	e.key(key)
 	e.b = append(e.b, '"')
 	e.b = appendJSONString(e.b, v)
@@ -195,14 +189,14 @@ func (e *lineEncoder) int(key string, v int64) {
 	e.b = strconv.AppendInt(e.b, v, 10)
 }
 
-func (e *lineEncoder) bool(key string, v bool) {
+func (e *lineEncoder) Bool(key string, v bool) {
 	e.key(key)
 	e.b = strconv.AppendBool(e.b, v)
 }
 
 // float writes f as encoding/json does, which is what slog's JSON handler
 // uses for floats.
-func (e *lineEncoder) float(key string, f float64) {
+func (e *lineEncoder) Float(key string, f float64) {
 	e.key(key)
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		// slog writes the error where the value would be; durations are
@@ -224,12 +218,12 @@ func (e *lineEncoder) float(key string, f float64) {
 	}
 }
 
-func (e *lineEncoder) end() []byte {
+func (e *lineEncoder) End() []byte {
 	e.b = append(e.b, "}\n"...)
 	return e.b
 }
 
-func (e *lineEncoder) free() {
+func (e *lineEncoder) Free() {
 	if cap(e.b) <= 16<<10 {
 		lineEncoders.Put(e)
 	}
@@ -301,14 +295,14 @@ type bufferedLog struct {
 	writing sync.Mutex
 }
 
-func newBufferedLog(out io.Writer, delay time.Duration) *bufferedLog {
+func NewBufferedLog(out io.Writer, delay time.Duration) *bufferedLog {
 	l := &bufferedLog{out: out, delay: delay}
-	l.timer = time.AfterFunc(time.Hour, l.flush)
+	l.timer = time.AfterFunc(time.Hour, l.Flush)
 	l.timer.Stop()
 	return l
 }
 
-func (l *bufferedLog) write(line []byte) {
+func (l *bufferedLog) Write(line []byte) {
 	l.mu.Lock()
 	if l.buf == nil {
 		l.buf = make([]byte, 0, accessBufferSize)
@@ -326,7 +320,7 @@ func (l *bufferedLog) write(line []byte) {
 }
 
 // flush writes what waits.
-func (l *bufferedLog) flush() {
+func (l *bufferedLog) Flush() {
 	l.mu.Lock()
 	l.flushLocked()
 }
@@ -360,21 +354,21 @@ func (l *bufferedLog) flushLocked() {
 // accessFile is the access log file. Reopen opens the path again, so that
 // after logrotate renamed the file, lines go to a new file of the
 // configured name.
-type accessFile struct {
-	path string
+type AccessFile struct {
+	Path string
 	mu   sync.RWMutex
 	f    *os.File
 }
 
-func openAccessFile(path string) (*accessFile, error) {
+func OpenAccessFile(path string) (*AccessFile, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, err
 	}
-	return &accessFile{path: path, f: f}, nil
+	return &AccessFile{Path: path, f: f}, nil
 }
 
-func (a *accessFile) Write(b []byte) (int, error) {
+func (a *AccessFile) Write(b []byte) (int, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.f.Write(b)
@@ -382,8 +376,8 @@ func (a *accessFile) Write(b []byte) (int, error) {
 
 // Reopen switches to a newly opened file of the same name; on failure the
 // old file stays in use.
-func (a *accessFile) Reopen() error {
-	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+func (a *AccessFile) Reopen() error {
+	f, err := os.OpenFile(a.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return err
 	}
@@ -394,25 +388,10 @@ func (a *accessFile) Reopen() error {
 	return old.Close()
 }
 
-func (a *accessFile) Close() error {
+func (a *AccessFile) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.f.Close()
 }
 
-// ReopenLogs reopens the access log file (SIGUSR1, SIGHUP), for log
-// rotation. Logs to stdout, stderr or a logger given in Options are left
-// alone.
-func (s *Server) ReopenLogs() {
-	af, ok := s.accessClose.(*accessFile)
-	if !ok {
-		return
-	}
-	// What waits belongs in the file being rotated away.
-	s.access.out.flush()
-	if err := af.Reopen(); err != nil {
-		s.log.Error("the access log could not be reopened; lines go to the old file", "path", af.path, "cause", err.Error())
-		return
-	}
-	s.log.Info("access log reopened", "path", af.path)
-}
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"crypto/sha256"
@@ -31,7 +31,7 @@ var certHeaders = []string{"Client-Cert", "Client-Cert-Chain"}
 // requests, whether or not it sets them itself: an upstream that another
 // listener (or site) sends a verified identity under a name cannot tell
 // that identity from one a client of this listener wrote.
-func identityHeaderNames(cfg *config.Config) []string {
+func IdentityHeaderNames(cfg *config.Config) []string {
 	names := slices.Clone(certHeaders)
 	add := func(h config.SessionHeaders) {
 		// Every session header, including any added to the type later.
@@ -62,7 +62,7 @@ func identityHeaderNames(cfg *config.Config) []string {
 func spoofableHeaders(identity []string) []string {
 	names := make([]string, 0, len(forwardingHeaders)+len(identity))
 	for _, n := range slices.Concat(forwardingHeaders, identity) {
-		if n := normalHeaderName(n); !slices.Contains(names, n) {
+		if n := NormalHeaderName(n); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
@@ -71,7 +71,7 @@ func spoofableHeaders(identity []string) []string {
 
 // removeSpoofable deletes the headers of h whose names normalise to one
 // of names.
-func removeSpoofable(h http.Header, names []string) {
+func RemoveSpoofable(h http.Header, names []string) {
 	for key := range h {
 		for _, n := range names {
 			if sameHeaderName(key, n) {
@@ -84,7 +84,7 @@ func removeSpoofable(h http.Header, names []string) {
 
 // normalHeaderName is a header name as a CGI-style backend sees it:
 // case and the difference between '_' and '-' do not count.
-func normalHeaderName(s string) string {
+func NormalHeaderName(s string) string {
 	b := []byte(s)
 	for i, c := range b {
 		b[i] = normalHeaderByte(c)
@@ -118,10 +118,10 @@ func normalHeaderByte(c byte) byte {
 
 // Canonical names of the forwarding headers, as http.Header keys them.
 var (
-	keyForwarded       = http.CanonicalHeaderKey("Forwarded")
-	keyXForwardedFor   = http.CanonicalHeaderKey("X-Forwarded-For")
-	keyXForwardedHost  = http.CanonicalHeaderKey("X-Forwarded-Host")
-	keyXForwardedProto = http.CanonicalHeaderKey("X-Forwarded-Proto")
+	KeyForwarded       = http.CanonicalHeaderKey("Forwarded")
+	KeyXForwardedFor   = http.CanonicalHeaderKey("X-Forwarded-For")
+	KeyXForwardedHost  = http.CanonicalHeaderKey("X-Forwarded-Host")
+	KeyXForwardedProto = http.CanonicalHeaderKey("X-Forwarded-Proto")
 	keyXRealIP         = http.CanonicalHeaderKey("X-Real-IP")
 )
 
@@ -129,10 +129,10 @@ var (
 // forwards, with the names looked up once: the look-alikes of the headers
 // gmgate sets are removed, then the forwarding headers and the site's
 // session headers are set.
-type headerPolicy struct {
+type HeaderPolicy struct {
 	// spoofable are the normalised names of every header gmgate sets, on
 	// any listener.
-	spoofable []string
+	Spoofable []string
 	// session are the canonical names of the session headers in the order
 	// of connHeaders.session ("" for one not configured).
 	session [sessionHeaderCount]string
@@ -153,8 +153,8 @@ const (
 // newHeaderPolicy is the policy of a site that sets the session headers
 // h, and removes every header of identity (identityHeaderNames) that clients
 // send.
-func newHeaderPolicy(h config.SessionHeaders, identity []string) *headerPolicy {
-	p := &headerPolicy{spoofable: spoofableHeaders(identity)}
+func NewHeaderPolicy(h config.SessionHeaders, identity []string) *HeaderPolicy {
+	p := &HeaderPolicy{Spoofable: spoofableHeaders(identity)}
 	for i, name := range [sessionHeaderCount]string{
 		sessionProtocol:          h.Protocol,
 		sessionSuite:             h.Suite,
@@ -175,16 +175,16 @@ func newHeaderPolicy(h config.SessionHeaders, identity []string) *headerPolicy {
 // headers out, and the session headers the site sends: whatever the
 // client sent under these names is gone first, so that they cannot be
 // forged. The values are those the connection's first request made.
-func (p *headerPolicy) apply(out http.Header, in *http.Request, ci *connInfo) {
+func (p *HeaderPolicy) Apply(out http.Header, in *http.Request, ci *ConnInfo) {
 	ch := ci.forwarding(in.RemoteAddr)
 	if ch.xForwardedFor != nil {
-		out[keyXForwardedFor] = ch.xForwardedFor
+		out[KeyXForwardedFor] = ch.xForwardedFor
 	} else {
-		delete(out, keyXForwardedFor)
+		delete(out, KeyXForwardedFor)
 	}
-	out[keyXForwardedHost] = []string{in.Host}
-	out[keyXForwardedProto] = ch.proto
-	out[keyForwarded] = ch.forwarded(in.Host)
+	out[KeyXForwardedHost] = []string{in.Host}
+	out[KeyXForwardedProto] = ch.proto
+	out[KeyForwarded] = ch.forwarded(in.Host)
 	out[keyXRealIP] = ch.realIP
 	for i, name := range p.session {
 		if name == "" {
@@ -220,7 +220,7 @@ type forwardedHeader struct {
 
 // forwarding returns the connection's header values for requests from
 // remoteAddr (which net/http sets to the connection's address).
-func (ci *connInfo) forwarding(remoteAddr string) *connHeaders {
+func (ci *ConnInfo) forwarding(remoteAddr string) *connHeaders {
 	if ch := ci.headers.Load(); ch != nil && ch.remoteAddr == remoteAddr {
 		return ch
 	}
@@ -229,7 +229,7 @@ func (ci *connInfo) forwarding(remoteAddr string) *connHeaders {
 	return ch
 }
 
-func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
+func newConnHeaders(ci *ConnInfo, remoteAddr string) *connHeaders {
 	one := func(v string) []string {
 		if v == "" {
 			return nil
@@ -237,7 +237,7 @@ func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
 		return []string{v}
 	}
 	proto := "https"
-	if ci.protocol == "http" {
+	if ci.Protocol == "http" {
 		proto = "http"
 	}
 	clientIP := remoteAddr
@@ -253,10 +253,10 @@ func newConnHeaders(ci *connInfo, remoteAddr string) *connHeaders {
 	if strings.Contains(clientIP, ":") {
 		ch.forwardedFor = `"[` + clientIP + `]"`
 	}
-	ch.session[sessionProtocol] = one(ci.protocol)
-	ch.session[sessionSuite] = one(ci.suite)
-	if ci.protocol != "unknown" {
-		ch.session[sessionResumed] = one(strconv.FormatBool(ci.resumed))
+	ch.session[sessionProtocol] = one(ci.Protocol)
+	ch.session[sessionSuite] = one(ci.Suite)
+	if ci.Protocol != "unknown" {
+		ch.session[sessionResumed] = one(strconv.FormatBool(ci.Resumed))
 		ch.session[sessionClientVerified] = one(strconv.FormatBool(ci.clientVerified))
 	}
 	if ci.peerCert != nil {
@@ -284,3 +284,7 @@ func quoteIfNeeded(s string) string {
 	}
 	return s
 }
+
+// hopByHop are the hop-by-hop headers ReverseProxy removes besides those
+// named in Connection.
+var HopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}

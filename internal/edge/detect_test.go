@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 func TestDetectProtocol(t *testing.T) {
 	cases := []struct {
 		hdr  []byte
-		want wireProtocol
+		want WireProtocol
 	}{
-		{[]byte{22, 1, 1, 0, 80}, wireTLCP},
-		{[]byte{22, 3, 1, 2, 0}, wireTLS},
-		{[]byte{22, 3, 3, 0, 200}, wireTLS},
-		{[]byte{22, 3, 0, 0, 50}, wireTLS},
+		{[]byte{22, 1, 1, 0, 80}, WireTLCP},
+		{[]byte{22, 3, 1, 2, 0}, WireTLS},
+		{[]byte{22, 3, 3, 0, 200}, WireTLS},
+		{[]byte{22, 3, 0, 0, 50}, WireTLS},
 		{[]byte{22, 1, 2, 0, 80}, 0},             // not a TLCP version
 		{[]byte{23, 1, 1, 0, 80}, 0},             // application data first
 		{[]byte{22, 3, 3, 0, 0}, 0},              // empty record
@@ -24,24 +24,24 @@ func TestDetectProtocol(t *testing.T) {
 		{[]byte("PROXY TCP4 1.2.3.4 "), 0},       // a PROXY header where none is trusted
 		{[]byte{22, 3, 5, 0, 10}, 0},             // unknown TLS minor version
 		{[]byte{22, 254, 253, 0, 10}, 0},         // DTLS
-		{[]byte{22, 1, 1, 0x40, 0x00}, wireTLCP}, // largest allowed length
-		{[]byte{22, 3, 3, 0x40, 0x00}, wireTLS},
+		{[]byte{22, 1, 1, 0x40, 0x00}, WireTLCP}, // largest allowed length
+		{[]byte{22, 3, 3, 0x40, 0x00}, WireTLS},
 	}
 	for _, c := range cases {
 		got, err := detectProtocol(c.hdr)
 		if got != c.want || (c.want == 0) != (err != nil) {
 			t.Errorf("detectProtocol(% x) = %v, %v; want %v", c.hdr, got, err, c.want)
 		}
-		if err != nil && !errors.Is(err, errNotHandshake) {
+		if err != nil && !errors.Is(err, ErrNotHandshake) {
 			t.Errorf("error %v does not wrap errNotHandshake", err)
 		}
 	}
 	// A plaintext record longer than 2^14 names its protocol, for the
 	// record_overflow alert of its version.
-	for hdr, want := range map[[5]byte]wireProtocol{
-		{22, 1, 1, 0x40, 0x01}: wireTLCP,
-		{22, 3, 1, 0x48, 0x00}: wireTLS,
-		{22, 3, 3, 0xff, 0xff}: wireTLS,
+	for hdr, want := range map[[5]byte]WireProtocol{
+		{22, 1, 1, 0x40, 0x01}: WireTLCP,
+		{22, 3, 1, 0x48, 0x00}: WireTLS,
+		{22, 3, 3, 0xff, 0xff}: WireTLS,
 	} {
 		got, err := detectProtocol(hdr[:])
 		if got != want || !errors.Is(err, errRecordOverflow) {
@@ -58,10 +58,10 @@ func FuzzDetectProtocol(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		proto, err := detectProtocol(data)
-		if (err == nil || errors.Is(err, errRecordOverflow)) != (proto == wireTLCP || proto == wireTLS) {
+		if (err == nil || errors.Is(err, errRecordOverflow)) != (proto == WireTLCP || proto == WireTLS) {
 			t.Fatalf("detectProtocol(% x) = %v, %v", data, proto, err)
 		}
-		if err == nil && (len(data) < recordHeaderLen || data[0] != 22) {
+		if err == nil && (len(data) < RecordHeaderLen || data[0] != 22) {
 			t.Fatalf("accepted % x", data)
 		}
 	})
@@ -74,21 +74,21 @@ func TestReplayConnGivesHelloBack(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	buf := helloBufs.Get().(*[]byte)
+	buf := HelloBufs.Get().(*[]byte)
 	hello := append((*buf)[:0], "first flight"...)
-	rc := &replayConn{Conn: a, prefix: hello, helloBuf: buf}
+	rc := &ReplayConn{Conn: a, Prefix: hello, HelloBuf: buf}
 	got := make([]byte, 5)
 	if n, err := rc.Read(got); err != nil || string(got[:n]) != "first" {
 		t.Fatalf("read %q, %v", got[:n], err)
 	}
-	if rc.helloBuf == nil {
+	if rc.HelloBuf == nil {
 		t.Fatal("the buffer was given back before the flight was replayed whole")
 	}
 	rest := make([]byte, 64)
 	if n, err := rc.Read(rest); err != nil || string(rest[:n]) != " flight" {
 		t.Fatalf("read %q, %v", rest[:n], err)
 	}
-	if rc.helloBuf != nil || rc.prefix != nil {
+	if rc.HelloBuf != nil || rc.Prefix != nil {
 		t.Fatal("the replayed flight's buffer is kept")
 	}
 	go b.Write([]byte("next"))

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 // logBurst is how many lines of one kind (handshake failures of a
 // listener, upstream failures of a pool) are written each second; the
 // rest are counted and summed up in one line.
-const logBurst = 10
+const LogBurst = 10
 
 // rateLimitedLog writes the first logBurst lines of each second and
 // counts the others; at the end of a second in which lines were dropped it
 // writes one summary line with their number, so that a flood of failures
 // cannot fill the disk and yet leaves a trace of its size.
-type rateLimitedLog struct {
+type RateLimitedLog struct {
 	log     *slog.Logger
 	level   slog.Level
 	summary string // message of the summary line
@@ -31,12 +31,12 @@ type rateLimitedLog struct {
 	flushing   bool
 }
 
-func newRateLimitedLog(log *slog.Logger, level slog.Level, summary string, attrs ...any) *rateLimitedLog {
-	return &rateLimitedLog{log: log, level: level, summary: summary, attrs: attrs}
+func NewRateLimitedLog(log *slog.Logger, level slog.Level, summary string, attrs ...any) *RateLimitedLog {
+	return &RateLimitedLog{log: log, level: level, summary: summary, attrs: attrs}
 }
 
 // Log writes a line, or counts it when this second's lines are used up.
-func (l *rateLimitedLog) Log(msg string, attrs ...slog.Attr) {
+func (l *RateLimitedLog) Log(msg string, attrs ...slog.Attr) {
 	if !l.log.Enabled(context.Background(), l.level) {
 		return
 	}
@@ -46,7 +46,7 @@ func (l *rateLimitedLog) Log(msg string, attrs ...slog.Attr) {
 		l.windowEnd = now.Add(time.Second)
 		l.written = 0
 	}
-	if l.written < logBurst {
+	if l.written < LogBurst {
 		l.written++
 		l.mu.Unlock()
 		l.log.LogAttrs(context.Background(), l.level, msg, attrs...)
@@ -55,12 +55,12 @@ func (l *rateLimitedLog) Log(msg string, attrs ...slog.Attr) {
 	l.suppressed++
 	if !l.flushing {
 		l.flushing = true
-		time.AfterFunc(l.windowEnd.Sub(now), l.flush)
+		time.AfterFunc(l.windowEnd.Sub(now), l.Flush)
 	}
 	l.mu.Unlock()
 }
 
-func (l *rateLimitedLog) flush() {
+func (l *RateLimitedLog) Flush() {
 	l.mu.Lock()
 	n := l.suppressed
 	l.suppressed = 0
@@ -75,13 +75,13 @@ func (l *rateLimitedLog) flush() {
 // (http.Server's and ReverseProxy's ErrorLog, and http.Transport's
 // log.Printf to the standard logger) into records of the JSON process
 // log at warn, a few a second.
-type stdLogWriter struct{ lines *rateLimitedLog }
+type StdLogWriter struct{ lines *RateLimitedLog }
 
-func newStdLogWriter(log *slog.Logger) *stdLogWriter {
-	return &stdLogWriter{lines: newRateLimitedLog(log, slog.LevelWarn, "net/http lines not logged")}
+func NewStdLogWriter(log *slog.Logger) *StdLogWriter {
+	return &StdLogWriter{lines: NewRateLimitedLog(log, slog.LevelWarn, "net/http lines not logged")}
 }
 
-func (w *stdLogWriter) Write(p []byte) (int, error) {
+func (w *StdLogWriter) Write(p []byte) (int, error) {
 	w.lines.Log("net/http", slog.String("error", strings.TrimSpace(string(p))))
 	return len(p), nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package observe
 
 import (
 	"strconv"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/accel"
+	"github.com/gmgate/gmgate/internal/sessionstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -18,21 +19,21 @@ type Metrics struct {
 
 	handshakes        *prometheus.CounterVec
 	handshakeDuration *prometheus.HistogramVec
-	connsActive       *prometheus.GaugeVec
-	connsRefused      *prometheus.CounterVec
+	ConnsActive       *prometheus.GaugeVec
+	ConnsRefused      *prometheus.CounterVec
 	handshakesResumed *prometheus.CounterVec
-	upstreamRequests  *prometheus.CounterVec
+	UpstreamRequests  *prometheus.CounterVec
 	upstreamFailures  *prometheus.CounterVec
-	upstreamTLCP      *prometheus.CounterVec
+	UpstreamTLCP      *prometheus.CounterVec
 	upstreamDuration  *prometheus.HistogramVec
-	upstreamHealthy   *prometheus.GaugeVec
+	UpstreamHealthy   *prometheus.GaugeVec
 	// upstreamConnsInUse, upstreamWaiting and upstreamRefused are the
 	// slots of max_conns_per_target (targetslots.go).
-	upstreamConnsInUse *prometheus.GaugeVec
-	upstreamWaiting    *prometheus.GaugeVec
-	upstreamRefused    *prometheus.CounterVec
-	requestDuration    *prometheus.HistogramVec
-	reloads            *prometheus.CounterVec
+	UpstreamConnsInUse *prometheus.GaugeVec
+	UpstreamWaiting    *prometheus.GaugeVec
+	UpstreamRefused    *prometheus.CounterVec
+	RequestDuration    *prometheus.HistogramVec
+	Reloads            *prometheus.CounterVec
 
 	accelOps      *prometheus.CounterVec
 	accelDuration *prometheus.HistogramVec
@@ -64,7 +65,7 @@ type handshakeHandles struct {
 // millisecond in software and tens of milliseconds on a busy card.
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-func newMetrics() *Metrics {
+func NewMetrics() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_handshakes_total",
@@ -75,15 +76,15 @@ func newMetrics() *Metrics {
 		Help:    "Time from the first byte of a client handshake to its end, by protocol and result.",
 		Buckets: latencyBuckets,
 	}, []string{"protocol", "result"})
-	m.connsActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.ConnsActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gmgate_connections_active",
 		Help: "Client connections open, by listener.",
 	}, []string{"listener"})
-	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.ConnsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_connections_refused_total",
 		Help: "Client connections closed unserved because a limit was reached (max_connections, max_handshakes) or the PROXY header was refused.",
 	}, []string{"listener", "reason"})
-	m.upstreamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.UpstreamRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_upstream_requests_total",
 		Help: "Requests (or TCP connections) sent to upstreams, by upstream and response code (error when none came back).",
 	}, []string{"upstream", "code"})
@@ -95,7 +96,7 @@ func newMetrics() *Metrics {
 		Name: "gmgate_upstream_failures_total",
 		Help: "Requests (or TCP connections) that got no response from an upstream target, by upstream, the step that failed (connect, handshake, request) and why (timeout, refused, closed, alert_sent_X or alert_received_X for a handshake alert, ...).",
 	}, []string{"upstream", "stage", "reason"})
-	m.upstreamTLCP = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.UpstreamTLCP = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_upstream_handshakes_total",
 		Help: "TLCP handshakes completed with tlcp:// upstream targets, by upstream, cipher suite and whether a session was resumed.",
 	}, []string{"upstream", "suite", "resumed"})
@@ -104,28 +105,28 @@ func newMetrics() *Metrics {
 		Help:    "Time from sending a request to an upstream to its response header.",
 		Buckets: latencyBuckets,
 	}, []string{"upstream"})
-	m.upstreamHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.UpstreamHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gmgate_upstream_targets_healthy",
 		Help: "Targets of an upstream that are in service (not failed by health checks nor ejected).",
 	}, []string{"upstream"})
-	m.upstreamConnsInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.UpstreamConnsInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gmgate_upstream_connections_in_use",
 		Help: "Requests in flight to an upstream target, each holding one of its max_conns_per_target: a connection over HTTP/1.1, a stream over HTTP/2.",
 	}, []string{"upstream", "target"})
-	m.upstreamWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	m.UpstreamWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gmgate_upstream_requests_waiting",
 		Help: "Requests waiting for a connection to an upstream target, all of its max_conns_per_target being in use.",
 	}, []string{"upstream", "target"})
-	m.upstreamRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.UpstreamRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_upstream_requests_refused_total",
 		Help: "Requests answered 503 because every connection to their upstream target was in use, by why they could not wait (queue_full, queue_timeout).",
 	}, []string{"upstream", "target", "reason"})
-	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_request_duration_seconds",
 		Help:    "Time to serve an HTTP request, from its header to the end of the response, by listener, site and HTTP version (1.1, 2).",
 		Buckets: latencyBuckets,
 	}, []string{"listener", "site", "http_version"})
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.Reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_config_reloads_total",
 		Help: "Configuration reloads by result (success, failure).",
 	}, []string{"result"})
@@ -148,9 +149,9 @@ func newMetrics() *Metrics {
 		Help: "Backend sessions in use.",
 	}, []string{"backend"})
 	m.Registry.MustRegister(
-		m.handshakes, m.handshakeDuration, m.connsActive, m.connsRefused,
-		m.handshakesResumed, m.upstreamRequests, m.upstreamFailures, m.upstreamTLCP, m.upstreamDuration, m.upstreamHealthy, m.requestDuration, m.reloads,
-		m.upstreamConnsInUse, m.upstreamWaiting, m.upstreamRefused,
+		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
+		m.handshakesResumed, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
+		m.UpstreamConnsInUse, m.UpstreamWaiting, m.UpstreamRefused,
 		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -177,11 +178,11 @@ func (c certsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (m *Metrics) setCerts(c prometheus.Collector) { m.certs.Store(&c) }
+func (m *Metrics) SetCerts(c prometheus.Collector) { m.certs.Store(&c) }
 
-func (m *Metrics) setACME(c []prometheus.Collector) { m.acme.Store(&c) }
+func (m *Metrics) SetACME(c []prometheus.Collector) { m.acme.Store(&c) }
 
-func (m *Metrics) handshake(protocol, suite, site, result string, d time.Duration) {
+func (m *Metrics) Handshake(protocol, suite, site, result string, d time.Duration) {
 	key := handshakeLabels{protocol, suite, site, result}
 	h, ok := m.handshakeSeries.Load(key)
 	if !ok {
@@ -196,7 +197,7 @@ func (m *Metrics) handshake(protocol, suite, site, result string, d time.Duratio
 }
 
 // resumed counts a resumed handshake of protocol.
-func (m *Metrics) resumed(protocol string) {
+func (m *Metrics) Resumed(protocol string) {
 	c, ok := m.resumedSeries.Load(protocol)
 	if !ok {
 		c, _ = m.resumedSeries.LoadOrStore(protocol, m.handshakesResumed.WithLabelValues(protocol))
@@ -205,41 +206,41 @@ func (m *Metrics) resumed(protocol string) {
 }
 
 // upstreamResult counts a request (or TCP connection) sent to an
-// upstream by its response code, or its failure by step and reason.
-func (m *Metrics) upstreamResult(upstream string, code int, err error) {
+// upstream by its response code, or, when failed, as an error; a failure
+// with a stage is counted by step and reason too.
+func (m *Metrics) UpstreamResult(upstream string, code int, failed bool, stage, reason string) {
 	label := "error"
-	if err == nil {
+	if !failed {
 		label = strconv.Itoa(code)
-	} else if !noTargetFault(err) {
-		stage, reason := upstreamFailure(err)
+	} else if stage != "" {
 		m.upstreamFailures.WithLabelValues(upstream, stage, reason).Inc()
 	}
-	m.upstreamRequests.WithLabelValues(upstream, label).Inc()
+	m.UpstreamRequests.WithLabelValues(upstream, label).Inc()
 }
 
 // upstreamCounters are the handles of a pool's per-request metrics,
 // looked up once rather than for every request.
-type upstreamCounters struct {
-	duration prometheus.Observer
+type UpstreamCounters struct {
+	Duration prometheus.Observer
 	// codes are gmgate_upstream_requests_total by response code, filled
 	// in as codes are seen.
 	codes [500]atomic.Pointer[prometheus.Counter]
 }
 
-func newUpstreamCounters(m *Metrics, upstream string) *upstreamCounters {
-	return &upstreamCounters{duration: m.upstreamDuration.WithLabelValues(upstream)}
+func NewUpstreamCounters(m *Metrics, upstream string) *UpstreamCounters {
+	return &UpstreamCounters{Duration: m.upstreamDuration.WithLabelValues(upstream)}
 }
 
 // responded counts a response of code from the pool's upstream.
-func (c *upstreamCounters) responded(m *Metrics, upstream string, code int) {
+func (c *UpstreamCounters) Responded(m *Metrics, upstream string, code int) {
 	if code < 100 || code > 599 {
-		m.upstreamResult(upstream, code, nil)
+		m.UpstreamResult(upstream, code, false, "", "")
 		return
 	}
 	slot := &c.codes[code-100]
 	ctr := slot.Load()
 	if ctr == nil {
-		cv := m.upstreamRequests.WithLabelValues(upstream, strconv.Itoa(code))
+		cv := m.UpstreamRequests.WithLabelValues(upstream, strconv.Itoa(code))
 		slot.CompareAndSwap(nil, &cv)
 		ctr = slot.Load()
 	}
@@ -263,3 +264,88 @@ func (o accelObserver) PoolWait(backend string, d time.Duration) {
 func (o accelObserver) PoolInUse(backend string, delta int) {
 	o.m.accelInUse.WithLabelValues(backend).Add(float64(delta))
 }
+
+// storeMetrics are the session store's metrics.
+type storeMetrics struct {
+	lookups  *prometheus.CounterVec
+	writes   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	up       prometheus.Gauge
+
+	// Handles by label, resolved once.
+	lookup   map[string]prometheus.Counter
+	write    map[[2]string]prometheus.Counter
+	lookupD  prometheus.Observer
+	writeD   prometheus.Observer
+	register sync.Once
+}
+
+// storeObserver returns the session store's metrics, registered on first
+// use: a gateway without a session store has none of them.
+func (m *Metrics) StoreObserver() *storeMetrics {
+	sm := &m.store
+	sm.register.Do(func() {
+		sm.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gmgate_session_store_lookups_total",
+			Help: "TLCP session lookups of listeners with shared_sessions, by result: local (the local cache had it; Redis not asked), hit, miss, error (failed or timed out: a full handshake), invalid (does not open with the keys), unavailable (Redis known down: not asked).",
+		}, []string{"result"})
+		sm.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gmgate_session_store_writes_total",
+			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, refused (Redis answered with a refusal: out of memory, read-only, no write right), dropped (queue full), unavailable (Redis known down: kept locally).",
+		}, []string{"op", "result"})
+		sm.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gmgate_session_store_duration_seconds",
+			Help:    "Time of Redis round trips: a session lookup (get), a pipeline of queued writes (write).",
+			Buckets: latencyBuckets,
+		}, []string{"op"})
+		sm.up = prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gmgate_session_store_up",
+			Help: "1 while Redis answers, 0 while sessions are not shared because it does not.",
+		})
+		sm.lookup = map[string]prometheus.Counter{}
+		for _, r := range []string{sessionstore.LookupLocal, sessionstore.LookupHit, sessionstore.LookupMiss, sessionstore.LookupError, sessionstore.LookupInvalid, sessionstore.LookupUnavailable} {
+			sm.lookup[r] = sm.lookups.WithLabelValues(r)
+		}
+		sm.write = map[[2]string]prometheus.Counter{}
+		for _, op := range []string{"set", "delete"} {
+			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteRefused, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
+				sm.write[[2]string{op, r}] = sm.writes.WithLabelValues(op, r)
+			}
+		}
+		sm.lookupD = sm.duration.WithLabelValues("get")
+		sm.writeD = sm.duration.WithLabelValues("write")
+		m.Registry.MustRegister(sm.lookups, sm.writes, sm.duration, sm.up)
+	})
+	return sm
+}
+
+var _ sessionstore.Observer = (*storeMetrics)(nil)
+
+func (sm *storeMetrics) Lookup(result string, d time.Duration) {
+	if c := sm.lookup[result]; c != nil {
+		c.Inc()
+	}
+	if d > 0 {
+		sm.lookupD.Observe(d.Seconds())
+	}
+}
+
+func (sm *storeMetrics) Write(op, result string, n int, d time.Duration) {
+	if c := sm.write[[2]string{op, result}]; c != nil {
+		c.Add(float64(n))
+	}
+	if d > 0 {
+		sm.writeD.Observe(d.Seconds())
+	}
+}
+
+func (sm *storeMetrics) Up(up bool) {
+	if up {
+		sm.up.Set(1)
+	} else {
+		sm.up.Set(0)
+	}
+}
+
+// AccelObserver returns what feeds accel's key operations into m.
+func (m *Metrics) AccelObserver() accel.Observer { return accelObserver{m} }

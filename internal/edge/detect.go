@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"errors"
@@ -9,18 +9,18 @@ import (
 )
 
 // Wire protocols a client can speak on an auto listener.
-type wireProtocol int
+type WireProtocol int
 
 const (
-	wireTLCP wireProtocol = iota + 1
-	wireTLS
+	WireTLCP WireProtocol = iota + 1
+	WireTLS
 )
 
-func (p wireProtocol) String() string {
+func (p WireProtocol) String() string {
 	switch p {
-	case wireTLCP:
+	case WireTLCP:
 		return "tlcp"
-	case wireTLS:
+	case WireTLS:
 		return "tls"
 	}
 	return "unknown"
@@ -28,9 +28,9 @@ func (p wireProtocol) String() string {
 
 // recordHeaderLen is the length of a TLS/TLCP record header: type (1),
 // version (2), length (2).
-const recordHeaderLen = 5
+const RecordHeaderLen = 5
 
-var errNotHandshake = errors.New("the first bytes are not a TLCP or TLS handshake record")
+var ErrNotHandshake = errors.New("the first bytes are not a TLCP or TLS handshake record")
 
 // maxPlaintextRecord is the longest plaintext record (RFC 5246 §6.2.1,
 // RFC 8446 §5.1, GB/T 38636 §6.3.3.1): the records of a ClientHello are
@@ -46,7 +46,7 @@ var errRecordOverflow = errors.New("a handshake record is longer than 2^14 bytes
 
 // errPlainHTTP is a plain HTTP request on a TLCP/TLS port; it was answered
 // with a 400 that says so, as nginx does.
-var errPlainHTTP = errors.New("plain HTTP request on a TLCP/TLS port")
+var ErrPlainHTTP = errors.New("plain HTTP request on a TLCP/TLS port")
 
 // plainHTTPAnswer is the answer to a plain HTTP request on a TLCP/TLS
 // port: a browser shows the reason instead of a reset connection.
@@ -73,7 +73,7 @@ func looksLikeHTTP(hdr []byte) bool {
 			return false
 		}
 	}
-	return len(hdr) == recordHeaderLen
+	return len(hdr) == RecordHeaderLen
 }
 
 // detectProtocol tells TLCP from TLS by the header of the first record: a
@@ -83,25 +83,25 @@ func looksLikeHTTP(hdr []byte) bool {
 // handshake record of either protocol longer than maxPlaintextRecord
 // returns its protocol and errRecordOverflow, for the caller to answer
 // with the alert.
-func detectProtocol(hdr []byte) (wireProtocol, error) {
-	if len(hdr) < recordHeaderLen {
-		return 0, errNotHandshake
+func detectProtocol(hdr []byte) (WireProtocol, error) {
+	if len(hdr) < RecordHeaderLen {
+		return 0, ErrNotHandshake
 	}
 	if hdr[0] != 22 {
-		return 0, fmt.Errorf("%w (record type %d)", errNotHandshake, hdr[0])
+		return 0, fmt.Errorf("%w (record type %d)", ErrNotHandshake, hdr[0])
 	}
-	var proto wireProtocol
+	var proto WireProtocol
 	switch {
 	case hdr[1] == 1 && hdr[2] == 1:
-		proto = wireTLCP
+		proto = WireTLCP
 	case hdr[1] == 3 && hdr[2] <= 4:
-		proto = wireTLS
+		proto = WireTLS
 	default:
-		return 0, fmt.Errorf("%w (version %02x %02x)", errNotHandshake, hdr[1], hdr[2])
+		return 0, fmt.Errorf("%w (version %02x %02x)", ErrNotHandshake, hdr[1], hdr[2])
 	}
 	switch length := int(hdr[3])<<8 | int(hdr[4]); {
 	case length == 0:
-		return 0, fmt.Errorf("%w (empty record)", errNotHandshake)
+		return 0, fmt.Errorf("%w (empty record)", ErrNotHandshake)
 	case length > maxPlaintextRecord:
 		return proto, fmt.Errorf("%w (%d bytes)", errRecordOverflow, length)
 	}
@@ -123,27 +123,27 @@ func answerPlainHTTP(r io.Reader, w io.Writer) {
 }
 
 // replayConn returns prefix before reading from the connection again.
-type replayConn struct {
+type ReplayConn struct {
 	net.Conn
-	prefix []byte
+	Prefix []byte
 	// helloBuf, when set, is the helloBufs buffer prefix was read into,
 	// given back once prefix has been read.
-	helloBuf *[]byte
+	HelloBuf *[]byte
 	// refusedName is the server name of a TLS ClientHello that no site
 	// serves, which crypto/tls does not report (see siteTable.outerTLS).
-	refusedName string
+	RefusedName string
 }
 
-func (c *replayConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		if len(c.prefix) == 0 {
+func (c *ReplayConn) Read(b []byte) (int, error) {
+	if len(c.Prefix) > 0 {
+		n := copy(b, c.Prefix)
+		c.Prefix = c.Prefix[n:]
+		if len(c.Prefix) == 0 {
 			// Let the buffer go: the connection may live for hours.
-			c.prefix = nil
-			if c.helloBuf != nil {
-				helloBufs.Put(c.helloBuf)
-				c.helloBuf = nil
+			c.Prefix = nil
+			if c.HelloBuf != nil {
+				HelloBufs.Put(c.HelloBuf)
+				c.HelloBuf = nil
 			}
 		}
 		return n, nil
@@ -152,7 +152,7 @@ func (c *replayConn) Read(b []byte) (int, error) {
 }
 
 // CloseWrite half-closes when the connection underneath can.
-func (c *replayConn) CloseWrite() error {
+func (c *ReplayConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}

@@ -1,0 +1,13 @@
+// Package forward carries one request from client to upstream and its
+// answer back, once route and upstream have chosen where it goes: what
+// the handshake told of the client connection (ConnInfo, in each
+// request's context), the header policy (spoofable and hop-by-hop
+// headers removed, X-Forwarded-*, Forwarded and the session headers
+// added), request bodies read under their deadline and minimum rate,
+// framing checks of HTTP/1 request headers, and the bound on each write
+// to a client.
+//
+// forward must not choose the upstream (route does) or the target
+// (upstream does), and must not let a client that stops reading or
+// sending hold a connection, a goroutine or a buffer without end.
+package forward
