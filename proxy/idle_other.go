@@ -16,8 +16,3 @@ func waitReadable(syscall.Conn) error {
 
 // parkSocket gives no socket: connections are not parked here.
 func parkSocket(net.Conn) syscall.Conn { return nil }
-
-// peekSocket cannot look without reading here: an idle upstream
-// connection is taken as alive, and one the target closed fails its next
-// request, which is retried when it may be.
-func peekSocket(net.Conn, []byte) (int, error) { return 0, errWouldBlock }

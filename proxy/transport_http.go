@@ -11,6 +11,7 @@ import (
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/h1client"
 )
 
 // httpTransport reaches http:// and https:// targets with HTTP/1.1 over
@@ -20,9 +21,8 @@ type httpTransport struct {
 	scheme string
 	dialer *net.Dialer
 	http   *http.Transport
-	// h1 carries the requests without a body to http:// targets
-	// (transport_http1.go).
-	h1 *h1Client
+	// h1 carries the requests without a body to http:// targets.
+	h1 *h1client.Client
 	// http2 is set when requests may go over HTTP/2: to h2c:// targets,
 	// and to https:// ones with http2 that choose h2.
 	http2 bool
@@ -47,7 +47,11 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 		ts.boundConns(tr.http)
 	}
 	if scheme == "http" {
-		tr.h1 = newH1Client(tr.dialer, ts)
+		tr.h1 = h1client.New(h1client.Options{
+			Dial:                   tr.dialer.DialContext,
+			ResponseHeaderTimeout:  ts.timeouts.UpstreamResponse.D(),
+			MaxResponseHeaderBytes: int64(ts.maxResponseHeader),
+		})
 	}
 	return tr, nil
 }
@@ -92,8 +96,8 @@ func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error)
 func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
 	req.URL.Scheme = urlScheme(tr.scheme)
 	req.URL.Host = t.url.Host
-	if tr.h1 != nil && tr.h1.takes(req) {
-		return tr.h1.roundTrip(req, t)
+	if tr.h1 != nil && tr.h1.Takes(req) {
+		return tr.h1.RoundTrip(req, t.addr)
 	}
 	if tr.http2 && !(tr.scheme == "https" && webSocket(req)) {
 		req = withoutUpgrade(req)
@@ -115,6 +119,6 @@ func (tr *httpTransport) probe(ctx context.Context, t *target) error {
 func (tr *httpTransport) closeIdle() {
 	tr.http.CloseIdleConnections()
 	if tr.h1 != nil {
-		tr.h1.closeIdle()
+		tr.h1.CloseIdle()
 	}
 }

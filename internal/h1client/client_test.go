@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -102,21 +101,18 @@ func newScriptedUpstream(t *testing.T, serve func(n int, c net.Conn, br *bufio.R
 	return u
 }
 
-func (u *scriptedUpstream) target() *target {
-	return &target{url: &url.URL{Scheme: "http", Host: u.addr}, addr: u.addr}
-}
-
-func testH1Client(timeout time.Duration) *h1Client {
-	return newH1Client(&net.Dialer{Timeout: time.Second}, transportSettings{
-		timeouts:          config.Timeouts{UpstreamResponse: config.Duration(timeout)},
-		maxResponseHeader: 8 << 10,
+func testH1Client(timeout time.Duration) *Client {
+	return New(Options{
+		Dial:                   (&net.Dialer{Timeout: time.Second}).DialContext,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: 8 << 10,
 	})
 }
 
-func h1Get(t *testing.T, c *h1Client, tg *target, method, path string) (*http.Response, string, error) {
+func h1Get(t *testing.T, c *Client, addr, method, path string) (*http.Response, string, error) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+tg.addr+path, nil)
-	resp, err := c.roundTrip(req, tg)
+	req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+	resp, err := c.RoundTrip(req, addr)
 	if err != nil {
 		return nil, "", err
 	}
@@ -150,8 +146,8 @@ func TestH1ClientKeepsConnections(t *testing.T) {
 		}
 	})
 	c := testH1Client(5 * time.Second)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	for _, step := range []struct{ method, path, body string }{
 		{"GET", "/length", "hello"}, {"GET", "/chunked", "abcde"}, {"GET", "/204", ""}, {"HEAD", "/head", ""},
 		{"DELETE", "/length", "hello"}, {"GET", "/length", "hello"},
@@ -190,8 +186,8 @@ func TestH1ClientStaleConnections(t *testing.T) {
 		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 	c := testH1Client(5 * time.Second)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	for i, method := range []string{"GET", "GET", "DELETE", "DELETE", "GET"} {
 		_, body, err := h1Get(t, c, tg, method, "/")
 		if err != nil || body != "ok" {
@@ -222,9 +218,9 @@ func TestH1ClientReuseSoonAfter(t *testing.T) {
 		}
 	})
 	c := testH1Client(5 * time.Second)
-	defer c.closeIdle()
+	defer c.CloseIdle()
 	c.lookAfter = time.Hour
-	tg := up.target()
+	tg := up.addr
 	for i, step := range []struct {
 		method, path string
 		looks        int64
@@ -284,8 +280,8 @@ func TestH1ClientFailures(t *testing.T) {
 		}
 	})
 	c := testH1Client(200 * time.Millisecond)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	for n, step := range steps {
 		_, _, err := h1Get(t, c, tg, "GET", "/")
 		if err == nil || !step.check(err) {
@@ -309,19 +305,19 @@ func TestH1ClientCancel(t *testing.T) {
 	})
 	defer close(release)
 	c := testH1Client(0)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg.addr+"/", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg+"/", nil)
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	if _, err := c.roundTrip(req, tg); !errors.Is(err, context.Canceled) {
+	if _, err := c.RoundTrip(req, tg); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled request: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %v", d)
 	}
-	if n := len(c.idle[tg.addr]); n != 0 {
+	if n := len(c.idle[tg]); n != 0 {
 		t.Errorf("%d idle connections after a canceled request", n)
 	}
 }
@@ -336,8 +332,8 @@ func TestH1ClientInformational(t *testing.T) {
 		fmt.Fprint(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 	c := testH1Client(time.Second)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	var got []string
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
@@ -345,8 +341,8 @@ func TestH1ClientInformational(t *testing.T) {
 			return nil
 		},
 	})
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg.addr+"/", nil)
-	resp, err := c.roundTrip(req, tg)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg+"/", nil)
+	resp, err := c.RoundTrip(req, tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,8 +369,8 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 	log.SetOutput(&logs)
 	defer log.SetOutput(io.Discard)
 	c := testH1Client(time.Second)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	if _, body, err := h1Get(t, c, tg, "GET", "/"); err != nil || body != "ok" {
 		t.Fatalf("%q %v", body, err)
 	}
@@ -382,7 +378,7 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 		return strings.Contains(logs.String(), `Unsolicited response received on idle HTTP channel starting with "HTTP/1.1 200 OK`)
 	})
 	c.mu.Lock()
-	n := len(c.idle[tg.addr])
+	n := len(c.idle[tg])
 	c.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d idle connections, want the one with unsolicited bytes closed", n)
@@ -393,8 +389,25 @@ func TestH1ClientUnsolicitedBytes(t *testing.T) {
 // whose body ends with no more than the target sent, never panics, and
 // keeps the connection only with nothing unread on it.
 func FuzzH1Response(f *testing.F) {
-	for _, c := range forwardCases {
-		f.Add(c.response, c.request[:4] == "HEAD")
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 12345\r\nEtag: \"x\"\r\n\r\n", true)
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", true)
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 202 Accepted\r\nConnection: X-Back\r\nX-Back: hop\r\nKeep-Alive: timeout=3\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 201 Created\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 204 No Content\r\nX-B: 1\r\n\r\n",
+		"HTTP/1.1 304 Not Modified\r\nEtag: \"x\"\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nContent-Type: text/plain\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Sum: 5\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n3\r\nabc\r\n0\r\nX-Late: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+		"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+		"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Length: 4\r\n\r\nbusy",
+		"",
+		"SSH-2.0-OpenSSH\r\n\r\n",
+	} {
+		f.Add(s, false)
 	}
 	for _, s := range []string{
 		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno",
@@ -424,12 +437,12 @@ func FuzzH1Response(f *testing.F) {
 		c := testH1Client(time.Second)
 		c.maxHeader = 1 << 10
 		defer func() {
-			c.closeIdle()
+			c.CloseIdle()
 			client.Close()
 			<-served
 		}()
-		pc := &h1Conn{conn: client, addr: "fuzz"}
-		pc.br = bufio.NewReaderSize(pc, h1ReadBuffer)
+		pc := &pconn{conn: client, addr: "fuzz"}
+		pc.br = bufio.NewReaderSize(pc, readBuffer)
 		method := http.MethodGet
 		if head {
 			method = http.MethodHead
@@ -485,8 +498,8 @@ func TestH1ClientLateResponse(t *testing.T) {
 	log.SetOutput(&logs)
 	defer log.SetOutput(io.Discard)
 	c := testH1Client(time.Second)
-	defer c.closeIdle()
-	tg := up.target()
+	defer c.CloseIdle()
+	tg := up.addr
 	for _, method := range []string{"GET", "GET"} {
 		if _, body, err := h1Get(t, c, tg, method, "/"); err != nil || body != "ok" {
 			t.Fatalf("%s: %q %v", method, body, err)

@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -23,81 +23,77 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// h1Client sends the requests without a body to the targets of an
-// http:// pool (most requests through a gateway: GET, HEAD, DELETE) over
-// keep-alive connections of its own, on the caller's goroutine: the
-// request is written and its response header read by the handler that
-// forwards it, and the response body read as the handler copies it.
-// net/http's Transport, which keeps carrying the other requests (bodies,
-// upgrades, a request that closes its connection), runs two goroutines
-// per connection and hands every request and response between them over
-// channels, which for small keep-alive requests cost more than the rest
-// of its work.
-//
-// It behaves as the Transport does for these requests: the same bytes on
-// the wire (net/http writes the unusual ones), the same checks of header
-// names and values, net/http's response parser with the response header
-// limit (timeouts.upstream_response until the header is in, none while
-// the body streams), informational responses passed to the request's
-// httptrace hook, a request that fails on a kept-alive connection before
-// any response byte came retried once more on another connection when it
-// is safe (nothing was written, or the method is idempotent), idle
-// connections reused most recent first, at most 256 per target and for
-// 90 seconds, and a connection whose peer closed it or sent bytes nobody
-// asked for closed, not reused (looked at every second while idle, and
-// before it is used again unless its last response ended just before:
-// see conn).
-type h1Client struct {
-	dialer *net.Dialer
+// Client is an HTTP/1.1 client for requests without a body. Its zero
+// value is not usable: make one with New.
+type Client struct {
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// responseHeader bounds the wait for a response header (0: none).
 	responseHeader time.Duration
 	maxHeader      int64
-	// lookAfter is h1LookAfter (tests change it); looks counts the
-	// looks at idle connections before their reuse.
+	// lookAfter is the constant lookAfter (tests change it); looks
+	// counts the looks at idle connections before their reuse.
 	lookAfter time.Duration
 	looks     atomic.Int64
 
 	mu sync.Mutex
 	// idle are the idle connections by target address, the most recently
 	// used last.
-	idle     map[string][]*h1Conn
+	idle     map[string][]*pconn
 	sweeping bool
 }
 
 const (
-	// h1MaxIdle and h1IdleTimeout are the Transport's
-	// MaxIdleConnsPerHost and IdleConnTimeout of the other requests.
-	h1MaxIdle     = 256
-	h1IdleTimeout = 90 * time.Second
-	// h1SweepEvery is how often idle connections are looked at.
-	h1SweepEvery = time.Second
-	// h1ReadBuffer is the size of a connection's read buffer, as the
+	// maxIdle and idleTimeout are the MaxIdleConnsPerHost and
+	// IdleConnTimeout of the Transport that carries the other requests.
+	maxIdle     = 256
+	idleTimeout = 90 * time.Second
+	// sweepEvery is how often idle connections are looked at.
+	sweepEvery = time.Second
+	// readBuffer is the size of a connection's read buffer, as the
 	// Transport's.
-	h1ReadBuffer = 4 << 10
-	// h1LookAfter is how long a connection may have been idle and still
-	// be reused without a look (see conn).
-	h1LookAfter = time.Millisecond
+	readBuffer = 4 << 10
+	// lookAfter is how long a connection may have been idle and still
+	// be reused without a look (see Client.conn).
+	lookAfter = time.Millisecond
 )
 
-func newH1Client(d *net.Dialer, ts transportSettings) *h1Client {
-	return &h1Client{
-		dialer:         d,
-		responseHeader: ts.timeouts.UpstreamResponse.D(),
-		maxHeader:      int64(ts.maxResponseHeader),
-		lookAfter:      h1LookAfter,
-		idle:           map[string][]*h1Conn{},
+// Options are what a Client takes from its user.
+type Options struct {
+	// Dial makes a new connection to a target ("tcp" and its address).
+	// Connections that are not a syscall.Conn cannot be looked at while
+	// idle: they are taken as alive (see the package comment).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ResponseHeaderTimeout bounds the wait for a response header once
+	// the request is written (0: no bound), as the Transport's field of
+	// that name.
+	ResponseHeaderTimeout time.Duration
+	// MaxResponseHeaderBytes bounds a response header, each
+	// informational one counted on its own, as the Transport's field of
+	// that name; it must be more than 0.
+	MaxResponseHeaderBytes int64
+}
+
+// New returns a Client with no connections yet.
+func New(o Options) *Client {
+	return &Client{
+		dial:           o.Dial,
+		responseHeader: o.ResponseHeaderTimeout,
+		maxHeader:      o.MaxResponseHeaderBytes,
+		lookAfter:      lookAfter,
+		idle:           map[string][]*pconn{},
 	}
 }
 
-// takes reports whether req is one for the client: no body, no trailer,
-// and nothing about the connection (no upgrade, no close).
-func (c *h1Client) takes(req *http.Request) bool {
+// Takes reports whether req is one for the client: no body, no trailer,
+// and nothing about the connection (no upgrade, no close), not CONNECT.
+// RoundTrip must be given no other.
+func (c *Client) Takes(req *http.Request) bool {
 	return (req.Body == nil || req.Body == http.NoBody) && req.ContentLength == 0 && len(req.TransferEncoding) == 0 &&
 		!req.Close && len(req.Trailer) == 0 && len(req.Header["Connection"]) == 0 && req.Method != http.MethodConnect
 }
 
-// h1Conn is a connection to a target.
-type h1Conn struct {
+// pconn is a connection to a target.
+type pconn struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	addr   string
@@ -113,7 +109,7 @@ type h1Conn struct {
 var errHeaderLimit = errors.New("response header limit reached")
 
 // Read feeds br, counting the response header's bytes against its limit.
-func (pc *h1Conn) Read(p []byte) (int, error) {
+func (pc *pconn) Read(p []byte) (int, error) {
 	if pc.limit <= 0 {
 		return 0, errHeaderLimit
 	}
@@ -128,12 +124,18 @@ func (pc *h1Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (pc *h1Conn) close() { pc.conn.Close() }
+func (pc *pconn) close() { pc.conn.Close() }
 
 // requestBuffers hold requests as they are written.
 var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+// RoundTrip sends req, one that Takes, to the target at addr (host:port)
+// and returns its response once the header is in; the body is read from
+// the connection as the caller reads it, and the caller must read it to
+// its end or close it. The request's URL gives the request target, its
+// Host field (or the URL's host) the Host header; addr alone says where
+// the request goes.
+func (c *Client) RoundTrip(req *http.Request, addr string) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	wire, err := appendRequest((*bp)[:0], req)
 	defer func() {
@@ -150,7 +152,7 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pc, err := c.conn(ctx, req, t)
+		pc, err := c.conn(ctx, req, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -164,10 +166,10 @@ func (c *h1Client) roundTrip(req *http.Request, t *target) (*http.Response, erro
 	}
 }
 
-// conn returns an idle connection to t, or a new one, for req.
-func (c *h1Client) conn(ctx context.Context, req *http.Request, t *target) (*h1Conn, error) {
+// conn returns an idle connection to addr, or a new one, for req.
+func (c *Client) conn(ctx context.Context, req *http.Request, addr string) (*pconn, error) {
 	for {
-		pc, idle := c.takeIdle(t.addr)
+		pc, idle := c.takeIdle(addr)
 		if pc == nil {
 			break
 		}
@@ -179,7 +181,7 @@ func (c *h1Client) conn(ctx context.Context, req *http.Request, t *target) (*h1C
 		// not be retried. The Transport's read goroutine sees both while
 		// the connection is idle, as soon as it is scheduled.
 		//
-		// A connection whose last response ended less than h1LookAfter
+		// A connection whose last response ended less than lookAfter
 		// ago is not looked at for a request that may be sent twice:
 		// that response's bytes were read whole and nothing followed
 		// them in that read (release), a target that closed the
@@ -197,18 +199,18 @@ func (c *h1Client) conn(ctx context.Context, req *http.Request, t *target) (*h1C
 		}
 		return pc, nil
 	}
-	conn, err := c.dialer.DialContext(ctx, "tcp", t.addr)
+	conn, err := c.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	pc := &h1Conn{conn: conn, addr: t.addr}
-	pc.br = bufio.NewReaderSize(pc, h1ReadBuffer)
+	pc := &pconn{conn: conn, addr: addr}
+	pc.br = bufio.NewReaderSize(pc, readBuffer)
 	return pc, nil
 }
 
 // exchange writes the request on pc and reads the response header; the
 // body is read from the response. pc is closed on failure.
-func (c *h1Client) exchange(ctx context.Context, pc *h1Conn, req *http.Request, wire []byte) (*http.Response, error) {
+func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wire []byte) (*http.Response, error) {
 	// A client that goes away ends the exchange (the request's context
 	// is canceled): its connection is closed under it.
 	stop := context.AfterFunc(ctx, pc.close)
@@ -272,7 +274,7 @@ func (c *h1Client) exchange(ctx context.Context, pc *h1Conn, req *http.Request, 
 		// No timeout while the body streams, as with the Transport.
 		_ = pc.conn.SetReadDeadline(time.Time{})
 	}
-	resp.Body = &h1Body{body: resp.Body, c: c, pc: pc, resp: resp, ctx: ctx, stop: stop}
+	resp.Body = &body{body: resp.Body, c: c, pc: pc, resp: resp, ctx: ctx, stop: stop}
 	return resp, nil
 }
 
@@ -285,9 +287,9 @@ func headerError(err error) error {
 	return err
 }
 
-// errAwaitingHeaders is timeouts.upstream_response passing before the
+// errAwaitingHeaders is Options.ResponseHeaderTimeout passing before the
 // response header came.
-var errAwaitingHeaders error = &timeoutError{"timeout awaiting response headers"}
+var errAwaitingHeaders error = &timeoutError{"net/http: timeout awaiting response headers"}
 
 type timeoutError struct{ msg string }
 
@@ -335,19 +337,19 @@ func replayable(req *http.Request) bool {
 	return k1 || k2
 }
 
-// h1Body is a response body read from a connection, which goes back to
+// body is a response body read from a connection, which goes back to
 // the idle connections once the body has been read to its end.
-type h1Body struct {
+type body struct {
 	body io.ReadCloser
-	c    *h1Client
-	pc   *h1Conn
+	c    *Client
+	pc   *pconn
 	resp *http.Response
 	ctx  context.Context
 	stop func() bool
 	done bool
 }
 
-func (b *h1Body) Read(p []byte) (int, error) {
+func (b *body) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
 	}
@@ -368,7 +370,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 }
 
 // Close gives up on a body not read to its end: its connection is closed.
-func (b *h1Body) Close() error {
+func (b *body) Close() error {
 	if !b.done {
 		b.done = true
 		b.stop()
@@ -379,7 +381,7 @@ func (b *h1Body) Close() error {
 
 // release takes back the connection of a response read whole, for the
 // next request; stopped says whether the request's context let go of it.
-func (c *h1Client) release(pc *h1Conn, resp *http.Response, stopped bool) {
+func (c *Client) release(pc *pconn, resp *http.Response, stopped bool) {
 	if !stopped || resp.Close || pc.sawEOF {
 		pc.close()
 		return
@@ -394,7 +396,7 @@ func (c *h1Client) release(pc *h1Conn, resp *http.Response, stopped bool) {
 	pc.idleAt = time.Now()
 	c.mu.Lock()
 	list := c.idle[pc.addr]
-	if len(list) >= h1MaxIdle {
+	if len(list) >= maxIdle {
 		c.mu.Unlock()
 		pc.close()
 		return
@@ -402,7 +404,7 @@ func (c *h1Client) release(pc *h1Conn, resp *http.Response, stopped bool) {
 	c.idle[pc.addr] = append(list, pc)
 	if !c.sweeping {
 		c.sweeping = true
-		time.AfterFunc(h1SweepEvery, c.sweep)
+		time.AfterFunc(sweepEvery, c.sweep)
 	}
 	c.mu.Unlock()
 }
@@ -425,8 +427,8 @@ func is408(b []byte) bool {
 
 // takeIdle returns the most recently used idle connection to addr that
 // has not been idle too long and how long it was idle, or nil.
-func (c *h1Client) takeIdle(addr string) (*h1Conn, time.Duration) {
-	var stale []*h1Conn
+func (c *Client) takeIdle(addr string) (*pconn, time.Duration) {
+	var stale []*pconn
 	defer func() {
 		for _, pc := range stale {
 			pc.close()
@@ -442,7 +444,7 @@ func (c *h1Client) takeIdle(addr string) (*h1Conn, time.Duration) {
 	list[len(list)-1] = nil
 	list = list[:len(list)-1]
 	idle := time.Since(pc.idleAt)
-	if idle > h1IdleTimeout {
+	if idle > idleTimeout {
 		// The older ones are older still.
 		stale = append(append(stale, pc), list...)
 		clear(list)
@@ -455,15 +457,15 @@ func (c *h1Client) takeIdle(addr string) (*h1Conn, time.Duration) {
 
 // sweep closes the idle connections that timed out, that their target
 // closed, or that received bytes nobody asked for.
-func (c *h1Client) sweep() {
+func (c *Client) sweep() {
 	now := time.Now()
 	c.mu.Lock()
-	taken := map[string][]*h1Conn{}
+	taken := map[string][]*pconn{}
 	for addr, list := range c.idle {
 		// The oldest come first; those idle for less than half a sweep
 		// wait for the next.
 		n := 0
-		for n < len(list) && now.Sub(list[n].idleAt) >= h1SweepEvery/2 {
+		for n < len(list) && now.Sub(list[n].idleAt) >= sweepEvery/2 {
 			n++
 		}
 		if n > 0 {
@@ -478,7 +480,7 @@ func (c *h1Client) sweep() {
 	for addr, list := range taken {
 		kept := list[:0]
 		for _, pc := range list {
-			if now.Sub(pc.idleAt) <= h1IdleTimeout && lookIdle(pc) == idleAlive {
+			if now.Sub(pc.idleAt) <= idleTimeout && lookIdle(pc) == idleAlive {
 				kept = append(kept, pc)
 			} else {
 				pc.close()
@@ -492,7 +494,7 @@ func (c *h1Client) sweep() {
 	more := false
 	for addr, kept := range taken {
 		list := append(kept, c.idle[addr]...)
-		for len(list) > h1MaxIdle {
+		for len(list) > maxIdle {
 			list[0].close()
 			list = list[1:]
 		}
@@ -507,15 +509,16 @@ func (c *h1Client) sweep() {
 	}
 	c.sweeping = more
 	if more {
-		time.AfterFunc(h1SweepEvery, c.sweep)
+		time.AfterFunc(sweepEvery, c.sweep)
 	}
 }
 
-// closeIdle closes the idle connections.
-func (c *h1Client) closeIdle() {
+// CloseIdle closes the idle connections. Connections in use are kept,
+// and go back to the idle ones when their response ends.
+func (c *Client) CloseIdle() {
 	c.mu.Lock()
 	idle := c.idle
-	c.idle = map[string][]*h1Conn{}
+	c.idle = map[string][]*pconn{}
 	c.mu.Unlock()
 	for _, list := range idle {
 		for _, pc := range list {
@@ -532,7 +535,7 @@ const (
 )
 
 // lookIdle looks at an idle connection without waiting.
-func lookIdle(pc *h1Conn) int {
+func lookIdle(pc *pconn) int {
 	if pc.br.Buffered() > 0 {
 		buf, _ := pc.br.Peek(pc.br.Buffered())
 		unsolicited(buf, nil)
@@ -549,9 +552,6 @@ func lookIdle(pc *h1Conn) int {
 	}
 	return idleClosed
 }
-
-// errWouldBlock is peekSocket finding nothing to read.
-var errWouldBlock = errors.New("nothing to read")
 
 // appendRequest appends req as the Transport writes a request without a
 // body, after the Transport's checks of its method and header fields.
