@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/tcplisten"
@@ -212,7 +214,7 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
 			continue
 		}
-		path := cfg.SourcePath(fe.Source, fe.Side, upstreamSource)
+		path := cfg.SourcePath(fe.Source, fe.Side, upstream.UpstreamSource)
 		if p, ok := paths[fe.Source]; ok {
 			path = p + "." + fe.Side
 		}
@@ -324,7 +326,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			path := cfg.SourcePath(w.Source, w.Side, upstreamSource)
+			path := cfg.SourcePath(w.Source, w.Side, upstream.UpstreamSource)
 			if p, ok := paths[w.Source]; ok {
 				path = p + "." + w.Side
 			}
@@ -349,7 +351,7 @@ func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, sites []*sit
 		if tc == nil || j >= len(confs) || confs[j].TLCP == nil || confs[j].TLCP.SuitesDefaulted {
 			continue
 		}
-		if tc.ClientAuth == tlcp.NoClientCert && tc.ClientCAs == nil && servesECDHE(tc.CipherSuites) {
+		if tc.ClientAuth == tlcp.NoClientCert && tc.ClientCAs == nil && upstream.ServesECDHE(tc.CipherSuites) {
 			at = append(at, j)
 		}
 	}
@@ -396,17 +398,6 @@ func siteHostWarnings(cfg *config.Config, lc *config.Listener, p string) []confi
 			"add default: true to the site those clients should get"))
 	}
 	return out
-}
-
-func servesECDHE(suites []uint16) bool {
-	for _, id := range suites {
-		for _, cs := range tlcp.CipherSuites() {
-			if cs.ID == id && cs.ECDHE {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func loopbackListen(addr string) bool {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"golang.org/x/net/http/httpguts"
@@ -37,7 +39,7 @@ func forwardable(r *http.Request) bool {
 // copied value by value. TestForwardMatchesReverseProxy sends the same
 // requests and responses through both and compares what the upstream and
 // the client see.
-func (s *Server) forward(rec *recorder, r *http.Request, p *pool, site *site) {
+func (s *Server) forward(rec *recorder, r *http.Request, p *upstream.Pool, site *site) {
 	info := &informational{w: rec}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: info.got1xx}))
 	u := *r.URL

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 )
 
@@ -143,7 +145,7 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	info := &forward.ConnInfo{Listener: "edge", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Site: site.name}
 	// ReverseProxy over net/http's own Transport, as every request went
 	// before the pool had a client of its own for these.
-	netHTTP := pool.transport.(*httpTransport).http
+	netHTTP := pool.Transport.(*upstream.HttpTransport).Http
 	viaNetHTTP := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r.URL.Host = ln.Addr().String()
 		return netHTTP.RoundTrip(r)

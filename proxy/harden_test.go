@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/edge"
@@ -359,22 +361,22 @@ func TestHealthCheckEndsEjection(t *testing.T) {
 	up.Passive.EjectFor = config.Duration(time.Hour)
 	up.Health = config.Health{Path: "/healthz", Interval: config.Duration(50 * time.Millisecond), Timeout: config.Duration(time.Second), Fails: 1, Passes: 1}
 	s := startServer(t, cfg, nil)
-	var flakyTarget *target
-	for _, tg := range s.gen.pools["app"].targets {
-		if "http://"+tg.addr == flaky.URL {
+	var flakyTarget *upstream.Target
+	for _, tg := range s.gen.pools["app"].Targets {
+		if "http://"+tg.Addr == flaky.URL {
 			flakyTarget = tg
 		}
 	}
 
 	client := tlcpClient(t, p, nil)
-	for i := 0; flakyTarget.available(time.Now()); i++ {
+	for i := 0; flakyTarget.Available(time.Now()); i++ {
 		if i == 100 {
 			t.Fatal("the failing target was never ejected")
 		}
 		get(t, client, gatewayURL(s, "/work"))
 	}
 	// Ejected for an hour, but its health check passes.
-	testwait.For(t, "a passed health check to end the ejection", func() bool { return flakyTarget.available(time.Now()) })
+	testwait.For(t, "a passed health check to end the ejection", func() bool { return flakyTarget.Available(time.Now()) })
 }
 
 // The per-request failure lines are a few a second, and a summary counts

@@ -425,7 +425,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
-		s.gen.pools["app"].transport.closeIdle()
+		s.gen.pools["app"].Transport.CloseIdle()
 		startUpstream(upAddr)
 		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
 			t.Errorf("after the blip: %d, want 200 at once", resp.StatusCode)
@@ -1127,7 +1127,7 @@ func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*ht
 		return
 	}
 	for _, p := range gw.srv.gen.pools {
-		p.transport.closeIdle()
+		p.Transport.CloseIdle()
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for runtime.NumGoroutine() > b.goroutines+slack || gw.srv.connsCount() != 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/route"
 )
 
@@ -42,9 +44,9 @@ func hostSelection() (*siteIndex, *router) {
 	idx := newSiteIndex([]*site{pay, open}, func(*site) bool { return true })
 	r := &router{}
 	for _, h := range pay.hosts {
-		r.routes = append(r.routes, routeEntry{host: h, path: "/", upstream: &pool{name: "pay"}}, routeEntry{host: h, upstream: &pool{name: "pay"}, stream: true})
+		r.routes = append(r.routes, routeEntry{host: h, path: "/", upstream: &upstream.Pool{Name: "pay"}}, routeEntry{host: h, upstream: &upstream.Pool{Name: "pay"}, stream: true})
 	}
-	r.routes = append(r.routes, routeEntry{path: "/", upstream: &pool{name: "open"}}, routeEntry{upstream: &pool{name: "open"}, stream: true})
+	r.routes = append(r.routes, routeEntry{path: "/", upstream: &upstream.Pool{Name: "open"}}, routeEntry{upstream: &upstream.Pool{Name: "open"}, stream: true})
 	return idx, r
 }
 
@@ -60,7 +62,7 @@ func TestHostSelectionAgrees(t *testing.T) {
 			bySite = s.name
 		}
 		if rt != nil {
-			byRoute = rt.upstream.name
+			byRoute = rt.upstream.Name
 		}
 		return bySite, byRoute
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/observe"
@@ -26,7 +28,7 @@ import (
 type routeEntry struct {
 	host     string // canonical (route.Pattern); "" any; "*.x" wildcard
 	path     string
-	upstream *pool
+	upstream *upstream.Pool
 	// stream routes take whole connections.
 	stream bool
 }
@@ -161,7 +163,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// timed and logged too, with what was sent.
 	defer func() { h.finished(st, ci, site, r, rec, upstreamName, start) }()
 	if rt != nil {
-		upstreamName = rt.upstream.name
+		upstreamName = rt.upstream.Name
 		if forwardable(r) {
 			h.srv.forward(rec, r, rt.upstream, site)
 		} else {
@@ -229,7 +231,7 @@ func hasDotSegment(p string) bool {
 
 // reverseProxy builds the forwarding handler of a pool for a site's
 // session headers. It is cheap: the pool holds the transport.
-func (s *Server) reverseProxy(p *pool, site *site) *httputil.ReverseProxy {
+func (s *Server) reverseProxy(p *upstream.Pool, site *site) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { rewrite(pr, site) },
 		Transport: p,
@@ -277,11 +279,11 @@ func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
 // its own body is the client's failure: 400 or 408, and an HTTP/1
 // connection is closed; one whose client went away is logged as 499 and nothing is
 // sent.
-func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool, err error) {
+func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *upstream.Pool, err error) {
 	var be *forward.ClientBodyError
 	if errors.As(err, &be) {
 		status := be.Status()
-		s.log.Debug("request body failed", "upstream", p.name, "status", status, "cause", be.Err.Error(), "path", r.URL.Path)
+		s.log.Debug("request body failed", "upstream", p.Name, "status", status, "cause", be.Err.Error(), "path", r.URL.Path)
 		if status == forward.StatusClientClosed {
 			abort(w)
 			return
@@ -300,21 +302,21 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool,
 		return
 	}
 	if r.Context().Err() != nil {
-		s.log.Debug("client gone before the upstream answered", "upstream", p.name, "path", r.URL.Path)
+		s.log.Debug("client gone before the upstream answered", "upstream", p.Name, "path", r.URL.Path)
 		abort(w)
 		return
 	}
 	status, what := classifyUpstreamError(err)
 	target := ""
-	var ue *upstreamError
+	var ue *upstream.UpstreamError
 	if errors.As(err, &ue) {
-		target = ue.target
-		err = ue.err
+		target = ue.Target
+		err = ue.Err
 	}
 	if rec, ok := w.(*recorder); ok {
 		rec.target = target
 	}
-	p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("target", target), slog.Int("status", status),
+	p.FailLog.Log("upstream failed", failureAttrs(p, err, slog.String("target", target), slog.Int("status", status),
 		slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path))...)
 	plainError(w, status, what)
 }
@@ -322,13 +324,13 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, p *pool,
 // failureAttrs are the log fields of a failure to reach an upstream: the
 // step that failed and why (the labels of gmgate_upstream_failures_total),
 // a hint where the label alone may puzzle, and the cause.
-func failureAttrs(p *pool, err error, extra ...slog.Attr) []slog.Attr {
-	attrs := []slog.Attr{slog.String("upstream", p.name)}
+func failureAttrs(p *upstream.Pool, err error, extra ...slog.Attr) []slog.Attr {
+	attrs := []slog.Attr{slog.String("upstream", p.Name)}
 	attrs = append(attrs, extra...)
-	if !noTargetFault(err) {
-		stage, reason := upstreamFailure(err)
+	if !upstream.NoTargetFault(err) {
+		stage, reason := upstream.UpstreamFailure(err)
 		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
-		if hint := failureHint(stage, reason); hint != "" {
+		if hint := upstream.FailureHint(stage, reason); hint != "" {
 			attrs = append(attrs, slog.String("hint", hint))
 		}
 	}
@@ -350,9 +352,9 @@ func abort(w http.ResponseWriter) {
 func classifyUpstreamError(err error) (int, string) {
 	var ne net.Error
 	switch {
-	case errors.Is(err, errNoTarget):
+	case errors.Is(err, upstream.ErrNoTarget):
 		return http.StatusServiceUnavailable, "no upstream server is available"
-	case errors.Is(err, errTargetBusy):
+	case errors.Is(err, upstream.ErrTargetBusy):
 		return http.StatusServiceUnavailable, "the upstream server is busy"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/edge"
@@ -585,21 +587,21 @@ func (l *connListener) Addr() net.Addr { return l.addr }
 // forwardTCP copies the decrypted stream to a target of a tcp pool and
 // back, passing half-closes through, until both directions end or the
 // connection stays idle too long.
-func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *forward.ConnInfo) {
+func (s *Server) forwardTCP(st *listenerState, p *upstream.Pool, client net.Conn, info *forward.ConnInfo) {
 	defer client.Close()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
-	upstream, t, err := p.dialTCP(ctx)
+	upstream, t, err := p.DialTCP(ctx)
 	cancel()
 	if err != nil {
-		p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
-		s.logTCP(info, p.name, "", 0, 0, time.Since(start), err)
+		p.FailLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
+		s.logTCP(info, p.Name, "", 0, 0, time.Since(start), err)
 		return
 	}
 	defer upstream.Close()
-	t.inflight.Add(1)
-	defer t.inflight.Add(-1)
-	s.metrics.UpstreamRequests.WithLabelValues(p.name, "connected").Inc()
+	t.Inflight.Add(1)
+	defer t.Inflight.Add(-1)
+	s.metrics.UpstreamRequests.WithLabelValues(p.Name, "connected").Inc()
 
 	var in, out atomic.Int64
 	// The connection is idle when it moves no byte either way: a
@@ -640,7 +642,7 @@ func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *f
 		closeWrite(client)
 	}()
 	wg.Wait()
-	s.logTCP(info, p.name, t.addr, in.Load(), out.Load(), time.Since(start), nil)
+	s.logTCP(info, p.Name, t.Addr, in.Load(), out.Load(), time.Since(start), nil)
 }
 
 func (s *Server) logTCP(info *forward.ConnInfo, upstream, target string, in, out int64, d time.Duration, err error) {

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -303,7 +305,7 @@ upstreams:
 				testwait.For(t, "the watcher to load the new certificate", func() bool {
 					gw.mu.Lock()
 					defer gw.mu.Unlock()
-					c := gw.gen.store.TLCPCertificate(upstreamSource("partner"))
+					c := gw.gen.store.TLCPCertificate(upstream.UpstreamSource("partner"))
 					return c != nil && c.SignLeaf.Subject.CommonName == "app-2026"
 				})
 			} else if err := gw.Reload(parseConfig(t, doc)); err != nil {

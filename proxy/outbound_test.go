@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/pki"
@@ -200,7 +202,7 @@ func TestOutboundHTTPOverTLCP(t *testing.T) {
 			}
 
 			// A new connection resumes the session.
-			gw.gen.pools["partner"].transport.closeIdle()
+			gw.gen.pools["partner"].Transport.CloseIdle()
 			resp, err := client.Get(url)
 			if err != nil {
 				t.Fatal(err)
@@ -704,7 +706,7 @@ upstreams:
 		}
 		return e.Headers.Get("X-Client-Subject"), e.Headers.Get("X-Tlcp-Resumed")
 	}
-	pool := func() *pool {
+	pool := func() *upstream.Pool {
 		gw.mu.Lock()
 		defer gw.mu.Unlock()
 		return gw.gen.pools["partner"]
@@ -723,7 +725,7 @@ upstreams:
 	if s, r := seen(); s != "CN=app-2026" || r != "false" {
 		t.Fatalf("after the rotation: subject %q, resumed %q; want the new certificate in a full handshake", s, r)
 	}
-	pool().transport.closeIdle()
+	pool().Transport.CloseIdle()
 	if s, r := seen(); s != "CN=app-2026" || r != "true" {
 		t.Fatalf("the new certificate's session: subject %q, resumed %q", s, r)
 	}

@@ -5,17 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/route"
 )
 
 func TestRouterPrecedence(t *testing.T) {
-	pools := map[string]*pool{}
+	pools := map[string]*upstream.Pool{}
 	for _, n := range []string{"any", "api", "apiv2", "wild", "tcpdb", "tcpany"} {
 		scheme := "http"
 		if strings.HasPrefix(n, "tcp") {
 			scheme = "tcp"
 		}
-		pools[n] = &pool{name: n, scheme: scheme}
+		pools[n] = &upstream.Pool{Name: n, Scheme: scheme}
 	}
 	r := &router{routes: []routeEntry{
 		{host: "", path: "/", upstream: pools["any"]},
@@ -44,7 +46,7 @@ func TestRouterPrecedence(t *testing.T) {
 			t.Fatalf("%q is not a host", c.host)
 		}
 		got := r.match(h.Name, c.path, c.tcp)
-		if got == nil || got.upstream.name != c.want {
+		if got == nil || got.upstream.Name != c.want {
 			t.Errorf("match(%q, %q, tcp=%v) = %v, want %s", c.host, c.path, c.tcp, got, c.want)
 		}
 	}
@@ -64,25 +66,25 @@ func TestRouterPrecedence(t *testing.T) {
 }
 
 func TestPolicies(t *testing.T) {
-	targets := []*target{{addr: "a"}, {addr: "b"}, {addr: "c"}}
-	rr := &roundRobin{}
+	targets := []*upstream.Target{{Addr: "a"}, {Addr: "b"}, {Addr: "c"}}
+	rr := &upstream.RoundRobin{}
 	seen := map[string]int{}
 	for range 6 {
-		seen[rr.pick(targets).addr]++
+		seen[rr.Pick(targets).Addr]++
 	}
 	if seen["a"] != 2 || seen["b"] != 2 || seen["c"] != 2 {
 		t.Errorf("round robin: %v", seen)
 	}
-	lc := &leastConn{}
-	targets[0].inflight.Store(3)
-	targets[1].inflight.Store(1)
-	targets[2].inflight.Store(2)
+	lc := &upstream.LeastConn{}
+	targets[0].Inflight.Store(3)
+	targets[1].Inflight.Store(1)
+	targets[2].Inflight.Store(2)
 	for range 5 {
-		if got := lc.pick(targets).addr; got != "b" {
+		if got := lc.Pick(targets).Addr; got != "b" {
 			t.Fatalf("least_conn picked %s", got)
 		}
 	}
-	if rr.pick(nil) != nil || lc.pick(nil) != nil {
+	if rr.Pick(nil) != nil || lc.Pick(nil) != nil {
 		t.Error("a policy picked from nothing")
 	}
 }
@@ -90,19 +92,19 @@ func TestPolicies(t *testing.T) {
 func TestRetryable(t *testing.T) {
 	for method, want := range map[string]bool{"GET": true, "HEAD": true, "PUT": true, "DELETE": true, "OPTIONS": true, "POST": false, "PATCH": false} {
 		r := httptest.NewRequest(method, "/", nil)
-		if got := retryable(r); got != want {
+		if got := upstream.Retryable(r); got != want {
 			t.Errorf("retryable(%s) = %v, want %v", method, got, want)
 		}
 	}
 	r := httptest.NewRequest("PUT", "/", strings.NewReader("body"))
 	r.GetBody = nil
-	if retryable(r) {
+	if upstream.Retryable(r) {
 		t.Error("a PUT whose body cannot be replayed is retryable")
 	}
 }
 
 func TestClassifyUpstreamError(t *testing.T) {
-	if s, _ := classifyUpstreamError(&upstreamError{pool: "x", err: errNoTarget}); s != 503 {
+	if s, _ := classifyUpstreamError(&upstream.UpstreamError{Pool: "x", Err: upstream.ErrNoTarget}); s != 503 {
 		t.Errorf("no target: %d", s)
 	}
 }

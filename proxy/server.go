@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/edge"
@@ -120,7 +122,7 @@ type generation struct {
 	cfg         *config.Config
 	store       *certs.Store
 	storeCancel context.CancelFunc
-	pools       map[string]*pool
+	pools       map[string]*upstream.Pool
 	handshakes  map[string]*edge.HandshakeLimiter // by listener
 	states      map[string]*listenerState
 	// acme are the ACME managers by listener name.
@@ -334,7 +336,7 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		// checked, watched and reloaded like the listeners' certificates.
 		if uc := cfg.Upstreams[name]; uc != nil && uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() {
 			t := uc.TLCP
-			sources = append(sources, certs.Source{Name: upstreamSource(name), SignOnly: true,
+			sources = append(sources, certs.Source{Name: upstream.UpstreamSource(name), SignOnly: true,
 				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}})
 		}
 	}
@@ -350,7 +352,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	gen := &generation{
 		cfg:        cfg,
 		store:      store,
-		pools:      map[string]*pool{},
+		pools:      map[string]*upstream.Pool{},
 		handshakes: map[string]*edge.HandshakeLimiter{},
 		states:     map[string]*listenerState{},
 		acme:       map[string]*acmeSite{},
@@ -368,12 +370,12 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	}
 	for name, uc := range cfg.Upstreams {
 		if prev != nil {
-			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.cfg, *uc) && reflect.DeepEqual(old.timeouts, cfg.Timeouts) && old.maxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.filesUnchanged() {
+			if old, ok := prev.pools[name]; ok && reflect.DeepEqual(old.Cfg, *uc) && reflect.DeepEqual(old.Timeouts, cfg.Timeouts) && old.MaxResponseHeader == cfg.Limits.MaxResponseHeaderBytes && old.FilesUnchanged() {
 				gen.pools[name] = old
 				continue
 			}
 		}
-		p, err := newPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, store, bo.offline, s.log, s.metrics)
+		p, err := upstream.NewPool(name, uc, cfg.Timeouts, cfg.Limits.MaxResponseHeaderBytes, store, bo.offline, s.log, s.metrics)
 		if err != nil {
 			probs = append(probs, poolProblem(cfg, name, err))
 			continue
@@ -419,11 +421,11 @@ func (g *generation) acmeCollectors() []prometheus.Collector {
 // start begins health checks and certificate watching.
 func (g *generation) start(prev *generation, log *slog.Logger) {
 	for name, p := range g.pools {
-		if cu, ok := p.transport.(certificateUser); ok {
-			cu.useStore(g.store)
+		if cu, ok := p.Transport.(upstream.CertificateUser); ok {
+			cu.UseStore(g.store)
 		}
 		if prev == nil || prev.pools[name] != p {
-			p.start()
+			p.Start()
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -448,7 +450,7 @@ func (g *generation) release(keep *generation, served bool) {
 	}
 	for name, p := range g.pools {
 		if keep == nil || keep.pools[name] != p {
-			p.close()
+			p.Close()
 		}
 	}
 	for name, site := range g.acme {

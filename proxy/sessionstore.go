@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
@@ -46,7 +48,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		// The TLS files are read, the client key's reference too; no
 		// secret is.
 		if ss.Redis.TLS != nil {
-			if _, err := upstreamTLSConfig(ss.Redis.TLS, true); err != nil {
+			if _, err := upstream.UpstreamTLSConfig(ss.Redis.TLS, true); err != nil {
 				return nil, []config.Problem{redisProblem(cfg, err)}, nil
 			}
 		}
@@ -174,7 +176,7 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		}
 	}
 	if r.TLS != nil {
-		tc, err := upstreamTLSConfig(r.TLS, false)
+		tc, err := upstream.UpstreamTLSConfig(r.TLS, false)
 		if err != nil {
 			return nil, err
 		}

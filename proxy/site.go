@@ -286,7 +286,7 @@ func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) [
 		}
 		// Routes to tcp:// upstreams, and every route of a tcp listener,
 		// take whole connections.
-		stream := p.scheme == "tcp" || lc.Protocol == config.ProtocolTCP
+		stream := p.Scheme == "tcp" || lc.Protocol == config.ProtocolTCP
 		path := rc.Path
 		if stream {
 			path = ""

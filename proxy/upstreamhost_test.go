@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -113,7 +115,7 @@ func TestTargetHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := targetHost(u); got != want {
+		if got := upstream.TargetHost(u); got != want {
 			t.Errorf("%s: %q, want %q", target, got, want)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -107,9 +109,9 @@ func (r *blackHoleRelay) connections() []*relayedConn {
 // shortUpstreamPings makes gmgate ping upstream HTTP/2 connections after
 // after of silence, for the test.
 func shortUpstreamPings(t *testing.T, after, timeout time.Duration) {
-	pingAfter, pingTimeout := upstreamPingAfter, upstreamPingTimeout
-	upstreamPingAfter, upstreamPingTimeout = after, timeout
-	t.Cleanup(func() { upstreamPingAfter, upstreamPingTimeout = pingAfter, pingTimeout })
+	pingAfter, pingTimeout := upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout
+	upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout = after, timeout
+	t.Cleanup(func() { upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout = pingAfter, pingTimeout })
 }
 
 // An HTTP/2 connection to an upstream whose peer has gone silent is
@@ -157,8 +159,8 @@ func TestUpstreamHTTP2PingClosesDeadConnection(t *testing.T) {
 func TestUpstreamHTTP2PingsWithinGRPCPolicy(t *testing.T) {
 	// gRPC servers' default minimum between PINGs on a connection with
 	// streams.
-	if upstreamPingAfter < 5*time.Minute {
-		t.Fatalf("upstream PINGs after %v of silence; gRPC servers close connections pinged more often than every 5m", upstreamPingAfter)
+	if upstream.UpstreamPingAfter < 5*time.Minute {
+		t.Fatalf("upstream PINGs after %v of silence; gRPC servers close connections pinged more often than every 5m", upstream.UpstreamPingAfter)
 	}
 	const minTime = 300 * time.Millisecond
 	shortUpstreamPings(t, minTime, 5*time.Second)

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -91,7 +91,7 @@ func (tr *tlcpTransport) newConnSet(identity string) *connSet {
 func (tr *tlcpTransport) connections() *connSet {
 	for {
 		s := tr.conns.Load()
-		if tag, _ := tr.identityInService(); s.identity == tag && s.acquire() {
+		if tag, _ := tr.identityInService(); s.identity == tag && s.Acquire() {
 			return s
 		}
 		if own := tr.renew(s); own != nil {
@@ -127,7 +127,7 @@ func (tr *tlcpTransport) renew(old *connSet) (own *connSet) {
 }
 
 // acquire counts a request in, unless the set has closed.
-func (s *connSet) acquire() bool {
+func (s *connSet) Acquire() bool {
 	for {
 		n := s.users.Load()
 		if n == 0 {
@@ -140,7 +140,7 @@ func (s *connSet) acquire() bool {
 }
 
 // release counts a request out; the last one closes a retired set.
-func (s *connSet) release() {
+func (s *connSet) Release() {
 	if s.users.Add(-1) == 0 {
 		s.closeAll()
 	}
@@ -152,8 +152,8 @@ func (s *connSet) retire() {
 	if !s.retired.CompareAndSwap(false, true) {
 		return
 	}
-	s.closeIdle()
-	s.release()
+	s.CloseIdle()
+	s.Release()
 }
 
 // holdFor keeps the set for resp until its body is closed: with the
@@ -162,7 +162,7 @@ func (s *connSet) retire() {
 func (s *connSet) holdFor(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		// The connection went back to its transport with the response.
-		s.release()
+		s.Release()
 		return
 	}
 	b := &setBody{ReadCloser: resp.Body, set: s}
@@ -183,7 +183,7 @@ type setBody struct {
 func (b *setBody) Close() error {
 	err := b.ReadCloser.Close()
 	if b.done.CompareAndSwap(false, true) {
-		b.set.release()
+		b.set.Release()
 	}
 	return err
 }
@@ -256,7 +256,7 @@ func (s *connSet) takeSpare(addr string, version int32) *tlcp.Conn {
 }
 
 // closeIdle closes the connections no request is using.
-func (s *connSet) closeIdle() {
+func (s *connSet) CloseIdle() {
 	s.http.CloseIdleConnections()
 	if s.h2 != nil {
 		s.h2.CloseIdleConnections()
@@ -284,5 +284,5 @@ func (s *connSet) closeAll() {
 	for c := range conns {
 		c.Conn.Close()
 	}
-	s.closeIdle()
+	s.CloseIdle()
 }

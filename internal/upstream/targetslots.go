@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"container/list"
@@ -32,19 +32,19 @@ import (
 // client connections holding or waiting for some), oldest first among
 // equals; a client connection under its share may take the queue place
 // of the newest request of the one furthest over it.
-type targetSlots struct {
+type TargetSlots struct {
 	max, maxQueue int
 	// perClient is the most one client connection may hold.
 	perClient int
-	wait      time.Duration
+	Wait      time.Duration
 
-	mu    sync.Mutex
-	inUse int
+	Mu    sync.Mutex
+	InUse int
 	// clients are the client connections holding or waiting for a slot;
 	// line, those waiting, in the order they began to.
-	clients map[any]*slotClient
+	Clients map[any]*slotClient
 	line    list.List // of *slotClient
-	queued  int
+	Queued  int
 
 	inUseGauge, waitingGauge prometheus.Gauge
 	queueFull, waitTimeout   prometheus.Counter
@@ -69,22 +69,22 @@ type slotWaiter struct {
 // errTargetBusy is a request that found every connection to its target
 // in use and could not wait for one (the queue was full, or the wait
 // timed out): answered 503, never held against the target.
-var errTargetBusy = errors.New("every connection to the target is in use")
+var ErrTargetBusy = errors.New("every connection to the target is in use")
 
 // targetBusyError says why a request got no slot.
-type targetBusyError struct{ timedOut bool }
+type TargetBusyError struct{ TimedOut bool }
 
-func (e *targetBusyError) Error() string {
-	if e.timedOut {
-		return errTargetBusy.Error() + ": timed out in the queue"
+func (e *TargetBusyError) Error() string {
+	if e.TimedOut {
+		return ErrTargetBusy.Error() + ": timed out in the queue"
 	}
-	return errTargetBusy.Error() + " and the queue is full"
+	return ErrTargetBusy.Error() + " and the queue is full"
 }
 
-func (e *targetBusyError) Is(err error) bool { return err == errTargetBusy }
+func (e *TargetBusyError) Is(err error) bool { return err == ErrTargetBusy }
 
-func newTargetSlots(n, maxQueue int, wait time.Duration, m *observe.Metrics, upstream, target string) *targetSlots {
-	s := &targetSlots{max: n, maxQueue: maxQueue, perClient: max(1, n/2), wait: wait, clients: map[any]*slotClient{}}
+func NewTargetSlots(n, maxQueue int, wait time.Duration, m *observe.Metrics, upstream, target string) *TargetSlots {
+	s := &TargetSlots{max: n, maxQueue: maxQueue, perClient: max(1, n/2), Wait: wait, Clients: map[any]*slotClient{}}
 	s.inUseGauge = m.UpstreamConnsInUse.WithLabelValues(upstream, target)
 	s.waitingGauge = m.UpstreamWaiting.WithLabelValues(upstream, target)
 	s.queueFull = m.UpstreamRefused.WithLabelValues(upstream, target, "queue_full")
@@ -95,58 +95,58 @@ func newTargetSlots(n, maxQueue int, wait time.Duration, m *observe.Metrics, ups
 // acquire takes a slot for a request of the client connection client,
 // waiting for one when all are in use. It returns a *targetBusyError when
 // none came, or ctx's error when the request was given up meanwhile.
-func (s *targetSlots) acquire(ctx context.Context, client any) error {
-	s.mu.Lock()
+func (s *TargetSlots) Acquire(ctx context.Context, client any) error {
+	s.Mu.Lock()
 	c := s.client(client)
-	if s.inUse < s.max && c.held < s.perClient {
+	if s.InUse < s.max && c.held < s.perClient {
 		s.grantLocked(c)
-		s.inUse++
+		s.InUse++
 		s.inUseGauge.Inc()
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return nil
 	}
-	if s.queued >= s.maxQueue && !s.displaceLocked(c) {
+	if s.Queued >= s.maxQueue && !s.displaceLocked(c) {
 		s.forgetLocked(c)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		s.queueFull.Inc()
-		return &targetBusyError{}
+		return &TargetBusyError{}
 	}
 	w := &slotWaiter{client: c, ready: make(chan error, 1)}
 	w.elem = c.waiters.PushBack(w)
 	if c.inLine == nil {
 		c.inLine = s.line.PushBack(c)
 	}
-	s.queued++
+	s.Queued++
 	s.waitingGauge.Inc()
-	s.mu.Unlock()
+	s.Mu.Unlock()
 
-	timer := time.NewTimer(s.wait)
+	timer := time.NewTimer(s.Wait)
 	defer timer.Stop()
 	var gaveUp error
 	select {
 	case err := <-w.ready:
 		return err
 	case <-timer.C:
-		gaveUp = &targetBusyError{timedOut: true}
+		gaveUp = &TargetBusyError{TimedOut: true}
 	case <-ctx.Done():
 		gaveUp = ctx.Err()
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	if w.elem == nil {
 		// Granted (or displaced) as the wait ended.
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if err := <-w.ready; err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
-			s.release(client)
+			s.Release(client)
 			return ctx.Err()
 		}
 		return nil
 	}
 	s.dequeueLocked(w)
 	s.forgetLocked(c)
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if ctx.Err() == nil {
 		s.waitTimeout.Inc()
 	}
@@ -154,10 +154,10 @@ func (s *targetSlots) acquire(ctx context.Context, client any) error {
 }
 
 // release gives back a slot of client's.
-func (s *targetSlots) release(client any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.clients[client]
+func (s *TargetSlots) Release(client any) {
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
+	c := s.Clients[client]
 	if c == nil || c.held == 0 {
 		return
 	}
@@ -167,36 +167,36 @@ func (s *targetSlots) release(client any) {
 		s.grantLocked(w.client)
 		w.ready <- nil
 	} else {
-		s.inUse--
+		s.InUse--
 		s.inUseGauge.Dec()
 	}
 	s.forgetLocked(c)
 }
 
-func (s *targetSlots) client(key any) *slotClient {
-	c := s.clients[key]
+func (s *TargetSlots) client(key any) *slotClient {
+	c := s.Clients[key]
 	if c == nil {
 		c = &slotClient{key: key}
-		s.clients[key] = c
+		s.Clients[key] = c
 	}
 	return c
 }
 
-func (s *targetSlots) grantLocked(c *slotClient) { c.held++ }
+func (s *TargetSlots) grantLocked(c *slotClient) { c.held++ }
 
 // forgetLocked drops c once it holds and waits for nothing.
-func (s *targetSlots) forgetLocked(c *slotClient) {
+func (s *TargetSlots) forgetLocked(c *slotClient) {
 	if c.held == 0 && c.waiters.Len() == 0 {
-		delete(s.clients, c.key)
+		delete(s.Clients, c.key)
 	}
 }
 
 // dequeueLocked takes w out of the queue.
-func (s *targetSlots) dequeueLocked(w *slotWaiter) {
+func (s *TargetSlots) dequeueLocked(w *slotWaiter) {
 	c := w.client
 	c.waiters.Remove(w.elem)
 	w.elem = nil
-	s.queued--
+	s.Queued--
 	s.waitingGauge.Dec()
 	if c.waiters.Len() == 0 && c.inLine != nil {
 		s.line.Remove(c.inLine)
@@ -206,15 +206,15 @@ func (s *targetSlots) dequeueLocked(w *slotWaiter) {
 
 // fairShare is the slots divided by the client connections holding or
 // waiting for one.
-func (s *targetSlots) fairShare() int {
-	return max(1, s.max/max(1, len(s.clients)))
+func (s *TargetSlots) fairShare() int {
+	return max(1, s.max/max(1, len(s.Clients)))
 }
 
 // nextLocked chooses the waiting request a freed slot goes to: that of
 // the client connection holding the fewest for its share, the longest
 // waiting among equals; nil when no waiting client connection may hold
 // another.
-func (s *targetSlots) nextLocked() *slotWaiter {
+func (s *TargetSlots) nextLocked() *slotWaiter {
 	var best *slotClient
 	for e := s.line.Front(); e != nil; e = e.Next() {
 		c := e.Value.(*slotClient)
@@ -237,7 +237,7 @@ func (s *targetSlots) nextLocked() *slotWaiter {
 // displaceLocked makes room in a full queue for a request of c, under its
 // fair share, by refusing the newest waiting request of the client
 // connection furthest over its share. It reports whether it did.
-func (s *targetSlots) displaceLocked(c *slotClient) bool {
+func (s *TargetSlots) displaceLocked(c *slotClient) bool {
 	share := s.fairShare()
 	if c.held+c.waiters.Len() >= share {
 		return false
@@ -254,7 +254,7 @@ func (s *targetSlots) displaceLocked(c *slotClient) bool {
 	}
 	w := worst.waiters.Back().Value.(*slotWaiter)
 	s.dequeueLocked(w)
-	w.ready <- &targetBusyError{}
+	w.ready <- &TargetBusyError{}
 	s.queueFull.Inc()
 	s.forgetLocked(worst)
 	return true

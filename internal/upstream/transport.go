@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -28,14 +28,14 @@ import (
 // small type per scheme implements it (transport_*.go).
 type transport interface {
 	// roundTrip sends an HTTP request to t and returns its response.
-	roundTrip(req *http.Request, t *target) (*http.Response, error)
+	roundTrip(req *http.Request, t *Target) (*http.Response, error)
 	// dialStream opens a byte stream to t, for TCP routes.
-	dialStream(ctx context.Context, t *target) (net.Conn, error)
+	dialStream(ctx context.Context, t *Target) (net.Conn, error)
 	// probe is the health check without a path: it connects to t (and
 	// completes the handshake where the scheme has one) and hangs up.
-	probe(ctx context.Context, t *target) error
+	probe(ctx context.Context, t *Target) error
 	// closeIdle closes the connections kept for reuse.
-	closeIdle()
+	CloseIdle()
 }
 
 // transportSettings are what every transport of a generation shares.
@@ -130,22 +130,22 @@ func (ts transportSettings) httpTransport() *http.Transport {
 }
 
 // newTransport makes the transport of a pool's scheme for its targets.
-func newTransport(p *pool, uc *config.Upstream, ts transportSettings) (transport, error) {
-	switch p.scheme {
+func newTransport(p *Pool, uc *config.Upstream, ts transportSettings) (transport, error) {
+	switch p.Scheme {
 	case "http", "https", "h2c":
-		return newHTTPTransport(p.scheme, uc, ts)
+		return newHTTPTransport(p.Scheme, uc, ts)
 	case "tlcp":
 		return newTLCPTransport(p, uc, ts)
 	case "tcp":
 		return newTCPTransport(ts), nil
 	}
-	return nil, fmt.Errorf("no transport for %s:// targets", p.scheme)
+	return nil, fmt.Errorf("no transport for %s:// targets", p.Scheme)
 }
 
 // certificateUser is a transport that takes a client identity from the
 // certificate store of the generation in service.
-type certificateUser interface {
-	useStore(*certs.Store)
+type CertificateUser interface {
+	UseStore(*certs.Store)
 }
 
 // The steps of reaching a target, as the logs and the
@@ -177,7 +177,7 @@ func (e *stageError) Unwrap() error { return e.err }
 // upstreamFailure says which step of reaching a target failed (connect,
 // handshake or request) and why, as a short label: for a handshake the
 // alert sent or received when there was one.
-func upstreamFailure(err error) (stage, reason string) {
+func UpstreamFailure(err error) (stage, reason string) {
 	stage = stageRequest
 	var se *stageError
 	var op *net.OpError
@@ -211,7 +211,7 @@ func upstreamFailure(err error) (stage, reason string) {
 
 // failureHint explains the failures whose label alone may puzzle an
 // operator; "" for the others.
-func failureHint(stage, reason string) string {
+func FailureHint(stage, reason string) string {
 	if stage != stageHandshake {
 		return ""
 	}

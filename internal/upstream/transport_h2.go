@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -73,14 +73,14 @@ func setUpstreamProtocols(tr *http.Transport, uc *config.Upstream) {
 // connection's calls. Idle connections are closed after 90 s, before
 // they are ever pinged. Variables, for tests.
 var (
-	upstreamPingAfter   = 5 * time.Minute
-	upstreamPingTimeout = 15 * time.Second
+	UpstreamPingAfter   = 5 * time.Minute
+	UpstreamPingTimeout = 15 * time.Second
 )
 
 // upstreamHTTP2 is the configuration of net/http's HTTP/2 client to
 // upstreams.
 func upstreamHTTP2() *http.HTTP2Config {
-	return &http.HTTP2Config{SendPingTimeout: upstreamPingAfter, PingTimeout: upstreamPingTimeout}
+	return &http.HTTP2Config{SendPingTimeout: UpstreamPingAfter, PingTimeout: UpstreamPingTimeout}
 }
 
 // withoutUpgrade is req without its offer to switch protocols (Upgrade,
@@ -157,7 +157,7 @@ type versionChoice struct {
 	chosen atomic.Int32
 }
 
-func newTLCPHTTP2(tr *tlcpTransport, p *pool) *tlcpHTTP2 {
+func newTLCPHTTP2(tr *tlcpTransport, p *Pool) *tlcpHTTP2 {
 	h := &tlcpHTTP2{tr: tr, configs: map[string]*tlcp.Config{}, targets: map[string]*versionChoice{}, log: p.log}
 	for addr, cfg := range tr.configs {
 		c := cfg.Clone()
@@ -188,10 +188,10 @@ func (h *tlcpHTTP2) transport(ts transportSettings, dial func(ctx context.Contex
 // roundTrip sends req over the version its target chose last, and over
 // the other when a new connection finds that the target changed its
 // choice.
-func (h *tlcpHTTP2) roundTrip(set *connSet, req *http.Request, t *target) (*http.Response, error) {
-	vc := h.targets[t.addr]
+func (h *tlcpHTTP2) roundTrip(set *connSet, req *http.Request, t *Target) (*http.Response, error) {
+	vc := h.targets[t.Addr]
 	if vc == nil {
-		return nil, fmt.Errorf("%s is not a target of this upstream", t.addr)
+		return nil, fmt.Errorf("%s is not a target of this upstream", t.Addr)
 	}
 	var body *keptBody
 	if req.Body != nil && req.Body != http.NoBody {
@@ -213,7 +213,7 @@ func (h *tlcpHTTP2) roundTrip(set *connSet, req *http.Request, t *target) (*http
 		}
 	}
 	if err != nil {
-		body.release()
+		body.Release()
 	}
 	if errors.Is(err, errOtherVersion) {
 		// The target changed its choice at two handshakes in a row.
@@ -266,12 +266,12 @@ func (h *tlcpHTTP2) learn(vc *versionChoice, addr string, c *tlcp.Conn) int32 {
 
 // probe is the health check without a path: a handshake as requests make
 // it, offering HTTP/2.
-func (h *tlcpHTTP2) probe(ctx context.Context, t *target) error {
-	c, err := h.tr.dialWith(ctx, t.addr, h.configs[t.addr])
+func (h *tlcpHTTP2) probe(ctx context.Context, t *Target) error {
+	c, err := h.tr.dialWith(ctx, t.Addr, h.configs[t.Addr])
 	if err != nil {
 		return err
 	}
-	h.learn(h.targets[t.addr], t.addr, c)
+	h.learn(h.targets[t.Addr], t.Addr, c)
 	return c.Close()
 }
 
@@ -302,7 +302,7 @@ func (b *keptBody) wasRead() bool { return b != nil && b.read.Load() }
 
 // release closes the body when a transport asked to and it was left
 // open: a failed round trip closes its request's body.
-func (b *keptBody) release() {
+func (b *keptBody) Release() {
 	if b != nil && !b.read.Load() && b.closeAsked.Load() {
 		b.body.Close()
 	}

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bytes"
@@ -62,9 +62,9 @@ type tlcpTransport struct {
 
 // upstreamSource names a tlcp:// upstream's client identity in the
 // certificate store (and in the certificate metrics).
-func upstreamSource(upstream string) string { return "upstreams." + upstream }
+func UpstreamSource(upstream string) string { return "upstreams." + upstream }
 
-func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcpTransport, error) {
+func newTLCPTransport(p *Pool, uc *config.Upstream, ts transportSettings) (*tlcpTransport, error) {
 	tc := uc.TLCP
 	if tc == nil {
 		tc = &config.UpstreamTLCP{}
@@ -75,9 +75,9 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		configs:   map[string]*tlcp.Config{},
 		settings:  ts,
 		log:       p.log,
-		source:    upstreamSource(p.name),
+		source:    UpstreamSource(p.Name),
 		handshakeDone: func(cs tlcp.ConnectionState) {
-			p.metrics.UpstreamTLCP.WithLabelValues(p.name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
+			p.metrics.UpstreamTLCP.WithLabelValues(p.Name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
 		},
 	}
 	roots, digest, err := loadTLCPRoots(tc.CA)
@@ -98,7 +98,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 	if sc := tc.SessionCache; sc != nil && sc.Size != nil && *sc.Size > 0 {
 		sessions = tlcp.NewLRUClientSessionCache(*sc.Size, sc.Lifetime.D())
 	}
-	for _, t := range p.targets {
+	for _, t := range p.Targets {
 		cfg := &tlcp.Config{
 			RootCAs:            roots,
 			ServerName:         tc.ServerName,
@@ -111,7 +111,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 			cfg.ServerName = t.url.Hostname()
 		}
 		if sessions != nil {
-			cfg.ClientSessionCache = targetSessions{cache: sessions, target: t.addr, identity: tr.identityInService}
+			cfg.ClientSessionCache = targetSessions{cache: sessions, target: t.Addr, identity: tr.identityInService}
 		}
 		if tc.HasIdentity() {
 			cfg.GetClientCertificate = tr.clientCertificate
@@ -119,7 +119,7 @@ func newTLCPTransport(p *pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		if err := cfg.SetClientProfile(tc.Profile); err != nil {
 			return nil, &config.FieldError{Field: "tlcp.profile", Err: err}
 		}
-		tr.configs[t.addr] = cfg
+		tr.configs[t.Addr] = cfg
 	}
 	if uc.HTTP2 {
 		tr.h2 = newTLCPHTTP2(tr, p)
@@ -171,12 +171,12 @@ func upstreamSuites(tc *config.UpstreamTLCP, cert *tlcp.Certificate, log interfa
 	return slices.DeleteFunc(suites, isECDHESuite), nil
 }
 
-func isECDHESuite(id uint16) bool { return servesECDHE([]uint16{id}) }
+func isECDHESuite(id uint16) bool { return ServesECDHE([]uint16{id}) }
 
 // filesUnchanged reports whether the CA file still holds what the
 // transport read, so that a reload keeps a pool only when its roots (and
 // the sessions verified under them) are still current.
-func (tr *tlcpTransport) filesUnchanged() bool {
+func (tr *tlcpTransport) FilesUnchanged() bool {
 	_, digest, err := loadTLCPRoots(tr.caFile)
 	return err == nil && digest == tr.caDigest
 }
@@ -230,7 +230,7 @@ func (tr *tlcpTransport) identityInService() (tag string, leaf []byte) {
 
 // useStore takes the client identity from the store of the generation in
 // service; a pool kept across a reload gets the new store.
-func (tr *tlcpTransport) useStore(s *certs.Store) {
+func (tr *tlcpTransport) UseStore(s *certs.Store) {
 	if tr.identity.Load() != nil {
 		tr.identity.Store(s)
 	}
@@ -267,10 +267,10 @@ func (tr *tlcpTransport) dialWith(ctx context.Context, addr string, cfg *tlcp.Co
 	return c, nil
 }
 
-func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+func (tr *tlcpTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {
 	// http.Transport dials "https" requests with DialTLSContext.
 	req.URL.Scheme = "https"
-	req.URL.Host = t.addr
+	req.URL.Host = t.Addr
 	set := tr.connections()
 	var resp *http.Response
 	var err error
@@ -280,7 +280,7 @@ func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response
 		resp, err = set.http.RoundTrip(req)
 	}
 	if err != nil {
-		set.release()
+		set.Release()
 		if !errors.As(err, new(*stageError)) {
 			err = &stageError{stage: stageRequest, err: err}
 		}
@@ -293,30 +293,30 @@ func (tr *tlcpTransport) roundTrip(req *http.Request, t *target) (*http.Response
 // dialStream makes a connection of its own for a TCP route: a stream
 // that outlives a change of client identity keeps the identity it was
 // made with until it ends.
-func (tr *tlcpTransport) dialStream(ctx context.Context, t *target) (net.Conn, error) {
-	return tr.dial(ctx, t.addr)
+func (tr *tlcpTransport) dialStream(ctx context.Context, t *Target) (net.Conn, error) {
+	return tr.dial(ctx, t.Addr)
 }
 
 // probe connects and completes a handshake (resumed when it can be), as
 // requests do: with http2, offering HTTP/2.
-func (tr *tlcpTransport) probe(ctx context.Context, t *target) error {
+func (tr *tlcpTransport) probe(ctx context.Context, t *Target) error {
 	if tr.h2 != nil {
 		return tr.h2.probe(ctx, t)
 	}
-	c, err := tr.dial(ctx, t.addr)
+	c, err := tr.dial(ctx, t.Addr)
 	if err != nil {
 		return err
 	}
 	return c.Close()
 }
 
-func (tr *tlcpTransport) closeIdle() {
-	tr.conns.Load().closeIdle()
+func (tr *tlcpTransport) CloseIdle() {
+	tr.conns.Load().CloseIdle()
 }
 
 // close closes the idle connections of a pool that is no longer in
 // service, and the others once their requests are done.
-func (tr *tlcpTransport) close() {
+func (tr *tlcpTransport) Close() {
 	tr.renewMu.Lock()
 	tr.closed = true
 	set := tr.conns.Load()
@@ -350,4 +350,16 @@ func (s targetSessions) Put(key string, cs *tlcp.ClientSessionState) {
 		}
 	}
 	s.cache.Put(s.key(key, tag), cs)
+}
+
+// servesECDHE reports whether suites lists an ECDHE suite.
+func ServesECDHE(suites []uint16) bool {
+	for _, id := range suites {
+		for _, cs := range tlcp.CipherSuites() {
+			if cs.ID == id && cs.ECDHE {
+				return true
+			}
+		}
+	}
+	return false
 }

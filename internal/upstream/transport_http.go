@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 // httpTransport reaches http:// and https:// targets with HTTP/1.1 over
 // TCP or TLS, keeping connections alive between requests, and h2c://
 // targets (and https:// ones with http2) with HTTP/2 (transport_h2.go).
-type httpTransport struct {
+type HttpTransport struct {
 	scheme string
 	dialer *net.Dialer
-	http   *http.Transport
+	Http   *http.Transport
 	// h1 carries the requests without a body to http:// targets.
 	h1 *h1client.Client
 	// http2 is set when requests may go over HTTP/2: to h2c:// targets,
@@ -28,23 +28,23 @@ type httpTransport struct {
 	http2 bool
 }
 
-func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) (*httpTransport, error) {
-	tr := &httpTransport{scheme: scheme, dialer: ts.dialer()}
+func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) (*HttpTransport, error) {
+	tr := &HttpTransport{scheme: scheme, dialer: ts.dialer()}
 	var tc *tls.Config
 	if scheme == "https" {
 		var err error
-		if tc, err = upstreamTLSConfig(uc.TLS, ts.offline); err != nil {
+		if tc, err = UpstreamTLSConfig(uc.TLS, ts.offline); err != nil {
 			return nil, err
 		}
 	}
-	tr.http = ts.httpTransport()
-	tr.http.DialContext = ts.boundWrites(tr.dialer.DialContext)
-	tr.http.TLSClientConfig = tc
-	tr.http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
-	setUpstreamProtocols(tr.http, uc)
-	tr.http2 = tr.http.Protocols.HTTP2() || tr.http.Protocols.UnencryptedHTTP2()
+	tr.Http = ts.httpTransport()
+	tr.Http.DialContext = ts.boundWrites(tr.dialer.DialContext)
+	tr.Http.TLSClientConfig = tc
+	tr.Http.TLSHandshakeTimeout = ts.timeouts.UpstreamConnect.D()
+	setUpstreamProtocols(tr.Http, uc)
+	tr.http2 = tr.Http.Protocols.HTTP2() || tr.Http.Protocols.UnencryptedHTTP2()
 	if !tr.http2 {
-		ts.boundConns(tr.http)
+		ts.boundConns(tr.Http)
 	}
 	if scheme == "http" {
 		tr.h1 = h1client.New(h1client.Options{
@@ -59,7 +59,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 // upstreamTLSConfig is the TLS client configuration of c. Offline (a
 // check), the client certificate is checked and its key reference read,
 // but the key is not opened.
-func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
+func UpstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c == nil {
 		return tc, nil
@@ -93,31 +93,31 @@ func upstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error)
 	return tc, nil
 }
 
-func (tr *httpTransport) roundTrip(req *http.Request, t *target) (*http.Response, error) {
+func (tr *HttpTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {
 	req.URL.Scheme = urlScheme(tr.scheme)
 	req.URL.Host = t.url.Host
 	if tr.h1 != nil && tr.h1.Takes(req) {
-		return tr.h1.RoundTrip(req, t.addr)
+		return tr.h1.RoundTrip(req, t.Addr)
 	}
 	if tr.http2 && !(tr.scheme == "https" && webSocket(req)) {
 		req = withoutUpgrade(req)
 	}
-	return tr.http.RoundTrip(req)
+	return tr.Http.RoundTrip(req)
 }
 
 var errHTTPOnly = errors.New("http://, https:// and h2c:// targets take HTTP requests, not whole connections")
 
-func (tr *httpTransport) dialStream(context.Context, *target) (net.Conn, error) {
+func (tr *HttpTransport) dialStream(context.Context, *Target) (net.Conn, error) {
 	return nil, errHTTPOnly
 }
 
 // probe connects over TCP only, also for https:// targets.
-func (tr *httpTransport) probe(ctx context.Context, t *target) error {
-	return connectProbe(ctx, tr.dialer, t.addr)
+func (tr *HttpTransport) probe(ctx context.Context, t *Target) error {
+	return connectProbe(ctx, tr.dialer, t.Addr)
 }
 
-func (tr *httpTransport) closeIdle() {
-	tr.http.CloseIdleConnections()
+func (tr *HttpTransport) CloseIdle() {
+	tr.Http.CloseIdleConnections()
 	if tr.h1 != nil {
 		tr.h1.CloseIdle()
 	}

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 )
 
 // target is one address of an upstream pool with its health.
-type target struct {
+type Target struct {
 	url  *url.URL
-	addr string // host:port
+	Addr string // host:port
 	// host is the Host header of the requests sent to the target ("":
 	// the client's), from the upstream's host.
 	host string
 
-	inflight atomic.Int64
+	Inflight atomic.Int64
 	// slots bound the requests in flight to the target (nil: no bound,
 	// for tcp:// targets).
-	slots *targetSlots
+	slots *TargetSlots
 	// healthy is the active health checks' verdict.
 	healthy atomic.Bool
 	// fails counts consecutive failures on real traffic; ejectedUntil
@@ -42,18 +42,18 @@ type target struct {
 	checkFails, checkPasses int
 }
 
-func (t *target) available(now time.Time) bool {
+func (t *Target) Available(now time.Time) bool {
 	return t.healthy.Load() && now.UnixNano() >= t.ejectedUntil.Load()
 }
 
 // selectionPolicy picks a target among the available ones.
 type selectionPolicy interface {
-	pick(candidates []*target) *target
+	Pick(candidates []*Target) *Target
 }
 
-type roundRobin struct{ next atomic.Uint64 }
+type RoundRobin struct{ next atomic.Uint64 }
 
-func (p *roundRobin) pick(c []*target) *target {
+func (p *RoundRobin) Pick(c []*Target) *Target {
 	if len(c) == 0 {
 		return nil
 	}
@@ -62,17 +62,17 @@ func (p *roundRobin) pick(c []*target) *target {
 
 // leastConn picks the target with the fewest requests in flight, taking
 // turns among equals so that an idle pool still spreads its load.
-type leastConn struct{ next atomic.Uint64 }
+type LeastConn struct{ next atomic.Uint64 }
 
-func (p *leastConn) pick(c []*target) *target {
+func (p *LeastConn) Pick(c []*Target) *Target {
 	if len(c) == 0 {
 		return nil
 	}
 	start := int(p.next.Add(1) % uint64(len(c)))
-	var best *target
+	var best *Target
 	for i := range c {
 		t := c[(start+i)%len(c)]
-		if best == nil || t.inflight.Load() < best.inflight.Load() {
+		if best == nil || t.Inflight.Load() < best.Inflight.Load() {
 			best = t
 		}
 	}
@@ -81,46 +81,46 @@ func (p *leastConn) pick(c []*target) *target {
 
 func newPolicy(name string) selectionPolicy {
 	if name == config.PolicyLeastConn {
-		return &leastConn{}
+		return &LeastConn{}
 	}
-	return &roundRobin{}
+	return &RoundRobin{}
 }
 
 // errNoTarget means every target of a pool is down or ejected.
-var errNoTarget = errors.New("no healthy target")
+var ErrNoTarget = errors.New("no healthy target")
 
 // upstreamFailed counts a request of upstream that failed with err: by
 // step and reason unless it was never sent to a target.
 func upstreamFailed(m *observe.Metrics, upstream string, err error) {
-	if noTargetFault(err) {
+	if NoTargetFault(err) {
 		m.UpstreamResult(upstream, 0, true, "", "")
 		return
 	}
-	stage, reason := upstreamFailure(err)
+	stage, reason := UpstreamFailure(err)
 	m.UpstreamResult(upstream, 0, true, stage, reason)
 }
 
 // noTargetFault reports whether err is a request the pool did not send:
 // no target in service, or every connection to the target in use. Such a
 // failure is nobody's doing, counted against no target.
-func noTargetFault(err error) bool {
-	return errors.Is(err, errNoTarget) || errors.Is(err, errTargetBusy)
+func NoTargetFault(err error) bool {
+	return errors.Is(err, ErrNoTarget) || errors.Is(err, ErrTargetBusy)
 }
 
 // pool is an upstream: targets, a selection policy, health checking and
 // the transport that reaches them.
-type pool struct {
-	name    string
-	scheme  string // http, https, h2c, tlcp or tcp
-	cfg     config.Upstream
-	targets []*target
+type Pool struct {
+	Name    string
+	Scheme  string // http, https, h2c, tlcp or tcp
+	Cfg     config.Upstream
+	Targets []*Target
 	policy  selectionPolicy
 	log     *slog.Logger
 	metrics *observe.Metrics
 	// counters are the pool's per-request metrics.
 	counters *observe.UpstreamCounters
 
-	transport transport
+	Transport transport
 	retries   int
 	maxFails  int
 	// panicThreshold is the share of targets in service (percent) under
@@ -128,28 +128,28 @@ type pool struct {
 	panicThreshold int
 	panicking      atomic.Bool
 	// failLog writes the per-request failure lines, a few a second.
-	failLog *observe.RateLimitedLog
+	FailLog *observe.RateLimitedLog
 
 	stop     context.CancelFunc
 	stopped  chan struct{}
-	timeouts config.Timeouts
+	Timeouts config.Timeouts
 	// maxResponseHeader bounds a target's response header.
-	maxResponseHeader int
+	MaxResponseHeader int
 }
 
 // newPool makes the pool of upstream name; store holds the client
 // identities of tlcp:// upstreams (nil in tests that have none).
-func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, offline bool, log *slog.Logger, m *observe.Metrics) (*pool, error) {
-	p := &pool{
-		name:              name,
-		scheme:            uc.Scheme(),
-		cfg:               *uc,
+func NewPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResponseHeader int, store *certs.Store, offline bool, log *slog.Logger, m *observe.Metrics) (*Pool, error) {
+	p := &Pool{
+		Name:              name,
+		Scheme:            uc.Scheme(),
+		Cfg:               *uc,
 		policy:            newPolicy(uc.Policy),
 		log:               log.With("upstream", name),
 		metrics:           m,
 		counters:          observe.NewUpstreamCounters(m, name),
-		timeouts:          timeouts,
-		maxResponseHeader: maxResponseHeader,
+		Timeouts:          timeouts,
+		MaxResponseHeader: maxResponseHeader,
 	}
 	if uc.Retries != nil {
 		p.retries = *uc.Retries
@@ -160,7 +160,7 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 	if uc.Passive.PanicThreshold != nil {
 		p.panicThreshold = *uc.Passive.PanicThreshold
 	}
-	p.failLog = observe.NewRateLimitedLog(log, slog.LevelWarn, "upstream failures not logged", "upstream", name)
+	p.FailLog = observe.NewRateLimitedLog(log, slog.LevelWarn, "upstream failures not logged", "upstream", name)
 	for _, s := range uc.Targets {
 		u, err := config.ParseTarget(s)
 		if err != nil {
@@ -174,19 +174,19 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 			}
 			addr = net.JoinHostPort(u.Hostname(), port)
 		}
-		t := &target{url: u, addr: addr, host: uc.Host}
+		t := &Target{url: u, Addr: addr, host: uc.Host}
 		if uc.Host == config.UpstreamHostTarget {
-			t.host = targetHost(u)
+			t.host = TargetHost(u)
 		}
 		t.healthy.Store(true)
-		if uc.MaxConnsPerTarget != nil && p.scheme != "tcp" {
+		if uc.MaxConnsPerTarget != nil && p.Scheme != "tcp" {
 			queue := 0
 			if uc.QueueSize != nil {
 				queue = *uc.QueueSize
 			}
-			t.slots = newTargetSlots(*uc.MaxConnsPerTarget, queue, uc.QueueTimeout.D(), m, name, addr)
+			t.slots = NewTargetSlots(*uc.MaxConnsPerTarget, queue, uc.QueueTimeout.D(), m, name, addr)
 		}
-		p.targets = append(p.targets, t)
+		p.Targets = append(p.Targets, t)
 	}
 	ts := transportSettings{timeouts: timeouts, maxResponseHeader: maxResponseHeader, store: store, offline: offline}
 	if uc.MaxConnsPerTarget != nil {
@@ -196,14 +196,14 @@ func newPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 	if err != nil {
 		return nil, fmt.Errorf("upstream %s: %w", name, err)
 	}
-	p.transport = tr
-	m.UpstreamHealthy.WithLabelValues(name).Set(float64(len(p.targets)))
+	p.Transport = tr
+	m.UpstreamHealthy.WithLabelValues(name).Set(float64(len(p.Targets)))
 	return p, nil
 }
 
 // targetHost is the target u's host[:port] as a Host header names it:
 // without the port when it is the scheme's default.
-func targetHost(u *url.URL) string {
+func TargetHost(u *url.URL) string {
 	def := "80"
 	if u.Scheme == "https" || u.Scheme == "tlcp" {
 		def = "443"
@@ -220,25 +220,25 @@ func targetHost(u *url.URL) string {
 // filesUnchanged reports whether the files the pool's transport read at
 // its start (a tlcp:// upstream's CA file) still hold the same, so that a
 // reload may keep the pool.
-func (p *pool) filesUnchanged() bool {
-	if tr, ok := p.transport.(*tlcpTransport); ok {
-		return tr.filesUnchanged()
+func (p *Pool) FilesUnchanged() bool {
+	if tr, ok := p.Transport.(*tlcpTransport); ok {
+		return tr.FilesUnchanged()
 	}
 	return true
 }
 
 // close stops health checking and closes the idle upstream connections
 // (a tlcp:// pool's others too, once their requests are done).
-func (p *pool) close() {
+func (p *Pool) Close() {
 	if p.stop != nil {
 		p.stop()
 		<-p.stopped
 	}
-	if tr, ok := p.transport.(*tlcpTransport); ok {
-		tr.close()
+	if tr, ok := p.Transport.(*tlcpTransport); ok {
+		tr.Close()
 		return
 	}
-	p.transport.closeIdle()
+	p.Transport.CloseIdle()
 }
 
 // pick chooses an available target not in tried. When fewer than
@@ -247,28 +247,28 @@ func (p *pool) close() {
 // requests in a row, in a blip or a deploy, keeps trying them rather than
 // answer 503 to everyone for eject_for. The active checks' verdict still
 // holds.
-func (p *pool) pick(tried []*target) *target {
+func (p *Pool) Pick(tried []*Target) *Target {
 	now := time.Now()
 	available := 0
-	for _, t := range p.targets {
-		if t.available(now) {
+	for _, t := range p.Targets {
+		if t.Available(now) {
 			available++
 		}
 	}
-	panicking := available*100 < p.panicThreshold*len(p.targets)
+	panicking := available*100 < p.panicThreshold*len(p.Targets)
 	if panicking != p.panicking.Load() && p.panicking.CompareAndSwap(!panicking, panicking) {
 		if panicking {
-			p.log.Warn("upstream in panic mode: too few targets in service, ejected targets are used too", "in_service", available, "targets", len(p.targets), "panic_threshold_percent", p.panicThreshold)
+			p.log.Warn("upstream in panic mode: too few targets in service, ejected targets are used too", "in_service", available, "targets", len(p.Targets), "panic_threshold_percent", p.panicThreshold)
 		} else {
-			p.log.Info("upstream out of panic mode", "in_service", available, "targets", len(p.targets))
+			p.log.Info("upstream out of panic mode", "in_service", available, "targets", len(p.Targets))
 		}
 	}
-	if available == len(p.targets) && len(tried) == 0 {
-		return p.policy.pick(p.targets)
+	if available == len(p.Targets) && len(tried) == 0 {
+		return p.policy.Pick(p.Targets)
 	}
-	cands := make([]*target, 0, len(p.targets))
-	for _, t := range p.targets {
-		if !t.available(now) && !(panicking && t.healthy.Load()) {
+	cands := make([]*Target, 0, len(p.Targets))
+	for _, t := range p.Targets {
+		if !t.Available(now) && !(panicking && t.healthy.Load()) {
 			continue
 		}
 		skip := false
@@ -282,63 +282,63 @@ func (p *pool) pick(tried []*target) *target {
 			cands = append(cands, t)
 		}
 	}
-	return p.policy.pick(cands)
+	return p.policy.Pick(cands)
 }
 
 // upstreamError is a failure to get a response from a pool, with the
 // target that failed (nil when none could be picked).
-type upstreamError struct {
-	pool   string
-	target string
-	err    error
+type UpstreamError struct {
+	Pool   string
+	Target string
+	Err    error
 }
 
-func (e *upstreamError) Error() string {
-	if e.target == "" {
-		return "upstream " + e.pool + ": " + e.err.Error()
+func (e *UpstreamError) Error() string {
+	if e.Target == "" {
+		return "upstream " + e.Pool + ": " + e.Err.Error()
 	}
-	return "upstream " + e.pool + " target " + e.target + ": " + e.err.Error()
+	return "upstream " + e.Pool + " target " + e.Target + ": " + e.Err.Error()
 }
 
-func (e *upstreamError) Unwrap() error { return e.err }
+func (e *UpstreamError) Unwrap() error { return e.Err }
 
 // RoundTrip sends req to a target of the pool, retrying idempotent
 // requests that could not be sent on other targets.
-func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
-	var triedBuf [4]*target
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	var triedBuf [4]*Target
 	tried := triedBuf[:0]
 	var lastErr, busy error
 	client := req.Context().Value(forward.ConnInfoKey{})
 	for attempt := 0; ; attempt++ {
-		t := p.pick(tried)
+		t := p.Pick(tried)
 		if t == nil {
 			if lastErr != nil {
 				// Every other target was tried; the last failure stands.
 				return nil, lastErr
 			}
 			if busy != nil {
-				upstreamFailed(p.metrics, p.name, busy)
+				upstreamFailed(p.metrics, p.Name, busy)
 				return nil, busy
 			}
-			upstreamFailed(p.metrics, p.name, errNoTarget)
-			return nil, &upstreamError{pool: p.name, err: errNoTarget}
+			upstreamFailed(p.metrics, p.Name, ErrNoTarget)
+			return nil, &UpstreamError{Pool: p.Name, Err: ErrNoTarget}
 		}
 		tried = append(tried, t)
 		if t.slots != nil {
-			if err := t.slots.acquire(req.Context(), client); err != nil {
+			if err := t.slots.Acquire(req.Context(), client); err != nil {
 				if req.Context().Err() != nil {
 					return nil, err
 				}
-				busy = &upstreamError{pool: p.name, target: t.addr, err: err}
-				var be *targetBusyError
-				if errors.As(err, &be) && !be.timedOut {
+				busy = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+				var be *TargetBusyError
+				if errors.As(err, &be) && !be.TimedOut {
 					// A full queue answers at once: another target may
 					// have room. Not an attempt.
 					attempt--
 					continue
 				}
 				if lastErr == nil {
-					upstreamFailed(p.metrics, p.name, busy)
+					upstreamFailed(p.metrics, p.Name, busy)
 					return nil, busy
 				}
 				return nil, lastErr
@@ -357,20 +357,20 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			out.Host = t.host
 		}
-		t.inflight.Add(1)
+		t.Inflight.Add(1)
 		start := time.Now()
-		resp, err := p.transport.roundTrip(out, t)
-		t.inflight.Add(-1)
+		resp, err := p.Transport.roundTrip(out, t)
+		t.Inflight.Add(-1)
 		if t.slots != nil {
 			if err == nil {
-				holdUntilClosed(resp, func() { t.slots.release(client) })
+				holdUntilClosed(resp, func() { t.slots.Release(client) })
 			} else {
-				t.slots.release(client)
+				t.slots.Release(client)
 			}
 		}
 		if err == nil {
 			p.succeeded(t)
-			p.counters.Responded(p.metrics, p.name, resp.StatusCode)
+			p.counters.Responded(p.metrics, p.Name, resp.StatusCode)
 			p.counters.Duration.Observe(time.Since(start).Seconds())
 			return resp, nil
 		}
@@ -384,11 +384,11 @@ func (p *pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			// target, nobody to answer.
 			return nil, err
 		}
-		upstreamFailed(p.metrics, p.name, err)
+		upstreamFailed(p.metrics, p.Name, err)
 		p.failed(t, err)
-		lastErr = &upstreamError{pool: p.name, target: t.addr, err: err}
-		if attempt < p.retries && notSent(err) && retryable(req) && req.Context().Err() == nil {
-			p.log.Debug("retrying on another target", "target", t.addr, "cause", err.Error())
+		lastErr = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+		if attempt < p.retries && notSent(err) && Retryable(req) && req.Context().Err() == nil {
+			p.log.Debug("retrying on another target", "target", t.Addr, "cause", err.Error())
 			continue
 		}
 		return nil, lastErr
@@ -409,7 +409,7 @@ func notSent(err error) bool {
 
 // retryable reports whether a request may be sent again: idempotent by
 // method and with no body that was already consumed.
-func retryable(r *http.Request) bool {
+func Retryable(r *http.Request) bool {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 	default:
@@ -420,30 +420,30 @@ func retryable(r *http.Request) bool {
 
 // dialTCP connects to a target of a tcp pool, trying others when a
 // connection fails, up to retries times.
-func (p *pool) dialTCP(ctx context.Context) (net.Conn, *target, error) {
-	var tried []*target
+func (p *Pool) DialTCP(ctx context.Context) (net.Conn, *Target, error) {
+	var tried []*Target
 	var lastErr error
 	for attempt := 0; attempt <= p.retries; attempt++ {
-		t := p.pick(tried)
+		t := p.Pick(tried)
 		if t == nil {
 			break
 		}
 		tried = append(tried, t)
-		c, err := p.transport.dialStream(ctx, t)
+		c, err := p.Transport.dialStream(ctx, t)
 		if err == nil {
 			p.succeeded(t)
 			return c, t, nil
 		}
-		lastErr = &upstreamError{pool: p.name, target: t.addr, err: err}
-		upstreamFailed(p.metrics, p.name, err)
+		lastErr = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+		upstreamFailed(p.metrics, p.Name, err)
 		if ctx.Err() != nil {
 			break
 		}
 		p.failed(t, err)
 	}
 	if lastErr == nil {
-		lastErr = &upstreamError{pool: p.name, err: errNoTarget}
-		upstreamFailed(p.metrics, p.name, errNoTarget)
+		lastErr = &UpstreamError{Pool: p.Name, Err: ErrNoTarget}
+		upstreamFailed(p.metrics, p.Name, ErrNoTarget)
 	}
 	return nil, nil, lastErr
 }

@@ -1,137 +1,17 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
-
-	"github.com/gmgate/gmgate/internal/observe"
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 )
-
-// waitFor runs acquire in the background; its result arrives on the
-// channel returned.
-func waitFor(s *targetSlots, ctx context.Context, client any) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- s.acquire(ctx, client) }()
-	return done
-}
-
-func (s *targetSlots) waiting() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.queued
-}
-
-func mustAcquire(t *testing.T, s *targetSlots, client any) {
-	t.Helper()
-	if err := s.acquire(context.Background(), client); err != nil {
-		t.Fatalf("acquire for %v: %v", client, err)
-	}
-}
-
-func busy(err error, timedOut bool) bool {
-	var be *targetBusyError
-	return errors.As(err, &be) && be.timedOut == timedOut && errors.Is(err, errTargetBusy)
-}
-
-// One client connection holds at most half of a target's slots; a freed
-// slot goes to the waiting client connection that holds fewest.
-func TestTargetSlotsShareBetweenClients(t *testing.T) {
-	s := newTargetSlots(4, 4, time.Minute, observe.NewMetrics(), "app", "t")
-	mustAcquire(t, s, "a")
-	mustAcquire(t, s, "a")
-	a3 := waitFor(s, context.Background(), "a")
-	testwait.For(t, "a's third request to wait", func() bool { return s.waiting() == 1 })
-	// Two slots are free, but not for a.
-	mustAcquire(t, s, "b")
-	mustAcquire(t, s, "b")
-	c1 := waitFor(s, context.Background(), "c")
-	testwait.For(t, "c's request to wait", func() bool { return s.waiting() == 2 })
-
-	s.release("b") // c holds none, a its half: c's turn
-	if err := <-c1; err != nil {
-		t.Fatalf("c: %v", err)
-	}
-	select {
-	case err := <-a3:
-		t.Fatalf("a's third request got an answer (%v) while it held half the slots", err)
-	default:
-	}
-	s.release("a")
-	if err := <-a3; err != nil {
-		t.Fatalf("a: %v", err)
-	}
-	for _, c := range []string{"a", "a", "b", "c"} {
-		s.release(c)
-	}
-	if s.inUse != 0 || len(s.clients) != 0 || s.waiting() != 0 {
-		t.Errorf("after every release: %d in use, %d clients, %d waiting", s.inUse, len(s.clients), s.waiting())
-	}
-}
-
-// A full queue refuses at once, except a client connection under its
-// fair share, which takes the place of the newest request of the one
-// furthest over it.
-func TestTargetSlotsFullQueue(t *testing.T) {
-	s := newTargetSlots(2, 2, time.Minute, observe.NewMetrics(), "app", "t")
-	mustAcquire(t, s, "a")
-	mustAcquire(t, s, "b")
-	a2 := waitFor(s, context.Background(), "a")
-	testwait.For(t, "a's second request to wait", func() bool { return s.waiting() == 1 })
-	a3 := waitFor(s, context.Background(), "a")
-	testwait.For(t, "a's third request to wait", func() bool { return s.waiting() == 2 })
-	if err := s.acquire(context.Background(), "b"); !busy(err, false) {
-		t.Fatalf("b, at its share, with the queue full: %v, want refused at once", err)
-	}
-	c1 := waitFor(s, context.Background(), "c")
-	if err := <-a3; !busy(err, false) {
-		t.Fatalf("a's newest request: %v, want refused for c's", err)
-	}
-	// Equals (a and c hold none): the longest waiting first.
-	s.release("a")
-	if err := <-a2; err != nil {
-		t.Fatalf("a: %v", err)
-	}
-	s.release("b")
-	if err := <-c1; err != nil {
-		t.Fatalf("c: %v", err)
-	}
-}
-
-// A request waits queue_timeout at most; one whose client gives up
-// leaves the queue.
-func TestTargetSlotsWaitEnds(t *testing.T) {
-	s := newTargetSlots(1, 1, 50*time.Millisecond, observe.NewMetrics(), "app", "t")
-	mustAcquire(t, s, "a")
-	if err := s.acquire(context.Background(), "b"); !busy(err, true) {
-		t.Fatalf("%v, want a timeout in the queue", err)
-	}
-	s.wait = time.Minute
-	ctx, cancel := context.WithCancel(context.Background())
-	b := waitFor(s, ctx, "b")
-	testwait.For(t, "b to wait", func() bool { return s.waiting() == 1 })
-	cancel()
-	if err := <-b; !errors.Is(err, context.Canceled) {
-		t.Fatalf("%v, want the context's error", err)
-	}
-	if s.waiting() != 0 {
-		t.Errorf("%d waiting after the client gave up", s.waiting())
-	}
-	s.release("a")
-	if s.inUse != 0 || len(s.clients) != 0 {
-		t.Errorf("%d in use, %d clients", s.inUse, len(s.clients))
-	}
-}
 
 // Through gmgate: one HTTP/2 client connection that opens many slow
 // requests to a target gets half of max_conns_per_target, and another

@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -19,16 +19,16 @@ func newTCPTransport(ts transportSettings) *tcpTransport {
 
 var errStreamOnly = errors.New("tcp:// targets take whole connections, not HTTP requests")
 
-func (tr *tcpTransport) roundTrip(*http.Request, *target) (*http.Response, error) {
+func (tr *tcpTransport) roundTrip(*http.Request, *Target) (*http.Response, error) {
 	return nil, errStreamOnly
 }
 
-func (tr *tcpTransport) dialStream(ctx context.Context, t *target) (net.Conn, error) {
-	return tr.dialer.DialContext(ctx, "tcp", t.addr)
+func (tr *tcpTransport) dialStream(ctx context.Context, t *Target) (net.Conn, error) {
+	return tr.dialer.DialContext(ctx, "tcp", t.Addr)
 }
 
-func (tr *tcpTransport) probe(ctx context.Context, t *target) error {
-	return connectProbe(ctx, tr.dialer, t.addr)
+func (tr *tcpTransport) probe(ctx context.Context, t *Target) error {
+	return connectProbe(ctx, tr.dialer, t.Addr)
 }
 
-func (tr *tcpTransport) closeIdle() {}
+func (tr *tcpTransport) CloseIdle() {}
