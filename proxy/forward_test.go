@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // forwardCases are requests without a body and what the upstream answers
@@ -146,7 +146,7 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	// ReverseProxy over net/http's own Transport, as every request went
 	// before the pool had a client of its own for these.
 	netHTTP := pool.Transport.(*upstream.HttpTransport).Http
-	viaNetHTTP := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	viaNetHTTP := forward.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r.URL.Host = ln.Addr().String()
 		return netHTTP.RoundTrip(r)
 	})
@@ -157,19 +157,19 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	)
 	gateway := func(how int) string {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rec := &recorder{ResponseWriter: w}
-			if !forwardable(r) {
+			rec := &forward.Recorder{ResponseWriter: w}
+			if !forward.Forwardable(r) {
 				t.Errorf("%s %s not forwardable", r.Method, r.URL)
 			}
 			if how == lean {
-				s.forward(rec, r, pool, site)
+				s.fwd.Forward(rec, r, pool, site.forwarding)
 				return
 			}
-			rp := s.reverseProxy(pool, site)
+			rp := s.fwd.ReverseProxy(pool, site.forwarding)
 			if how == reverseProxyNetHTTP {
 				rp.Transport = viaNetHTTP
 			}
-			rp.ModifyResponse = rec.noteTarget
+			rp.ModifyResponse = rec.NoteTarget
 			rp.ServeHTTP(rec, r)
 		}))
 		srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {

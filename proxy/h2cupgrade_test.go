@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 )
@@ -83,7 +85,7 @@ func TestDropH2CUpgrade(t *testing.T) {
 		{[]string{"H2C", "websocket"}, "websocket"},
 	} {
 		h := http.Header{"Upgrade": tc.upgrade, "Http2-Settings": {"AAMAAABkAARAAAAAAAIAAAAA"}}
-		dropH2CUpgrade(h)
+		forward.DropH2CUpgrade(h)
 		if got := h.Get("Upgrade"); got != tc.want {
 			t.Errorf("Upgrade %q: %q left, want %q", tc.upgrade, got, tc.want)
 		}

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/gmgate/gmgate/internal/edge"
 
@@ -307,7 +307,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	// nothing and starts with the HTTP/2 preface (prior knowledge); one
 	// that chose http/1.1 speaks HTTP/1.1.
 	h2 := st.http2 && (info.ALPN == "h2" || info.ALPN == "")
-	hc := &httpConn{Conn: established, info: info, write: forward.WriteBound{Timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
+	hc := &httpConn{Conn: established, info: info, write: upstream.WriteBound{Timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
 	hc.sock = parkSocket(tc.Conn)
 	if !rl.httpConns.push(hc) {
 		hc.Close()
@@ -333,7 +333,7 @@ func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *for
 	if info.Site != "" {
 		attrs = append(attrs, slog.String("site", info.Site))
 	}
-	if dir, alert, ok := edge.HandshakeAlert(err); ok {
+	if dir, alert, ok := observe.HandshakeAlert(err); ok {
 		attrs = append(attrs, slog.String("alert_"+dir, alert))
 	}
 	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", observe.Millis(d)))
@@ -352,7 +352,7 @@ type httpConn struct {
 	// write bounds each write, so that a client that stops reading does
 	// not hold its connection (and the upstream's) forever; a long
 	// response to a client that keeps reading is not limited.
-	write forward.WriteBound
+	write upstream.WriteBound
 	// framing watches the request headers (read by one goroutine at a
 	// time: net/http's) of HTTP/1.
 	framing forward.FramingSniffer
@@ -482,7 +482,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge
 		if err != nil {
 			if rc, ok := c.(*edge.ReplayConn); ok && err.Error() == errNoTLSCertificates {
 				info.SNI = rc.RefusedName
-				err = &edge.SentAlertError{Alert: "unrecognized_name", Err: &errUnknownSite{rc.RefusedName}}
+				err = &observe.SentAlertError{Alert: "unrecognized_name", Err: &errUnknownSite{rc.RefusedName}}
 			}
 			return info, nil, nil, err
 		}
@@ -490,7 +490,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge
 			tc.Close()
 			return info, nil, nil, errACMEChallenge
 		}
-		info.Protocol = edge.TLSVersionName(cs.Version)
+		info.Protocol = observe.TLSVersionName(cs.Version)
 		info.Suite = tls.CipherSuiteName(cs.CipherSuite)
 		info.ALPN = cs.NegotiatedProtocol
 		info.Resumed = cs.DidResume
@@ -519,7 +519,7 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge
 // handshakeResult labels a failed handshake for the metrics: the alert
 // when there is one, else what kind of failure it was.
 func handshakeResult(err error) string {
-	if dir, alert, ok := edge.HandshakeAlert(err); ok {
+	if dir, alert, ok := observe.HandshakeAlert(err); ok {
 		return "alert_" + dir + "_" + alert
 	}
 	var ne net.Error
@@ -591,14 +591,14 @@ func (s *Server) forwardTCP(st *listenerState, p *upstream.Pool, client net.Conn
 	defer client.Close()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
-	upstream, t, err := p.DialTCP(ctx)
+	target, t, err := p.DialTCP(ctx)
 	cancel()
 	if err != nil {
-		p.FailLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
+		p.FailLog.Log("upstream failed", forward.FailureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
 		s.logTCP(info, p.Name, "", 0, 0, time.Since(start), err)
 		return
 	}
-	defer upstream.Close()
+	defer target.Close()
 	t.Inflight.Add(1)
 	defer t.Inflight.Add(-1)
 	s.metrics.UpstreamRequests.WithLabelValues(p.Name, "connected").Inc()
@@ -617,23 +617,23 @@ func (s *Server) forwardTCP(st *listenerState, p *upstream.Pool, client net.Conn
 	// from it again.
 	abort := func() {
 		client.Close()
-		upstream.Close()
+		target.Close()
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: upstream, bound: forward.WriteBound{Timeout: st.idle}}, idleReader{client, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: target, bound: upstream.WriteBound{Timeout: st.idle}}, idleReader{client, st.idle, moved})
 		in.Store(n)
 		if err != nil {
 			abort()
 			return
 		}
-		closeWrite(upstream)
+		closeWrite(target)
 	}()
 	go func() {
 		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: client, bound: forward.WriteBound{Timeout: st.idle}}, idleReader{upstream, st.idle, moved})
+		n, err := io.Copy(&idleWriter{c: client, bound: upstream.WriteBound{Timeout: st.idle}}, idleReader{target, st.idle, moved})
 		out.Store(n)
 		if err != nil {
 			abort()
@@ -691,7 +691,7 @@ func (r idleReader) Read(b []byte) (int, error) {
 // writeBound); nothing else sets c's write deadline meanwhile.
 type idleWriter struct {
 	c     net.Conn
-	bound forward.WriteBound
+	bound upstream.WriteBound
 }
 
 func (w *idleWriter) Write(b []byte) (int, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/emmansun/gmsm/smx509"
 
@@ -69,7 +70,7 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route
 		// anywhere (a Host a cache or a link forged); the default
 		// site's name is where a lost client belongs.
 		if name = p.redirectNames.fallback(); name == "" {
-			plainError(w, http.StatusBadRequest, "the request names no host this gateway serves")
+			forward.PlainError(w, http.StatusBadRequest, "the request names no host this gateway serves")
 			return true
 		}
 	}
@@ -90,7 +91,7 @@ func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.A
 	_ = conn.SetDeadline(time.Time{})
 	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "http", Site: config.DefaultSiteName}
 	st := rl.state.Load()
-	hc := &httpConn{Conn: conn, info: info, write: forward.WriteBound{Timeout: st.idle}}
+	hc := &httpConn{Conn: conn, info: info, write: upstream.WriteBound{Timeout: st.idle}}
 	if !rl.httpConns.push(hc) {
 		hc.Close()
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gmgate/gmgate/internal/forward"
+
 	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/gmgate/gmgate/internal/route"
@@ -104,7 +106,7 @@ func TestRetryable(t *testing.T) {
 }
 
 func TestClassifyUpstreamError(t *testing.T) {
-	if s, _ := classifyUpstreamError(&upstream.UpstreamError{Pool: "x", Err: upstream.ErrNoTarget}); s != 503 {
+	if s, _ := forward.ClassifyUpstreamError(&upstream.UpstreamError{Pool: "x", Err: upstream.ErrNoTarget}); s != 503 {
 		t.Errorf("no target: %d", s)
 	}
 }

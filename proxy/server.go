@@ -30,9 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/internal/forward"
+
+	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/gmgate/gmgate/internal/edge"
 
@@ -70,6 +70,8 @@ type Server struct {
 	access      *observe.AccessLog // nil when off
 	accessClose io.Closer
 	stdErrorLog *log.Logger
+	// fwd forwards requests, logging to log and stdErrorLog.
+	fwd *forward.Forwarder
 	// stdLog receives net/http's lines, also those written to the
 	// standard logger while the server runs.
 	stdLog  *observe.StdLogWriter
@@ -226,6 +228,7 @@ func newServer(cfg *config.Config, opts Options) *Server {
 	}
 	s.stdLog = observe.NewStdLogWriter(s.log)
 	s.stdErrorLog = log.New(s.stdLog, "", 0)
+	s.fwd = &forward.Forwarder{Log: s.log, ErrorLog: s.stdErrorLog}
 	return s
 }
 

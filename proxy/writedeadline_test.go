@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // httpConn's writes move the write deadline only once an eighth of the
@@ -19,7 +19,7 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	const timeout = 400 * time.Millisecond
-	c := &httpConn{Conn: a, write: forward.WriteBound{Timeout: timeout}}
+	c := &httpConn{Conn: a, write: upstream.WriteBound{Timeout: timeout}}
 	go func() { _, _ = io.CopyN(io.Discard, b, 3) }()
 	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {

@@ -2,9 +2,8 @@
 // read: the first-record check that tells TLCP, TLS and plain HTTP apart
 // (detect.go), reading the whole ClientHello within bounds of size and
 // time (hello.go), the handshake limiter that a connection enters only
-// with its whole ClientHello in (limiter.go), the PROXY protocol policy
-// of trusted peers (proxyproto.go), and the names of handshake alerts and
-// protocol versions for metrics and logs (alert.go).
+// with its whole ClientHello in (limiter.go), and the PROXY protocol policy
+// of trusted peers (proxyproto.go).
 //
 // edge must not know routes, upstreams or the access log, must not log
 // per byte, and must bound whatever a client can make it hold: bytes,

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/upstream"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -220,7 +221,7 @@ func (b *RequestBody) BoundUnread() {
 // the client's connection fails, net/http cancels the request before the
 // read that saw the failure has returned, and the transport may give up
 // first.
-func (b *RequestBody) failure(settle bool) error {
+func (b *RequestBody) Failure(settle bool) error {
 	if settle {
 		b.reading.Lock()
 		defer b.reading.Unlock()
@@ -233,21 +234,9 @@ func (b *RequestBody) failure(settle bool) error {
 	return &ClientBodyError{Err: b.err}
 }
 
-// clientBodyFailure returns the client's body error behind a failed
-// upstream request, or nil when the request body is not at fault.
-// (ReverseProxy hands the pool the body in a wrapper of its own, so it
-// is found through the request context.)
-func ClientBodyFailure(r *http.Request) error {
-	if b, _ := r.Context().Value(RequestBodyKey{}).(*RequestBody); b != nil {
-		// A canceled request means a failed or closed client
-		// connection, so a read in flight returns at once.
-		return b.failure(r.Context().Err() != nil)
-	}
-	return nil
-}
-
-// requestBodyKey finds a request's *requestBody in its context.
-type RequestBodyKey struct{}
+// RequestBodyKey finds a request's *RequestBody in its context: the
+// key under which upstream looks for a body at fault.
+type RequestBodyKey = upstream.BodyKey
 
 // clientBodyError is a failure to read a client's request body: the
 // client's doing, not the upstream's.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -71,7 +72,7 @@ func (ci *ConnInfo) SetTLSClient(cs tls.ConnectionState) {
 	ci.peerCertDER = cert.Raw
 }
 
-type ConnInfoKey struct{}
+type ConnInfoKey = upstream.ClientKey
 
 func InfoFrom(ctx context.Context) *ConnInfo {
 	ci, _ := ctx.Value(ConnInfoKey{}).(*ConnInfo)

@@ -4,8 +4,10 @@
 // request's context), the header policy (spoofable and hop-by-hop
 // headers removed, X-Forwarded-*, Forwarded and the session headers
 // added), request bodies read under their deadline and minimum rate,
-// framing checks of HTTP/1 request headers, and the bound on each write
-// to a client.
+// framing checks of HTTP/1 request headers, the forwarding itself
+// (Forwarder: the fast path for requests without a body or upgrade, and
+// httputil.ReverseProxy for the rest) and the answers to requests that
+// got no response (502, 503, 504, 499).
 //
 // forward must not choose the upstream (route does) or the target
 // (upstream does), and must not let a client that stops reading or

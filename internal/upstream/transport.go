@@ -13,12 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
-	"github.com/gmgate/gmgate/internal/edge"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/observe"
 )
 
 // transport reaches the targets of one pool in the pool's scheme. The
@@ -80,7 +77,7 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 		if err != nil {
 			return nil, err
 		}
-		return &writeBoundConn{Conn: c, bound: forward.WriteBound{Timeout: timeout}}, nil
+		return &writeBoundConn{Conn: c, bound: WriteBound{Timeout: timeout}}, nil
 	}
 }
 
@@ -94,7 +91,7 @@ func (ts transportSettings) boundWrites(dial func(ctx context.Context, network, 
 // ReverseProxy writes to this connection.
 type writeBoundConn struct {
 	net.Conn
-	bound forward.WriteBound
+	bound WriteBound
 }
 
 func (c *writeBoundConn) Write(b []byte) (int, error) {
@@ -189,7 +186,7 @@ func UpstreamFailure(err error) (stage, reason string) {
 	case tlsHandshakeFailure(err):
 		stage = stageHandshake
 	}
-	if dir, alert, ok := edge.HandshakeAlert(err); ok {
+	if dir, alert, ok := observe.HandshakeAlert(err); ok {
 		return stage, "alert_" + dir + "_" + alert
 	}
 	var ne net.Error

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/internal/observe"
 
 	"github.com/gmgate/gmgate/certs"
@@ -308,7 +306,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	var triedBuf [4]*Target
 	tried := triedBuf[:0]
 	var lastErr, busy error
-	client := req.Context().Value(forward.ConnInfoKey{})
+	client := req.Context().Value(ClientKey{})
 	for attempt := 0; ; attempt++ {
 		t := p.Pick(tried)
 		if t == nil {
@@ -374,7 +372,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			p.counters.Duration.Observe(time.Since(start).Seconds())
 			return resp, nil
 		}
-		if be := forward.ClientBodyFailure(req); be != nil {
+		if be := clientBodyFailure(req); be != nil {
 			// The client broke its own request body: no fault of the
 			// target, and nothing to retry.
 			return nil, be
@@ -446,4 +444,33 @@ func (p *Pool) DialTCP(ctx context.Context) (net.Conn, *Target, error) {
 		upstreamFailed(p.metrics, p.Name, ErrNoTarget)
 	}
 	return nil, nil, lastErr
+}
+
+// ClientKey is the context key of a request's client connection (its
+// value is the connection's description): requests of one client share
+// its per-target slots fairly with other clients' (targetslots.go).
+type ClientKey struct{}
+
+// BodyKey is the context key of a request's ClientBody.
+type BodyKey struct{}
+
+// ClientBody is a request body that knows when it, not the upstream,
+// made a request fail: a client that broke off or let its upload idle.
+type ClientBody interface {
+	// Failure returns the client's error behind a failed request, or nil;
+	// canceled says the request's context was canceled.
+	Failure(canceled bool) error
+}
+
+// clientBodyFailure returns the client's body error behind a failed
+// upstream request, or nil when the request body is not at fault.
+// (ReverseProxy hands the pool the body in a wrapper of its own, so it
+// is found through the request context.)
+func clientBodyFailure(r *http.Request) error {
+	if b, _ := r.Context().Value(BodyKey{}).(ClientBody); b != nil {
+		// A canceled request means a failed or closed client
+		// connection, so a read in flight returns at once.
+		return b.Failure(r.Context().Err() != nil)
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
-package proxy
+package forward
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/http/httptrace"
@@ -17,8 +19,6 @@ import (
 
 	"github.com/gmgate/gmgate/internal/upstream"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -26,9 +26,16 @@ import (
 // client without a body that does not ask to switch protocols. The
 // others (bodies, upgrades such as WebSocket, HTTP/2 clients, CONNECT) go
 // through httputil.ReverseProxy.
-func forwardable(r *http.Request) bool {
+func Forwardable(r *http.Request) bool {
 	return r.ProtoMajor == 1 && r.Body == http.NoBody && r.Method != http.MethodConnect &&
 		!httpguts.HeaderValuesContainsToken(r.Header["Connection"], "Upgrade")
+}
+
+// forwarder sends requests to their upstream and their answers back.
+type Forwarder struct {
+	Log *slog.Logger
+	// errorLog takes what net/http and httputil log.
+	ErrorLog *log.Logger
 }
 
 // forward does for a request that forwardable takes what
@@ -39,7 +46,7 @@ func forwardable(r *http.Request) bool {
 // copied value by value. TestForwardMatchesReverseProxy sends the same
 // requests and responses through both and compares what the upstream and
 // the client see.
-func (s *Server) forward(rec *recorder, r *http.Request, p *upstream.Pool, site *site) {
+func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, policy *HeaderPolicy) {
 	info := &informational{w: rec}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: info.got1xx}))
 	u := *r.URL
@@ -48,30 +55,30 @@ func (s *Server) forward(rec *recorder, r *http.Request, p *upstream.Pool, site 
 	out.Header = outboundHeader(r.Header)
 	out.Body = nil
 	out.Close = false
-	forward.RemoveSpoofable(out.Header, site.forwarding.Spoofable)
+	RemoveSpoofable(out.Header, policy.Spoofable)
 	out.URL.Scheme = "http"
 	out.Host = r.Host
-	site.forwarding.Apply(out.Header, r, forward.InfoFrom(r.Context()))
+	policy.Apply(out.Header, r, InfoFrom(r.Context()))
 	if _, ok := out.Header["User-Agent"]; !ok {
 		// Not net/http's own User-Agent.
 		out.Header["User-Agent"] = emptyValue
 	}
 
 	res, err := p.RoundTrip(out)
-	info.finish()
+	info.Finish()
 	if err != nil {
-		s.upstreamFailed(rec, out, p, err)
+		f.upstreamFailed(rec, out, p, err)
 		return
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// The request asked for no protocol switch.
-		_ = rec.noteTarget(res)
+		_ = rec.NoteTarget(res)
 		res.Body.Close()
-		s.upstreamFailed(rec, out, p, switchError(res.Header))
+		f.upstreamFailed(rec, out, p, switchError(res.Header))
 		return
 	}
 	removeHopByHop(res.Header)
-	_ = rec.noteTarget(res)
+	_ = rec.NoteTarget(res)
 	h := rec.Header()
 	for k, vv := range res.Header {
 		// The response writer's header is empty: the values need not be
@@ -87,7 +94,7 @@ func (s *Server) forward(rec *recorder, r *http.Request, p *upstream.Pool, site 
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	rec.WriteHeader(res.StatusCode)
-	if err := s.copyBody(rec, res); err != nil {
+	if err := f.copyBody(rec, res); err != nil {
 		defer res.Body.Close()
 		// A response cut short can only be cut off: net/http closes the
 		// client's connection and logs nothing.
@@ -131,10 +138,10 @@ func outboundHeader(in http.Header) http.Header {
 	if httpguts.HeaderValuesContainsToken(in["Te"], "trailers") {
 		out["Te"] = teTrailers
 	}
-	delete(out, forward.KeyForwarded)
-	delete(out, forward.KeyXForwardedFor)
-	delete(out, forward.KeyXForwardedHost)
-	delete(out, forward.KeyXForwardedProto)
+	delete(out, KeyForwarded)
+	delete(out, KeyXForwardedFor)
+	delete(out, KeyXForwardedHost)
+	delete(out, KeyXForwardedProto)
 	return out
 }
 
@@ -150,7 +157,7 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range forward.HopByHop {
+	for _, k := range HopByHop {
 		delete(h, k)
 	}
 }
@@ -164,7 +171,7 @@ func removeHopByHop(h http.Header) {
 // speaks HTTP/2 to clients by ALPN or prior knowledge only, so the
 // request is served as the HTTP/1.1 one it also is, as RFC 9110 §7.8
 // lets a server do.
-func dropH2CUpgrade(h http.Header) {
+func DropH2CUpgrade(h http.Header) {
 	up := h["Upgrade"]
 	if !httpguts.HeaderValuesContainsToken(up, "h2c") {
 		return
@@ -201,7 +208,7 @@ func switchError(h http.Header) error {
 // copyBody copies the response body to the client, flushing after every
 // write when its length is unknown or it is a stream of server-sent
 // events, and otherwise through the server's buffer, as ReverseProxy does.
-func (s *Server) copyBody(rec *recorder, res *http.Response) error {
+func (f *Forwarder) copyBody(rec *Recorder, res *http.Response) error {
 	var w io.Writer = rec
 	if res.ContentLength == -1 || eventStream(res.Header) {
 		sw := &streamWriter{rec: rec, pending: true}
@@ -216,7 +223,7 @@ func (s *Server) copyBody(rec *recorder, res *http.Response) error {
 	for {
 		nr, rerr := res.Body.Read(buf)
 		if rerr != nil && rerr != io.EOF && rerr != context.Canceled {
-			s.stdErrorLog.Printf("httputil: ReverseProxy read error during body copy: %v", rerr)
+			f.ErrorLog.Printf("httputil: ReverseProxy read error during body copy: %v", rerr)
 		}
 		if nr > 0 {
 			nw, werr := w.Write(buf[:nr])
@@ -240,7 +247,7 @@ func (s *Server) copyBody(rec *recorder, res *http.Response) error {
 // header once soon after it was written.
 type streamWriter struct {
 	mu      sync.Mutex
-	rec     *recorder
+	rec     *Recorder
 	pending bool
 	t       *time.Timer
 }
@@ -315,7 +322,7 @@ func (in *informational) got1xx(code int, header textproto.MIMEHeader) error {
 	return nil
 }
 
-func (in *informational) finish() {
+func (in *informational) Finish() {
 	in.mu.Lock()
 	in.done = true
 	in.mu.Unlock()
@@ -364,7 +371,7 @@ var alwaysReencode = sync.OnceValue(func() bool {
 	seen := ""
 	rp := &httputil.ReverseProxy{
 		Rewrite:      func(pr *httputil.ProxyRequest) { seen = pr.Out.URL.RawQuery },
-		Transport:    roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("probe") }),
+		Transport:    RoundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("probe") }),
 		ErrorHandler: func(http.ResponseWriter, *http.Request, error) {},
 	}
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/", RawQuery: "b=1&a=2"}, Header: http.Header{}, Host: "probe"}
@@ -379,6 +386,6 @@ func (discardResponse) Header() http.Header         { return http.Header{} }
 func (discardResponse) Write(b []byte) (int, error) { return len(b), nil }
 func (discardResponse) WriteHeader(int)             {}
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+type RoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,4 +1,4 @@
-package edge
+package observe
 
 import (
 	"crypto/tls"
