@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/keyref"
-	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -977,7 +977,7 @@ func validHost(s string) bool {
 // one no request ever matches ("127.1", "010.0.0.1").
 func validRequestHost(s string) bool {
 	name := strings.TrimPrefix(s, "*.")
-	_, ok := route.ParseServerName(name)
+	_, ok := hostname.ParseServerName(name)
 	return ok && validHost(name)
 }
 

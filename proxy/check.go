@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/route"
+
 	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/gmgate/gmgate/certs"
@@ -302,7 +304,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	for _, lc := range cfg.Listeners {
 		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
-			out = append(out, ecdheWithoutCAWarning(cfg, &lc, st.sites.sites)...)
+			out = append(out, ecdheWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
 		}
 		out = append(out, siteHostWarnings(cfg, &lc, p)...)
 		out = append(out, overlapWarnings(cfg, &lc)...)
@@ -343,11 +345,11 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 // send none and fail. The default suite list is left alone: the server
 // prefers the ECC suites, which every client without certificates takes,
 // and keeps ECDHE for clients that have an encryption certificate.
-func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, sites []*site) []config.Problem {
+func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, sites []*route.Site) []config.Problem {
 	confs := lc.SiteList()
 	var at []int
 	for j, site := range sites {
-		tc := site.tlcp
+		tc := site.TLCP
 		if tc == nil || j >= len(confs) || confs[j].TLCP == nil || confs[j].TLCP.SuitesDefaulted {
 			continue
 		}

@@ -141,8 +141,8 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	cfg.Upstreams["app"].Retries = &retries
 	s := startServer(t, cfg, nil)
 	pool := s.gen.pools["app"]
-	site := s.listeners["edge"].state.Load().sites.all.lookup("h")
-	info := &forward.ConnInfo{Listener: "edge", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Site: site.name}
+	site := s.listeners["edge"].state.Load().sites.All.Lookup("h")
+	info := &forward.ConnInfo{Listener: "edge", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Site: site.Name}
 	// ReverseProxy over net/http's own Transport, as every request went
 	// before the pool had a client of its own for these.
 	netHTTP := pool.Transport.(*upstream.HttpTransport).Http
@@ -162,10 +162,10 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 				t.Errorf("%s %s not forwardable", r.Method, r.URL)
 			}
 			if how == lean {
-				s.fwd.Forward(rec, r, pool, site.forwarding)
+				s.fwd.Forward(rec, r, pool, site.Forwarding)
 				return
 			}
-			rp := s.fwd.ReverseProxy(pool, site.forwarding)
+			rp := s.fwd.ReverseProxy(pool, site.Forwarding)
 			if how == reverseProxyNetHTTP {
 				rp.Transport = viaNetHTTP
 			}

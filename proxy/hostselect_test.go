@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
+	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/route"
+
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // hostForms are Host headers, :authority values and server names in every
@@ -38,15 +39,15 @@ var hostForms = []string{
 // certificates, open.test is the default, and the default site has a route
 // that would take pay.test's requests (as a shared name-based upstream
 // does): site selection and routing must read every name alike.
-func hostSelection() (*siteIndex, *router) {
-	pay := &site{name: "pay", hosts: []string{"pay.test", "*.pay.test"}}
-	open := &site{name: "open", hosts: []string{"open.test"}, isDefault: true}
-	idx := newSiteIndex([]*site{pay, open}, func(*site) bool { return true })
-	r := &router{}
-	for _, h := range pay.hosts {
-		r.routes = append(r.routes, routeEntry{host: h, path: "/", upstream: &upstream.Pool{Name: "pay"}}, routeEntry{host: h, upstream: &upstream.Pool{Name: "pay"}, stream: true})
+func hostSelection() (*route.SiteIndex, *route.Router) {
+	pay := &route.Site{Name: "pay", Hosts: []string{"pay.test", "*.pay.test"}}
+	open := &route.Site{Name: "open", Hosts: []string{"open.test"}, IsDefault: true}
+	idx := route.NewSiteIndex([]*route.Site{pay, open}, func(*route.Site) bool { return true })
+	r := &route.Router{}
+	for _, h := range pay.Hosts {
+		r.Routes = append(r.Routes, route.RouteEntry{Host: h, Path: "/", Upstream: &upstream.Pool{Name: "pay"}}, route.RouteEntry{Host: h, Upstream: &upstream.Pool{Name: "pay"}, Stream: true})
 	}
-	r.routes = append(r.routes, routeEntry{path: "/", upstream: &upstream.Pool{Name: "open"}}, routeEntry{upstream: &upstream.Pool{Name: "open"}, stream: true})
+	r.Routes = append(r.Routes, route.RouteEntry{Path: "/", Upstream: &upstream.Pool{Name: "open"}}, route.RouteEntry{Upstream: &upstream.Pool{Name: "open"}, Stream: true})
 	return idx, r
 }
 
@@ -56,13 +57,13 @@ func hostSelection() (*siteIndex, *router) {
 // the same from the site a handshake gets and the stream route it takes.
 func TestHostSelectionAgrees(t *testing.T) {
 	idx, r := hostSelection()
-	answer := func(s *site, rt *routeEntry) (bySite, byRoute string) {
+	answer := func(s *route.Site, rt *route.RouteEntry) (bySite, byRoute string) {
 		bySite, byRoute = "none", "none"
 		if s != nil {
-			bySite = s.name
+			bySite = s.Name
 		}
 		if rt != nil {
-			byRoute = rt.upstream.Name
+			byRoute = rt.Upstream.Name
 		}
 		return bySite, byRoute
 	}
@@ -70,8 +71,8 @@ func TestHostSelectionAgrees(t *testing.T) {
 		for _, proto := range []int{1, 2} {
 			req := &http.Request{Host: form, ProtoMajor: proto}
 			bySite, byRoute := "400", "400"
-			if h, ok := requestHost(req); ok {
-				bySite, byRoute = answer(idx.lookup(h.Name), r.match(h.Name, "/x", false))
+			if h, ok := route.RequestHost(req); ok {
+				bySite, byRoute = answer(idx.Lookup(h.Name), r.Match(h.Name, "/x", false))
 			}
 			if bySite != byRoute {
 				t.Errorf("HTTP/%d Host %q: site %s, route %s", proto, form, bySite, byRoute)
@@ -81,9 +82,9 @@ func TestHostSelectionAgrees(t *testing.T) {
 			}
 		}
 		bySite, byRoute := "refused", "refused"
-		if s := idx.lookupServerName(form); s != nil {
-			name, _ := route.ParseServerName(form)
-			bySite, byRoute = answer(s, r.match(name, "", true))
+		if s := idx.LookupServerName(form); s != nil {
+			name, _ := hostname.ParseServerName(form)
+			bySite, byRoute = answer(s, r.Match(name, "", true))
 		}
 		if bySite != byRoute {
 			t.Errorf("server name %q: site %s, stream route %s", form, bySite, byRoute)
@@ -101,8 +102,8 @@ func TestHostSelectionAgrees(t *testing.T) {
 			continue // net/http refuses it itself
 		}
 		bySite, byRoute := "400", "400"
-		if h, ok := requestHost(req); ok {
-			bySite, byRoute = answer(idx.lookup(h.Name), r.match(h.Name, "/x", false))
+		if h, ok := route.RequestHost(req); ok {
+			bySite, byRoute = answer(idx.Lookup(h.Name), r.Match(h.Name, "/x", false))
 		}
 		if bySite != byRoute || strings.Contains(strings.ToLower(target), "pay.test") && bySite == "open" {
 			t.Errorf("target %q (Host %q): site %s, route %s", target, req.Host, bySite, byRoute)
@@ -120,9 +121,9 @@ func BenchmarkHostSelection(b *testing.B) {
 			req := &http.Request{Host: host, ProtoMajor: 1}
 			b.ReportAllocs()
 			for b.Loop() {
-				h, _ := requestHost(req)
-				idx.lookup(h.Name)
-				r.match(h.Name, "/x", false)
+				h, _ := route.RequestHost(req)
+				idx.Lookup(h.Name)
+				r.Match(h.Name, "/x", false)
 			}
 		})
 	}

@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/route"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/upstream"
@@ -25,7 +28,6 @@ import (
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/connworkers"
-	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,7 +42,7 @@ type listenerState struct {
 	// sites are the listener's identities and routes; tlcp and tls are
 	// the configurations its handshakes start with, which hand each
 	// client the configuration of its site (site.go).
-	sites *siteTable
+	sites *route.SiteTable
 	tlcp  *tlcp.Config
 	tls   *tls.Config
 	// http2 offers HTTP/2 (ALPN h2).
@@ -298,9 +300,9 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	_ = established.SetDeadline(time.Time{})
 
 	// The handshake took the server name (lookupServerName): it is valid.
-	sni, _ := route.ParseServerName(info.SNI)
-	if rt := site.router.match(sni, "", true); rt != nil {
-		s.forwardTCP(st, rt.upstream, established, info)
+	sni, _ := hostname.ParseServerName(info.SNI)
+	if rt := site.Router.Match(sni, "", true); rt != nil {
+		s.forwardTCP(st, rt.Upstream, established, info)
 		return
 	}
 	// HTTP/2 is served to a client that chose h2 by ALPN, or that chose
@@ -460,7 +462,7 @@ func (c *httpConn) SetDeadline(t time.Time) error {
 // returns the site it was made for. info.protocol (and info.sni and
 // info.site, once the ClientHello chose them) are set as far as they are
 // known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge.WireProtocol, c net.Conn) (*forward.ConnInfo, *site, net.Conn, error) {
+func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge.WireProtocol, c net.Conn) (*forward.ConnInfo, *route.Site, net.Conn, error) {
 	info := &forward.ConnInfo{Protocol: "unknown"}
 	proto := edge.WireTLCP
 	switch st.protocol {
@@ -475,14 +477,14 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge
 		err := tc.HandshakeContext(ctx)
 		cs := tc.ConnectionState()
 		info.SNI = cs.ServerName
-		site := st.sites.tls.lookupServerName(cs.ServerName)
+		site := st.sites.TLS.LookupServerName(cs.ServerName)
 		if site != nil {
-			info.Site = site.name
+			info.Site = site.Name
 		}
 		if err != nil {
 			if rc, ok := c.(*edge.ReplayConn); ok && err.Error() == errNoTLSCertificates {
 				info.SNI = rc.RefusedName
-				err = &observe.SentAlertError{Alert: "unrecognized_name", Err: &errUnknownSite{rc.RefusedName}}
+				err = &observe.SentAlertError{Alert: "unrecognized_name", Err: &route.ErrUnknownSite{Name: rc.RefusedName}}
 			}
 			return info, nil, nil, err
 		}
@@ -502,9 +504,9 @@ func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge
 	err := tc.HandshakeContext(ctx)
 	cs := tc.ConnectionState()
 	info.SNI = cs.ServerName
-	site := st.sites.tlcp.lookupServerName(cs.ServerName)
+	site := st.sites.TLCP.LookupServerName(cs.ServerName)
 	if site != nil {
-		info.Site = site.name
+		info.Site = site.Name
 	}
 	if err != nil {
 		return info, nil, nil, err

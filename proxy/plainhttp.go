@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/upstream"
 
 	"github.com/emmansun/gmsm/smx509"
@@ -18,7 +19,6 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/route"
 )
 
 // plainHTTP is what an http listener does besides routing: it answers
@@ -55,7 +55,7 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 // HTTPS, and reports whether it did. host is r's host, valid and
 // canonical (requestHost); the redirect keeps r's path and query, never
 // the host of an absolute-form target.
-func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route.Host) bool {
+func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host hostname.Host) bool {
 	for _, a := range p.acme {
 		if a.HandleHTTPChallenge(w, r) {
 			return true
@@ -126,7 +126,7 @@ func resolveRedirectPorts(gen *generation, bound func(name string) *runningListe
 // site without hosts) the names its certificates carry and its ACME
 // domains, looked up when asked, as certificates change on reload.
 type servedNames struct {
-	patterns []string // canonical (route.Pattern)
+	patterns []string // canonical (hostname.Pattern)
 	// defaultName is the default site's first exact host, "" when it has
 	// none.
 	defaultName string
@@ -150,7 +150,7 @@ func newServedNames(gen *generation) *servedNames {
 		}
 		for _, sc := range lc.SiteList() {
 			for _, h := range sc.Hosts {
-				pattern := route.Pattern(h)
+				pattern := hostname.Pattern(h)
 				n.patterns = append(n.patterns, pattern)
 				if sc.Default && n.defaultName == "" && !strings.HasPrefix(pattern, "*") {
 					n.defaultName = pattern
@@ -160,7 +160,7 @@ func newServedNames(gen *generation) *servedNames {
 				o := openSite{source: siteSpec{lc: lc, cfg: sc}.source()}
 				if sc.TLS != nil && sc.TLS.ACME != nil {
 					for _, d := range sc.TLS.ACME.Domains {
-						o.acme = append(o.acme, route.Pattern(d))
+						o.acme = append(o.acme, hostname.Pattern(d))
 					}
 				}
 				n.open = append(n.open, o)
@@ -178,7 +178,7 @@ func (n *servedNames) serves(name string) bool {
 		return false
 	}
 	for _, p := range n.patterns {
-		if route.Match(p, name) {
+		if hostname.Match(p, name) {
 			return true
 		}
 	}
@@ -209,8 +209,8 @@ func (n *servedNames) fallback() string {
 		}
 		for _, c := range n.certificates(o) {
 			for _, d := range c.DNSNames {
-				if p := route.Pattern(d); !strings.HasPrefix(p, "*") {
-					if name, ok := route.ParseServerName(p); ok {
+				if p := hostname.Pattern(d); !strings.HasPrefix(p, "*") {
+					if name, ok := hostname.ParseServerName(p); ok {
 						return name
 					}
 				}
@@ -258,7 +258,7 @@ func (n *servedNames) certificates(o openSite) []servedCert {
 // name: one of its DNS names (wildcards included) or IP addresses.
 func certificateNames(c servedCert, name string) bool {
 	for _, d := range c.DNSNames {
-		if route.Match(route.Pattern(d), name) {
+		if hostname.Match(hostname.Pattern(d), name) {
 			return true
 		}
 	}

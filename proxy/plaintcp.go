@@ -17,10 +17,10 @@ func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.
 	_ = conn.SetDeadline(time.Time{})
 	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "tcp", Site: config.DefaultSiteName}
 	// The listener's one site, which answers for every name.
-	rt := st.sites.all.lookup("").router.match("", "", true)
+	rt := st.sites.All.Lookup("").Router.Match("", "", true)
 	if rt == nil {
 		conn.Close()
 		return
 	}
-	s.forwardTCP(st, rt.upstream, conn, info)
+	s.forwardTCP(st, rt.Upstream, conn, info)
 }

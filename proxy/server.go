@@ -30,6 +30,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/route"
+
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/upstream"
@@ -497,7 +499,7 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 	if r := gen.cfg.Timeouts.RequestBodyMinRate; r != nil {
 		st.requestBodyMinRate = int64(*r)
 	}
-	var sites []*site
+	var sites []*route.Site
 	for j, sc := range lc.SiteList() {
 		if lc.Protocol == config.ProtocolHTTP || lc.Protocol == config.ProtocolTCP {
 			// An http or tcp listener has no identity: its one site
@@ -511,26 +513,26 @@ func (s *Server) listenerState(li int, lc config.Listener, gen *generation) (*li
 		}
 		sites = append(sites, site)
 	}
-	st.sites = newSiteTable(sites)
+	st.sites = route.NewSiteTable(sites)
 	if lc.Protocol == config.ProtocolHTTP {
 		st.plain = newPlainHTTP(lc, gen)
 	}
 	if lc.Protocol == config.ProtocolTLCP || lc.Protocol == config.ProtocolAuto {
-		st.tlcp = st.sites.outerTLCP()
+		st.tlcp = outerTLCP(st.sites)
 	}
 	if lc.Protocol == config.ProtocolTLS || lc.Protocol == config.ProtocolAuto {
-		st.tls = st.sites.outerTLS()
+		st.tls = outerTLS(st.sites)
 	}
 	return st, nil
 }
 
 // plainSite is the one site of an http or tcp listener: routes without
 // an identity.
-func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *site {
-	st := &site{name: sc.Name, implicit: true, isDefault: true, headers: *sc.SessionHeaders, router: &router{routes: compileRoutes(lc, sc.Routes, gen)}}
-	st.forwarding = forward.NewHeaderPolicy(st.headers, forward.IdentityHeaderNames(gen.cfg))
-	for v := range st.requests {
-		st.requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+func (s *Server) plainSite(lc config.Listener, sc config.Site, gen *generation) *route.Site {
+	st := &route.Site{Name: sc.Name, Implicit: true, IsDefault: true, Headers: *sc.SessionHeaders, Router: &route.Router{Routes: compileRoutes(lc, sc.Routes, gen)}}
+	st.Forwarding = forward.NewHeaderPolicy(st.Headers, forward.IdentityHeaderNames(gen.cfg))
+	for v := range st.Requests {
+		st.Requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, route.HTTPVersions[v])
 	}
 	return st
 }

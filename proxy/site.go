@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/route"
 
 	"github.com/gmgate/gmgate/internal/forward"
 
@@ -18,150 +20,19 @@ import (
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
-	"github.com/prometheus/client_golang/prometheus"
 )
-
-// A site is one identity of a listener: the names it answers for, its
-// TLCP and TLS configurations (certificates, client authentication,
-// sessions) and its routes. The flat form of the configuration is one
-// implicit site that answers for every name.
-//
-// The site of a connection is chosen once, from the server name of its
-// ClientHello (SNI), by siteIndex.lookup, on both protocols through
-// GetConfigForClient; its requests must then name a host of the same site
-// (421 otherwise), so that a client that passed a lax site's handshake
-// cannot reach a strict site's routes.
-type site struct {
-	name     string
-	implicit bool
-	// source names the site's certificates in the certificate store (and
-	// ACME): the listener's name in the flat form, listener/site
-	// otherwise.
-	source    string
-	hosts     []string
-	isDefault bool
-	tlcp      *tlcp.Config // nil when the site serves no TLCP
-	tls       *tls.Config  // nil when the site serves no TLS
-	router    *router
-	headers   config.SessionHeaders
-	// forwarding is what the site does to the headers of the requests it
-	// forwards.
-	forwarding *forward.HeaderPolicy
-	// requests observe request durations by HTTP version (1.x, 2).
-	requests [2]prometheus.Observer
-}
-
-// httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
-var httpVersions = [2]string{"1.1", "2"}
-
-// siteIndex finds the site for a server name among some of a listener's
-// sites: an exact name first, then the longest wildcard, then the
-// default. It is the one place where names select sites.
-type siteIndex struct {
-	exact     map[string]*site
-	wildcards []wildcardSite // longest suffix first
-	def       *site
-}
-
-type wildcardSite struct {
-	pattern string // "*.example.cn"
-	site    *site
-}
-
-func newSiteIndex(sites []*site, keep func(*site) bool) *siteIndex {
-	x := &siteIndex{exact: map[string]*site{}}
-	for _, s := range sites {
-		if !keep(s) {
-			continue
-		}
-		if s.isDefault {
-			x.def = s
-		}
-		for _, h := range s.hosts {
-			if strings.HasPrefix(h, "*") {
-				x.wildcards = append(x.wildcards, wildcardSite{pattern: h, site: s})
-			} else {
-				x.exact[h] = s
-			}
-		}
-	}
-	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].pattern) > len(x.wildcards[j].pattern) })
-	return x
-}
-
-// lookup returns the site for a canonical name (route.Host.Name, or what
-// route.ParseServerName returns; "" for none), or nil when no site
-// answers for it and there is no default. It does not allocate, as it
-// runs for every request.
-func (x *siteIndex) lookup(name string) *site {
-	if len(x.exact) == 0 && len(x.wildcards) == 0 {
-		return x.def
-	}
-	if s := x.exact[name]; s != nil {
-		return s
-	}
-	for _, w := range x.wildcards {
-		if route.Match(w.pattern, name) {
-			return w.site
-		}
-	}
-	return x.def
-}
-
-// lookupServerName returns the site for the server name of a ClientHello,
-// or nil when no site answers for it and there is no default, or when it
-// is not a host name (route.ParseServerName): such a name is refused with
-// unrecognized_name, as nginx refuses it, rather than given the default
-// site.
-func (x *siteIndex) lookupServerName(sni string) *site {
-	name, ok := route.ParseServerName(sni)
-	if !ok {
-		return nil
-	}
-	return x.lookup(name)
-}
-
-// siteTable is a listener's sites, indexed for each protocol and for
-// Host headers.
-type siteTable struct {
-	sites []*site
-	// all finds the site a request's Host names; tlcp and tls the site a
-	// handshake of that protocol serves.
-	all, tlcp, tls *siteIndex
-}
-
-func newSiteTable(sites []*site) *siteTable {
-	return &siteTable{
-		sites: sites,
-		all:   newSiteIndex(sites, func(*site) bool { return true }),
-		tlcp:  newSiteIndex(sites, func(s *site) bool { return s.tlcp != nil }),
-		tls:   newSiteIndex(sites, func(s *site) bool { return s.tls != nil }),
-	}
-}
-
-// errUnknownSite is the cause of a handshake whose server name no site
-// serves, on a listener without a default site.
-type errUnknownSite struct{ name string }
-
-func (e *errUnknownSite) Error() string {
-	if e.name == "" {
-		return "the client sent no server name and no site is the default"
-	}
-	return fmt.Sprintf("no site serves %q and none is the default", e.name)
-}
 
 // outerTLCP is the configuration a listener's TLCP handshakes start with:
 // it hands each ClientHello the configuration of its site, or ends the
 // handshake with unrecognized_name.
-func (t *siteTable) outerTLCP() *tlcp.Config {
+func outerTLCP(t *route.SiteTable) *tlcp.Config {
 	return &tlcp.Config{
 		GetConfigForClient: func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
-			if s := t.tlcp.lookupServerName(hi.ServerName); s != nil {
-				return s.tlcp, nil
+			if s := t.TLCP.LookupServerName(hi.ServerName); s != nil {
+				return s.TLCP, nil
 			}
-			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &errUnknownSite{hi.ServerName}}
+			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &route.ErrUnknownSite{Name: hi.ServerName}}
 		},
 	}
 }
@@ -170,13 +41,13 @@ func (t *siteTable) outerTLCP() *tlcp.Config {
 // the configuration it is given has no certificate: a name no site serves
 // gets such a configuration, without session tickets, so that no ticket
 // resumes there either.
-func (t *siteTable) outerTLS() *tls.Config {
+func outerTLS(t *route.SiteTable) *tls.Config {
 	reject := &tls.Config{SessionTicketsDisabled: true, MinVersion: tls.VersionTLS12}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-			if s := t.tls.lookupServerName(hi.ServerName); s != nil {
-				return s.tls, nil
+			if s := t.TLS.LookupServerName(hi.ServerName); s != nil {
+				return s.TLS, nil
 			}
 			if rc, ok := hi.Conn.(*edge.ReplayConn); ok {
 				rc.RefusedName = hi.ServerName
@@ -235,26 +106,26 @@ func (sp siteSpec) servesTLS() bool {
 
 // buildSite makes one site of a listener with its TLCP and TLS
 // configurations.
-func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
+func (s *Server) buildSite(sp siteSpec, gen *generation) (*route.Site, error) {
 	lc, sc := sp.lc, sp.cfg
-	st := &site{
-		name:      sc.Name,
-		implicit:  sc.Implicit,
-		source:    sp.source(),
-		isDefault: sc.Default,
-		router:    &router{},
+	st := &route.Site{
+		Name:      sc.Name,
+		Implicit:  sc.Implicit,
+		Source:    sp.source(),
+		IsDefault: sc.Default,
+		Router:    &route.Router{},
 	}
 	if sc.SessionHeaders != nil {
-		st.headers = *sc.SessionHeaders
+		st.Headers = *sc.SessionHeaders
 	}
-	st.forwarding = forward.NewHeaderPolicy(st.headers, forward.IdentityHeaderNames(gen.cfg))
+	st.Forwarding = forward.NewHeaderPolicy(st.Headers, forward.IdentityHeaderNames(gen.cfg))
 	for _, h := range sc.Hosts {
-		st.hosts = append(st.hosts, route.Pattern(h))
+		st.Hosts = append(st.Hosts, hostname.Pattern(h))
 	}
-	for v := range st.requests {
-		st.requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+	for v := range st.Requests {
+		st.Requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, route.HTTPVersions[v])
 	}
-	st.router.routes = compileRoutes(lc, sc.Routes, gen)
+	st.Router.Routes = compileRoutes(lc, sc.Routes, gen)
 	var protos []string
 	if lc.ServesHTTP2() {
 		protos = append(protos, "h2")
@@ -265,20 +136,20 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.tlcp = tc
+		st.TLCP = tc
 	}
 	if sp.servesTLS() {
 		tc, err := s.siteTLS(sp, gen, protos)
 		if err != nil {
 			return nil, err
 		}
-		st.tls = tc
+		st.TLS = tc
 	}
 	return st, nil
 }
 
-func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []routeEntry {
-	var out []routeEntry
+func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []route.RouteEntry {
+	var out []route.RouteEntry
 	for _, rc := range routes {
 		p := gen.pools[rc.Upstream]
 		if p == nil {
@@ -291,7 +162,7 @@ func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) [
 		if stream {
 			path = ""
 		}
-		out = append(out, routeEntry{host: route.Pattern(rc.Host), path: path, upstream: p, stream: stream})
+		out = append(out, route.RouteEntry{Host: hostname.Pattern(rc.Host), Path: path, Upstream: p, Stream: stream})
 	}
 	return out
 }
@@ -453,13 +324,13 @@ func overlapWarnings(cfg *config.Config, lc *config.Listener) []config.Problem {
 			if strings.HasPrefix(h, "*.") {
 				continue
 			}
-			name := route.Pattern(h)
+			name := hostname.Pattern(h)
 			for m, b := range lc.Sites {
 				if m == j {
 					continue
 				}
 				for _, w := range b.Hosts {
-					if pattern := route.Pattern(w); strings.HasPrefix(pattern, "*") && route.Match(pattern, name) {
+					if pattern := hostname.Pattern(w); strings.HasPrefix(pattern, "*") && hostname.Match(pattern, name) {
 						out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", a.Path(), k),
 							fmt.Sprintf("%q is also under %q of %s (%s); the exact name wins, so site %s serves it", h, w, strings.TrimPrefix(b.Path(), lc.Path()+"."), b.Name, a.Name),
 							"list each name under one site only, unless that is what you mean"))

@@ -1,17 +1,17 @@
-package proxy
+package route
 
 import (
 	"testing"
 
-	"github.com/gmgate/gmgate/internal/route"
+	"github.com/gmgate/gmgate/internal/hostname"
 )
 
 func TestSiteIndexLookup(t *testing.T) {
-	api := &site{name: "api", hosts: []string{"api.example.cn"}, isDefault: true}
-	www := &site{name: "www", hosts: []string{"*.example.cn", "www.example.com"}}
-	img := &site{name: "img", hosts: []string{"*.img.example.cn"}}
-	x := newSiteIndex([]*site{api, www, img}, func(*site) bool { return true })
-	for name, want := range map[string]*site{
+	api := &Site{Name: "api", Hosts: []string{"api.example.cn"}, IsDefault: true}
+	www := &Site{Name: "www", Hosts: []string{"*.example.cn", "www.example.com"}}
+	img := &Site{Name: "img", Hosts: []string{"*.img.example.cn"}}
+	x := NewSiteIndex([]*Site{api, www, img}, func(*Site) bool { return true })
+	for name, want := range map[string]*Site{
 		"api.example.cn":      api,
 		"API.Example.CN.":     api,
 		"api.example.cn:8443": api,
@@ -27,22 +27,22 @@ func TestSiteIndexLookup(t *testing.T) {
 		"evil.com:1:2":        nil, // not a host: answered 400 before any lookup
 		"www.example.com:":    nil,
 	} {
-		h, ok := route.ParseAuthority(name)
-		var got *site
+		h, ok := hostname.ParseAuthority(name)
+		var got *Site
 		if ok || name == "" {
-			got = x.lookup(h.Name)
+			got = x.Lookup(h.Name)
 		}
 		if got != want {
 			t.Errorf("lookup(%q) = %v, want %v", name, got, want)
 		}
 	}
-	noDefault := newSiteIndex([]*site{www}, func(*site) bool { return true })
-	if got := noDefault.lookup("other.cn"); got != nil {
+	noDefault := NewSiteIndex([]*Site{www}, func(*Site) bool { return true })
+	if got := noDefault.Lookup("other.cn"); got != nil {
 		t.Errorf("without a default: %v", got)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		h, _ := route.ParseAuthority("x.img.example.cn:443")
-		x.lookup(h.Name)
+		h, _ := hostname.ParseAuthority("x.img.example.cn:443")
+		x.Lookup(h.Name)
 	}); n != 0 {
 		t.Errorf("lookup allocates %v times", n)
 	}

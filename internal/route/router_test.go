@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"net/http/httptest"
@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
 
 	"github.com/gmgate/gmgate/internal/upstream"
-
-	"github.com/gmgate/gmgate/internal/route"
 )
 
 func TestRouterPrecedence(t *testing.T) {
@@ -21,13 +20,13 @@ func TestRouterPrecedence(t *testing.T) {
 		}
 		pools[n] = &upstream.Pool{Name: n, Scheme: scheme}
 	}
-	r := &router{routes: []routeEntry{
-		{host: "", path: "/", upstream: pools["any"]},
-		{host: "api.example.cn", path: "/", upstream: pools["api"]},
-		{host: "api.example.cn", path: "/v2/", upstream: pools["apiv2"]},
-		{host: "*.example.cn", path: "/", upstream: pools["wild"]},
-		{host: "db.example.cn", upstream: pools["tcpdb"], stream: true},
-		{host: "", upstream: pools["tcpany"], stream: true},
+	r := &Router{Routes: []RouteEntry{
+		{Host: "", Path: "/", Upstream: pools["any"]},
+		{Host: "api.example.cn", Path: "/", Upstream: pools["api"]},
+		{Host: "api.example.cn", Path: "/v2/", Upstream: pools["apiv2"]},
+		{Host: "*.example.cn", Path: "/", Upstream: pools["wild"]},
+		{Host: "db.example.cn", Upstream: pools["tcpdb"], Stream: true},
+		{Host: "", Upstream: pools["tcpany"], Stream: true},
 	}}
 	cases := []struct {
 		host, path string
@@ -43,24 +42,24 @@ func TestRouterPrecedence(t *testing.T) {
 		{"", "", true, "tcpany"},
 	}
 	for _, c := range cases {
-		h, ok := route.ParseAuthority(c.host)
+		h, ok := hostname.ParseAuthority(c.host)
 		if !ok && c.host != "" {
 			t.Fatalf("%q is not a host", c.host)
 		}
-		got := r.match(h.Name, c.path, c.tcp)
-		if got == nil || got.upstream.Name != c.want {
+		got := r.Match(h.Name, c.path, c.tcp)
+		if got == nil || got.Upstream.Name != c.want {
 			t.Errorf("match(%q, %q, tcp=%v) = %v, want %s", c.host, c.path, c.tcp, got, c.want)
 		}
 	}
-	if got := (&router{}).match("x", "/", false); got != nil {
+	if got := (&Router{}).Match("x", "/", false); got != nil {
 		t.Errorf("empty router matched %v", got)
 	}
 	// Every connection asks for its TCP route by server name, and every
 	// request for its route by Host, mostly without a port.
 	for _, host := range []string{"", "api.example.cn", "api.example.cn:443"} {
 		if n := testing.AllocsPerRun(100, func() {
-			h, _ := route.ParseAuthority(host)
-			r.match(h.Name, "/v1/x", host == "")
+			h, _ := hostname.ParseAuthority(host)
+			r.Match(h.Name, "/v1/x", host == "")
 		}); n != 0 {
 			t.Errorf("match(%q) allocates %v times", host, n)
 		}

@@ -1,12 +1,11 @@
-// Package route decides which site and which route a request belongs to.
-// Its first piece is the one parser and normaliser of host names: the
+// Package hostname is the one parser and normaliser of host names: the
 // Host header, the HTTP/2 :authority, the host of an absolute-form
 // request target and the server name of a ClientHello (SNI) all go
 // through it, and so do the host names of the configuration, so that
 // the name that chose a connection's site, the name that chose a
 // request's site and the name that chose its route are the same name.
-// (Sites, the site index and the router are to move here from package
-// proxy.)
+// It is a leaf of its own so that config (which checks the names of the
+// file) and route (which chooses sites and routes) share it.
 //
 // It must not do I/O, log or know configuration files: its functions run
 // for every request and every handshake, and they do not allocate for a
@@ -17,7 +16,7 @@
 // DNS, and a site or route for one serves the other (nginx strips the
 // dot too). Only one trailing dot is taken off; "pay.example.cn.." is
 // not a host name. A port stays as it was sent.
-package route
+package hostname
 
 import (
 	"net/netip"
