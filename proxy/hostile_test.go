@@ -749,7 +749,7 @@ func fanOutScale(sc hostileScale) (conns, maxConns, queue int, queueTimeout time
 func TestHostileUpstreamFanOut(t *testing.T) {
 	sc := hostileScaleFromEnv(t)
 	nConns, maxConns, queue, queueTimeout := fanOutScale(sc)
-	const streams = http2MaxStreams
+	const streams = edge.HTTP2MaxStreams
 	p := getPKI(t)
 	release := make(chan struct{})
 	var releaseOnce sync.Once

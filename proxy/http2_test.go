@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -380,7 +382,7 @@ func TestHTTP2IdleConnectionServes(t *testing.T) {
 		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusCreated {
 			t.Fatalf("request %d: %s %d %s", i, resp.Proto, resp.StatusCode, body)
 		}
-		time.Sleep(2 * idleParkAfter)
+		time.Sleep(2 * edge.IdleParkAfter)
 	}
 	if conns != 1 {
 		t.Errorf("%d connections, want the one kept", conns)

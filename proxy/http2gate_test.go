@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -38,12 +40,12 @@ func sendFragmentedPreface(t *testing.T, conn net.Conn) []byte {
 	t.Helper()
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(conn, http2Preface[:2]); err != nil {
+	if _, err := io.WriteString(conn, edge.HTTP2Preface[:2]); err != nil {
 		t.Fatal(err)
 	}
 	// Give the server the chance to read the two bytes on their own.
 	time.Sleep(50 * time.Millisecond)
-	if _, err := io.WriteString(conn, http2Preface[2:]+"\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+	if _, err := io.WriteString(conn, edge.HTTP2Preface[2:]+"\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
 		t.Fatal(err)
 	}
 	var got []byte

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -65,9 +67,9 @@ const getRequest = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 func parkedCount(s *Server) int {
 	l := s.listeners["edge"].httpConns
-	l.parked.mu.Lock()
-	defer l.parked.mu.Unlock()
-	return len(l.parked.conns)
+	l.Parked.Mu.Lock()
+	defer l.Parked.Mu.Unlock()
+	return len(l.Parked.Conns)
 }
 
 // goroutinesIn counts goroutines with fn on their stack.
@@ -97,10 +99,10 @@ func TestIdleConnectionsPark(t *testing.T) {
 			testwait.For(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
 			// Without parking, the HTTP server's goroutine would wait in
 			// httpConn.Read.
-			if n := goroutinesIn("proxy.(*httpConn).Read"); n != 0 {
+			if n := goroutinesIn("edge.(*HTTPConn).Read"); n != 0 {
 				t.Fatalf("%d goroutines read client connections while the only one is parked", n)
 			}
-			if n := goroutinesIn("proxy.(*connListener).waitParked"); n != 1 {
+			if n := goroutinesIn("edge.(*ConnListener).waitParked"); n != 1 {
 				t.Fatalf("%d goroutines wait for parked connections, want 1", n)
 			}
 
@@ -114,7 +116,7 @@ func TestIdleConnectionsPark(t *testing.T) {
 			if _, err := io.WriteString(c.conn, getRequest[:7]); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(2 * idleParkAfter)
+			time.Sleep(2 * edge.IdleParkAfter)
 			c.get(getRequest[7:], 1)
 		})
 	}

@@ -15,14 +15,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/route"
 
 	"github.com/gmgate/gmgate/internal/forward"
 
 	"github.com/gmgate/gmgate/internal/upstream"
-
-	"github.com/gmgate/gmgate/internal/edge"
 
 	"github.com/gmgate/gmgate/internal/observe"
 
@@ -70,7 +70,7 @@ type runningListener struct {
 	state     atomic.Pointer[listenerState]
 	active    atomic.Int64
 	httpSrv   *http.Server
-	httpConns *connListener
+	httpConns *edge.ConnListener
 	// failLog writes the listener's handshake failures, a few a second.
 	failLog *observe.RateLimitedLog
 	// connsActive is the listener's gmgate_connections_active.
@@ -86,22 +86,22 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		failLog:     observe.NewRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
 		connsActive: s.metrics.ConnsActive.WithLabelValues(lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
-	rl.httpConns = newConnListener(ln.Addr())
+	rl.httpConns = edge.NewConnListener(ln.Addr())
 	rl.httpSrv = &http.Server{
 		Handler:           &httpHandler{srv: s, listener: rl},
 		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
 		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
 		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
-		Protocols:         serverProtocols(),
-		HTTP2:             http2Limits(gen.cfg),
+		Protocols:         edge.ServerProtocols(),
+		HTTP2:             edge.HTTP2Limits(gen.cfg),
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if hc, ok := c.(*httpConn); ok {
-				return context.WithValue(ctx, forward.ConnInfoKey{}, hc.info)
+			if hc, ok := c.(*edge.HTTPConn); ok {
+				return context.WithValue(ctx, forward.ConnInfoKey{}, hc.Info)
 			}
 			return ctx
 		},
-		ConnState: httpConnState,
+		ConnState: edge.HTTPConnState,
 	}
 	return rl, nil
 }
@@ -125,7 +125,7 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 		// shutdown: HTTP connections with a request in flight, and the
 		// upgraded (WebSocket) and TCP-mode ones, which the HTTP server
 		// does not wait for.
-		rl.httpConns.close()
+		rl.httpConns.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		_ = rl.httpSrv.Shutdown(ctx)
@@ -302,16 +302,16 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	// The handshake took the server name (lookupServerName): it is valid.
 	sni, _ := hostname.ParseServerName(info.SNI)
 	if rt := site.Router.Match(sni, "", true); rt != nil {
-		s.forwardTCP(st, rt.Upstream, established, info)
+		s.fwd.TCP(rt.Upstream, established, info, st.upstreamDial, st.idle)
 		return
 	}
 	// HTTP/2 is served to a client that chose h2 by ALPN, or that chose
 	// nothing and starts with the HTTP/2 preface (prior knowledge); one
 	// that chose http/1.1 speaks HTTP/1.1.
 	h2 := st.http2 && (info.ALPN == "h2" || info.ALPN == "")
-	hc := &httpConn{Conn: established, info: info, write: upstream.WriteBound{Timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
-	hc.sock = parkSocket(tc.Conn)
-	if !rl.httpConns.push(hc) {
+	hc := &edge.HTTPConn{Conn: established, Info: info, Bound: upstream.WriteBound{Timeout: st.idle}, Listener: rl.httpConns, H2Allowed: h2}
+	hc.Sock = edge.ParkSocket(tc.Conn)
+	if !rl.httpConns.Push(hc) {
 		hc.Close()
 	}
 }
@@ -344,117 +344,6 @@ func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *for
 		return
 	}
 	rl.failLog.Log("handshake failed", attrs...)
-}
-
-// httpConn is an established connection handed to the HTTP server, with
-// what its handshake negotiated for ConnContext.
-type httpConn struct {
-	net.Conn
-	info *forward.ConnInfo
-	// write bounds each write, so that a client that stops reading does
-	// not hold its connection (and the upstream's) forever; a long
-	// response to a client that keeps reading is not limited.
-	write upstream.WriteBound
-	// framing watches the request headers (read by one goroutine at a
-	// time: net/http's) of HTTP/1.
-	framing forward.FramingSniffer
-	// listener takes the connection back after it was parked while idle
-	// (idle.go).
-	listener *connListener
-	idleState
-	// h2Allowed lets the client speak HTTP/2 (see handleConn); h2 is set
-	// once its first bytes were the HTTP/2 preface.
-	h2Allowed, h2 bool
-	// start holds the first bytes read since the HTTP server took the
-	// connection (up to 4), until started says whether they began the
-	// HTTP/2 preface; refused is set once they did on a connection that
-	// may not speak HTTP/2.
-	start            [4]byte
-	startLen         int
-	started, refused bool
-}
-
-// http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
-// request starts with its first word.
-const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// errHTTP2NotAllowed ends a connection that starts HTTP/2 without having
-// chosen it.
-var errHTTP2NotAllowed = errors.New("the client sent the HTTP/2 preface on a connection that did not choose h2")
-
-func (c *httpConn) Read(b []byte) (int, error) {
-	if c.refused {
-		return 0, errHTTP2NotAllowed
-	}
-	n, err := c.Conn.Read(b)
-	if !c.started && n > 0 && !c.checkStart(b[:n]) {
-		return 0, errHTTP2NotAllowed
-	}
-	if !c.h2 && c.framing.Scan(b[:n]) {
-		c.info.AmbiguousFraming.Store(true)
-	}
-	if c.idle {
-		return c.idleRead(n, err)
-	}
-	return n, err
-}
-
-// checkStart watches the first bytes of the connection, b the latest
-// read of them, and reports whether the connection may go on. The HTTP
-// server serves HTTP/2 to any connection that starts with the preface
-// (it is set to on every listener, so that a reload that changes a
-// listener's protocol needs no new server); this is where a connection
-// that may not is stopped. The first 4 bytes decide, however the client
-// split them: net/http waits for the whole preface, across reads.
-func (c *httpConn) checkStart(b []byte) bool {
-	c.startLen += copy(c.start[c.startLen:], b)
-	if string(c.start[:c.startLen]) != http2Preface[:c.startLen] {
-		c.started = true
-		return true
-	}
-	if c.startLen < len(c.start) {
-		return true
-	}
-	c.started = true
-	if !c.h2Allowed {
-		c.refused = true
-		return false
-	}
-	c.h2 = true
-	return true
-}
-
-// restart makes the connection's next bytes be checked as a new start:
-// the HTTP server takes a connection back from parking as a new one, and
-// would serve HTTP/2 to one that sends the preface then. A parked
-// connection spoke HTTP/1 (HTTP/2 ones are not parked), and stays so.
-func (c *httpConn) restart() {
-	c.h2Allowed = false
-	c.started = false
-	c.startLen = 0
-}
-
-// Write bounds each write (see writeBound).
-func (c *httpConn) Write(b []byte) (int, error) {
-	c.write.Arm(c.Conn)
-	return c.Conn.Write(b)
-}
-
-// SetWriteDeadline passes a deadline on (the next Write sets its own
-// again), but not net/http's clearing of it after each response: every
-// write sets its own deadline, so the one in place is kept for the next.
-func (c *httpConn) SetWriteDeadline(t time.Time) error {
-	if t.IsZero() {
-		return nil
-	}
-	c.write.Forget()
-	return c.Conn.SetWriteDeadline(t)
-}
-
-// SetDeadline passes the deadline on; the next Write sets its own again.
-func (c *httpConn) SetDeadline(t time.Time) error {
-	c.write.Forget()
-	return c.Conn.SetDeadline(t)
 }
 
 // handshake runs the handshake of the listener's protocol, or on an auto
@@ -538,174 +427,4 @@ func handshakeResult(err error) string {
 		return "client_closed"
 	}
 	return "error"
-}
-
-// connListener is a net.Listener fed with established connections, for
-// an http.Server.
-type connListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	// parked are its idle keep-alive connections that wait for their
-	// next request outside the HTTP server (idle.go).
-	parked parkedConns
-}
-
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// push hands c to the HTTP server; false when the listener is closed.
-func (l *connListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *connListener) close() {
-	l.once.Do(func() {
-		close(l.done)
-		l.parked.closeAll()
-	})
-}
-
-func (l *connListener) Close() error { l.close(); return nil }
-
-func (l *connListener) Addr() net.Addr { return l.addr }
-
-// forwardTCP copies the decrypted stream to a target of a tcp pool and
-// back, passing half-closes through, until both directions end or the
-// connection stays idle too long.
-func (s *Server) forwardTCP(st *listenerState, p *upstream.Pool, client net.Conn, info *forward.ConnInfo) {
-	defer client.Close()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
-	target, t, err := p.DialTCP(ctx)
-	cancel()
-	if err != nil {
-		p.FailLog.Log("upstream failed", forward.FailureAttrs(p, err, slog.String("client", forward.AddrString(info.Client)))...)
-		s.logTCP(info, p.Name, "", 0, 0, time.Since(start), err)
-		return
-	}
-	defer target.Close()
-	t.Inflight.Add(1)
-	defer t.Inflight.Add(-1)
-	s.metrics.UpstreamRequests.WithLabelValues(p.Name, "connected").Inc()
-
-	var in, out atomic.Int64
-	// The connection is idle when it moves no byte either way: a
-	// direction that waits while the other one moves (an upload answered
-	// once it is in, a download the client listens to in silence) is
-	// not.
-	moved := &lastMove{}
-	moved.note()
-	// A direction that ends cleanly (its reader's EOF) is half-closed
-	// on the other side; one that fails (a reset, a connection closed at
-	// shutdown or by a reload, idle for timeouts.idle) ends both, so that
-	// the other direction does not wait on a peer that will never hear
-	// from it again.
-	abort := func() {
-		client.Close()
-		target.Close()
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: target, bound: upstream.WriteBound{Timeout: st.idle}}, idleReader{client, st.idle, moved})
-		in.Store(n)
-		if err != nil {
-			abort()
-			return
-		}
-		closeWrite(target)
-	}()
-	go func() {
-		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: client, bound: upstream.WriteBound{Timeout: st.idle}}, idleReader{target, st.idle, moved})
-		out.Store(n)
-		if err != nil {
-			abort()
-			return
-		}
-		closeWrite(client)
-	}()
-	wg.Wait()
-	s.logTCP(info, p.Name, t.Addr, in.Load(), out.Load(), time.Since(start), nil)
-}
-
-func (s *Server) logTCP(info *forward.ConnInfo, upstream, target string, in, out int64, d time.Duration, err error) {
-	if s.access != nil {
-		s.access.TCP(info, &observe.TCPLine{Upstream: upstream, Target: target, In: in, Out: out, Duration: d, Err: err})
-	}
-}
-
-// lastMove is when a connection forwarded whole last moved a byte, in
-// either direction, in Unix nanoseconds.
-type lastMove struct{ at atomic.Int64 }
-
-func (m *lastMove) note() { m.at.Store(time.Now().UnixNano()) }
-
-func (m *lastMove) time() time.Time { return time.Unix(0, m.at.Load()) }
-
-// idleReader fails a read once the connection has moved no byte, in
-// either direction, for idle.
-type idleReader struct {
-	c     net.Conn
-	idle  time.Duration
-	moved *lastMove
-}
-
-func (r idleReader) Read(b []byte) (int, error) {
-	if r.idle <= 0 {
-		return r.c.Read(b)
-	}
-	for {
-		deadline := r.moved.time().Add(r.idle)
-		_ = r.c.SetReadDeadline(deadline)
-		n, err := r.c.Read(b)
-		if n > 0 {
-			r.moved.note()
-		}
-		var ne net.Error
-		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() || !r.moved.time().Add(r.idle).After(deadline) {
-			return n, err
-		}
-		// The other direction moved meanwhile: wait on. A timed-out
-		// read leaves TCP, TLCP and TLS connections readable.
-	}
-}
-
-// idleWriter fails a write that blocks longer than idle (see
-// writeBound); nothing else sets c's write deadline meanwhile.
-type idleWriter struct {
-	c     net.Conn
-	bound upstream.WriteBound
-}
-
-func (w *idleWriter) Write(b []byte) (int, error) {
-	w.bound.Arm(w.c)
-	return w.c.Write(b)
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		if cw.CloseWrite() == nil {
-			return
-		}
-	}
-	c.Close()
 }

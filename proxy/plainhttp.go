@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/upstream"
@@ -91,8 +93,8 @@ func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.A
 	_ = conn.SetDeadline(time.Time{})
 	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "http", Site: config.DefaultSiteName}
 	st := rl.state.Load()
-	hc := &httpConn{Conn: conn, info: info, write: upstream.WriteBound{Timeout: st.idle}}
-	if !rl.httpConns.push(hc) {
+	hc := &edge.HTTPConn{Conn: conn, Info: info, Bound: upstream.WriteBound{Timeout: st.idle}}
+	if !rl.httpConns.Push(hc) {
 		hc.Close()
 	}
 }

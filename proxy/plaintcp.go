@@ -22,5 +22,5 @@ func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.
 		conn.Close()
 		return
 	}
-	s.forwardTCP(st, rt.Upstream, conn, info)
+	s.fwd.TCP(rt.Upstream, conn, info, st.upstreamDial, st.idle)
 }

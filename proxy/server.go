@@ -160,6 +160,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		probs = append(probs, accessLogProblem(cfg, err))
 	}
 	s.access, s.accessClose = access, closer
+	s.fwd.Access = access
 	s.adminListen, s.accessDest = cfg.Admin.Listen, cfg.Log.Access
 
 	gen, err := s.build(cfg, nil, buildOptions{})
@@ -230,7 +231,7 @@ func newServer(cfg *config.Config, opts Options) *Server {
 	}
 	s.stdLog = observe.NewStdLogWriter(s.log)
 	s.stdErrorLog = log.New(s.stdLog, "", 0)
-	s.fwd = &forward.Forwarder{Log: s.log, ErrorLog: s.stdErrorLog}
+	s.fwd = &forward.Forwarder{Log: s.log, ErrorLog: s.stdErrorLog, Metrics: s.metrics}
 	return s
 }
 
@@ -856,7 +857,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rl.httpConns.close()
+			rl.httpConns.Close()
 			_ = rl.httpSrv.Shutdown(ctx)
 		}()
 	}

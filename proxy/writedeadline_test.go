@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 
@@ -19,13 +21,13 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	const timeout = 400 * time.Millisecond
-	c := &httpConn{Conn: a, write: upstream.WriteBound{Timeout: timeout}}
+	c := &edge.HTTPConn{Conn: a, Bound: upstream.WriteBound{Timeout: timeout}}
 	go func() { _, _ = io.CopyN(io.Discard, b, 3) }()
 	start := time.Now()
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	first := c.write.Deadline.Load()
+	first := c.Bound.Deadline.Load()
 	if d := time.Unix(0, first).Sub(start); d < timeout || d > timeout+timeout/8+time.Second {
 		t.Fatalf("write deadline %v after the first write, want %v to %v", d, timeout, timeout+timeout/8)
 	}
@@ -37,7 +39,7 @@ func TestHTTPConnWriteDeadline(t *testing.T) {
 	if _, err := c.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.write.Deadline.Load(); got != first && time.Since(start) < timeout/8 {
+	if got := c.Bound.Deadline.Load(); got != first && time.Since(start) < timeout/8 {
 		t.Errorf("the second write, %v after the first, moved the deadline", time.Since(start))
 	}
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
 
 	"golang.org/x/net/http/httpguts"
@@ -34,8 +35,12 @@ func Forwardable(r *http.Request) bool {
 // forwarder sends requests to their upstream and their answers back.
 type Forwarder struct {
 	Log *slog.Logger
-	// errorLog takes what net/http and httputil log.
+	// ErrorLog takes what net/http and httputil log.
 	ErrorLog *log.Logger
+	// Metrics count TCP connections to upstreams; Access logs them
+	// (nil when the access log is off).
+	Metrics *observe.Metrics
+	Access  *observe.AccessLog
 }
 
 // forward does for a request that forwardable takes what
@@ -184,7 +189,7 @@ func DropH2CUpgrade(h http.Header) {
 			}
 		}
 	}
-	delete(h, "Http2-Settings")
+	delete(h, "HTTP2-Settings")
 	if len(keep) == 0 {
 		delete(h, "Upgrade")
 		return

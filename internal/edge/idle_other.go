@@ -1,6 +1,6 @@
 //go:build !unix
 
-package proxy
+package edge
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 )
 
 // waitReadable is not available here: connections are not parked
-// (parkSocket gives none), and a parked one would be closed.
+// (ParkSocket gives none), and a parked one would be closed.
 func waitReadable(syscall.Conn) error {
 	return errors.New("waiting for a readable socket is not supported on this platform")
 }
 
-// parkSocket gives no socket: connections are not parked here.
-func parkSocket(net.Conn) syscall.Conn { return nil }
+// ParkSocket gives no socket: connections are not parked here.
+func ParkSocket(net.Conn) syscall.Conn { return nil }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package proxy
+package edge
 
 import (
 	"net"
@@ -39,7 +39,7 @@ func waitReadable(sc syscall.Conn) error {
 
 // parkSocket returns the socket of an accepted connection to wait on
 // while it is parked, or nil when it has none.
-func parkSocket(c net.Conn) syscall.Conn {
+func ParkSocket(c net.Conn) syscall.Conn {
 	sc, _ := c.(syscall.Conn)
 	return sc
 }

@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"net/http"
@@ -31,7 +31,7 @@ import (
 const (
 	// http2MaxStreams is how many requests a client connection may have
 	// in flight at once (nginx: 128, Go: 250).
-	http2MaxStreams = 128
+	HTTP2MaxStreams = 128
 	// http2StreamWindow and http2ConnWindow bound what a client may send
 	// ahead of gmgate reading it, per request and per connection.
 	http2StreamWindow = 256 << 10
@@ -50,7 +50,7 @@ const (
 // its handshake and the listener's http2 decided. So a reload that keeps
 // a listener's socket and its HTTP server applies a change of protocol
 // or of http2 to the connections that come next.
-func serverProtocols() *http.Protocols {
+func ServerProtocols() *http.Protocols {
 	p := &http.Protocols{}
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
@@ -62,9 +62,9 @@ func serverProtocols() *http.Protocols {
 // announces as SETTINGS_MAX_HEADER_LIST_SIZE), idle connections by
 // timeouts.idle (IdleTimeout) and each write by timeouts.idle, as for
 // HTTP/1.
-func http2Limits(cfg *config.Config) *http.HTTP2Config {
+func HTTP2Limits(cfg *config.Config) *http.HTTP2Config {
 	return &http.HTTP2Config{
-		MaxConcurrentStreams:          http2MaxStreams,
+		MaxConcurrentStreams:          HTTP2MaxStreams,
 		MaxReceiveBufferPerStream:     http2StreamWindow,
 		MaxReceiveBufferPerConnection: http2ConnWindow,
 		SendPingTimeout:               http2PingAfter,

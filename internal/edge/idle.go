@@ -1,4 +1,4 @@
-package proxy
+package edge
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ import (
 
 // idleParkAfter is how long a keep-alive connection waits in the HTTP
 // server before it is parked.
-const idleParkAfter = 250 * time.Millisecond
+const IdleParkAfter = 250 * time.Millisecond
 
 // errParked ends the HTTP server's wait for the next request of a
 // connection that is being parked.
@@ -48,7 +48,7 @@ type idleState struct {
 	parking atomic.Bool
 	// sock is the client's socket, waited on while parked; connections
 	// without one are not parked.
-	sock syscall.Conn
+	Sock syscall.Conn
 }
 
 // httpConnState is the HTTP server's ConnState hook: an HTTP/1 connection
@@ -56,20 +56,20 @@ type idleState struct {
 // connection is never parked: its frames are read on a goroutine of
 // their own while the server's goroutine reports the states, and h2 was
 // set by the connection's first read, before either started.
-func httpConnState(c net.Conn, st http.ConnState) {
-	if hc, ok := c.(*httpConn); ok && st == http.StateIdle && !hc.h2 {
+func HTTPConnState(c net.Conn, st http.ConnState) {
+	if hc, ok := c.(*HTTPConn); ok && st == http.StateIdle && !hc.h2 {
 		hc.idle = true
 	}
 }
 
 // SetReadDeadline passes the deadline on, except for the HTTP server's
 // wait for the next request, which ends at idleParkAfter at the latest.
-func (c *httpConn) SetReadDeadline(t time.Time) error {
-	if !c.idle || c.sock == nil {
+func (c *HTTPConn) SetReadDeadline(t time.Time) error {
+	if !c.idle || c.Sock == nil {
 		return c.Conn.SetReadDeadline(t)
 	}
 	c.idleDeadline = t
-	park := time.Now().Add(idleParkAfter)
+	park := time.Now().Add(IdleParkAfter)
 	if !t.IsZero() && t.Before(park) {
 		park = t
 	}
@@ -79,8 +79,8 @@ func (c *httpConn) SetReadDeadline(t time.Time) error {
 // idleRead finishes a Read made while waiting for the next request: the
 // wait ends with the request's first bytes, or with errParked when the
 // read timed out at idleParkAfter rather than at the idle deadline.
-func (c *httpConn) idleRead(n int, err error) (int, error) {
-	if c.sock == nil {
+func (c *HTTPConn) idleRead(n int, err error) (int, error) {
+	if c.Sock == nil {
 		return n, err
 	}
 	if n > 0 {
@@ -100,9 +100,9 @@ func (c *httpConn) idleRead(n int, err error) (int, error) {
 
 // Close parks a connection whose idle wait was cut short by parking, and
 // closes any other.
-func (c *httpConn) Close() error {
+func (c *HTTPConn) Close() error {
 	if c.parking.CompareAndSwap(true, false) {
-		c.listener.park(c)
+		c.Listener.park(c)
 		return nil
 	}
 	return c.Conn.Close()
@@ -111,37 +111,37 @@ func (c *httpConn) Close() error {
 // parkedConns are a listener's parked connections, so that closing the
 // listener (shutdown, or a reload that removes it) closes them.
 type parkedConns struct {
-	mu     sync.Mutex
-	conns  map[*httpConn]struct{}
+	Mu     sync.Mutex
+	Conns  map[*HTTPConn]struct{}
 	closed bool
 }
 
-func (p *parkedConns) add(c *httpConn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *parkedConns) add(c *HTTPConn) bool {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
 	if p.closed {
 		return false
 	}
-	if p.conns == nil {
-		p.conns = map[*httpConn]struct{}{}
+	if p.Conns == nil {
+		p.Conns = map[*HTTPConn]struct{}{}
 	}
-	p.conns[c] = struct{}{}
+	p.Conns[c] = struct{}{}
 	return true
 }
 
-func (p *parkedConns) remove(c *httpConn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
+func (p *parkedConns) remove(c *HTTPConn) {
+	p.Mu.Lock()
+	delete(p.Conns, c)
+	p.Mu.Unlock()
 }
 
 // closeAll closes the parked connections and every one parked later.
 func (p *parkedConns) closeAll() {
-	p.mu.Lock()
+	p.Mu.Lock()
 	p.closed = true
-	conns := p.conns
-	p.conns = nil
-	p.mu.Unlock()
+	conns := p.Conns
+	p.Conns = nil
+	p.Mu.Unlock()
 	for c := range conns {
 		c.Conn.Close()
 	}
@@ -150,22 +150,22 @@ func (p *parkedConns) closeAll() {
 // park waits, in a goroutine of its own, until c's socket has bytes to
 // read (or the idle deadline passes), then hands c back to the HTTP
 // server.
-func (l *connListener) park(c *httpConn) {
-	if !l.parked.add(c) {
+func (l *ConnListener) park(c *HTTPConn) {
+	if !l.Parked.add(c) {
 		c.Conn.Close()
 		return
 	}
 	go l.waitParked(c)
 }
 
-func (l *connListener) waitParked(c *httpConn) {
+func (l *ConnListener) waitParked(c *HTTPConn) {
 	err := c.Conn.SetReadDeadline(c.idleDeadline)
 	if err == nil {
-		err = waitReadable(c.sock)
+		err = waitReadable(c.Sock)
 	}
-	l.parked.remove(c)
+	l.Parked.remove(c)
 	c.restart()
-	if err != nil || !l.push(c) {
+	if err != nil || !l.Push(c) {
 		c.Conn.Close()
 	}
 }
