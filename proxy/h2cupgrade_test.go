@@ -68,8 +68,8 @@ func TestH2CUpgradeNotForwarded(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(body) != "plain HTTP/1.1" {
 			t.Errorf("request with %q: %d %q, want 200 from a plain request", req, resp.StatusCode, body)
 		}
-		if h.Get("Upgrade") != "" || h.Get("HTTP2-Settings") != "" {
-			t.Errorf("request with %q: the upstream got Upgrade %q, HTTP2-Settings %q", req, h.Get("Upgrade"), h.Get("HTTP2-Settings"))
+		if h.Get("Upgrade") != "" || h.Get("Http2-Settings") != "" {
+			t.Errorf("request with %q: the upstream got Upgrade %q, HTTP2-Settings %q", req, h.Get("Upgrade"), h.Get("Http2-Settings"))
 		}
 	}
 }
@@ -84,16 +84,16 @@ func TestDropH2CUpgrade(t *testing.T) {
 		{[]string{"h2c, websocket"}, "websocket"},
 		{[]string{"H2C", "websocket"}, "websocket"},
 	} {
-		h := http.Header{"Upgrade": tc.upgrade, "HTTP2-Settings": {"AAMAAABkAARAAAAAAAIAAAAA"}}
+		h := http.Header{"Upgrade": tc.upgrade, "Http2-Settings": {"AAMAAABkAARAAAAAAAIAAAAA"}}
 		forward.DropH2CUpgrade(h)
 		if got := h.Get("Upgrade"); got != tc.want {
 			t.Errorf("Upgrade %q: %q left, want %q", tc.upgrade, got, tc.want)
 		}
 		if tc.want == "websocket" && len(tc.upgrade) == 1 && tc.upgrade[0] == "websocket" {
-			if h.Get("HTTP2-Settings") == "" {
+			if h.Get("Http2-Settings") == "" {
 				t.Errorf("Upgrade %q: HTTP2-Settings removed from a request that offered no h2c", tc.upgrade)
 			}
-		} else if h.Get("HTTP2-Settings") != "" {
+		} else if h.Get("Http2-Settings") != "" {
 			t.Errorf("Upgrade %q: HTTP2-Settings kept", tc.upgrade)
 		}
 	}

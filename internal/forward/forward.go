@@ -189,7 +189,7 @@ func DropH2CUpgrade(h http.Header) {
 			}
 		}
 	}
-	delete(h, "HTTP2-Settings")
+	delete(h, "Http2-Settings")
 	if len(keep) == 0 {
 		delete(h, "Upgrade")
 		return
