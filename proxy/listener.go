@@ -3,16 +3,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gmgate/gmgate/internal/edge"
@@ -27,9 +23,7 @@ import (
 	"github.com/gmgate/gmgate/internal/observe"
 
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/connworkers"
 	"github.com/gmgate/gmgate/tlcp"
-	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -147,43 +141,21 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 
 func (s *Server) acceptLoop(rl *runningListener) {
 	defer s.acceptWG.Done()
-	// Connections run on goroutines kept for the next one: a new
-	// goroutine's stack grows to a handshake's depth every time.
-	workers := connworkers.New()
-	defer workers.Stop()
-	var delay time.Duration
-	for {
-		c, err := rl.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and the like: back off, as
-			// net/http does, rather than spin.
-			if delay == 0 {
-				delay = 5 * time.Millisecond
-			} else if delay *= 2; delay > time.Second {
-				delay = time.Second
-			}
-			s.log.Warn("accept failed", "listener", rl.name, "cause", err.Error(), "retry_in", delay.String())
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
+	edge.AcceptLoop(rl.ln, s.log, rl.name, func(c net.Conn) func() {
 		st := rl.state.Load()
 		if rl.active.Add(1) > st.maxConns {
 			rl.active.Add(-1)
 			s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_connections").Inc()
 			c.Close()
-			continue
+			return nil
 		}
 		tc := s.track(c, rl)
 		s.connWG.Add(1)
-		workers.Run(func() {
+		return func() {
 			defer s.connWG.Done()
 			s.handleConn(rl, st, tc)
-		})
-	}
+		}
+	})
 }
 
 // trackedConn counts a client connection as active until it is closed,
@@ -237,18 +209,13 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	deadline := accepted.Add(st.handshake)
 	helloDeadline := accepted.Add(min(st.clientHello, st.handshake))
 	if pp := st.proxyProtocol; pp != nil {
-		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(edge.ProxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.clientHello))
-		_ = pc.SetDeadline(helloDeadline)
-		if pc.ProxyHeader() == nil {
-			if _, err := pc.Read(nil); err != nil {
-				s.metrics.ConnsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
-				s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
-				tc.Close()
-				return
-			}
+		var err error
+		if conn, client, err = edge.ReadProxyHeader(tc, pp, helloDeadline, st.clientHello); err != nil {
+			s.metrics.ConnsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
+			s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
+			tc.Close()
+			return
 		}
-		client = pc.RemoteAddr()
-		conn = edge.ProxiedConn{Conn: pc, Socket: tc}
 	} else {
 		_ = tc.SetDeadline(helloDeadline)
 	}
@@ -282,7 +249,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		return
 	}
 	start := time.Now()
-	info, site, established, err := s.handshake(ctx, st, detected, conn)
+	info, site, established, err := edge.Handshake(ctx, st.protocol, st.sites, st.tls, st.tlcp, detected, conn)
 	st.handshakes.Release()
 	d := time.Since(start)
 	if err != nil {
@@ -316,115 +283,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	}
 }
 
-// handshakeFailed counts a failed handshake and logs it at info, a few
-// lines a second per listener: the client, what it spoke, the alert sent
-// or received and the cause. A client that closed without sending a byte
-// (a port probe, a load balancer's TCP check) is logged at debug only.
+// handshakeFailed counts and logs a failed handshake on rl.
 func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *forward.ConnInfo, err error, d time.Duration) {
-	result := handshakeResult(err)
-	s.metrics.Handshake(info.Protocol, "none", info.Site, result, d)
-	attrs := []slog.Attr{
-		slog.String("listener", rl.name),
-		slog.String("client", forward.AddrString(client)),
-		slog.String("protocol", info.Protocol),
-		slog.String("result", result),
-	}
-	if info.SNI != "" {
-		attrs = append(attrs, slog.String("sni", info.SNI))
-	}
-	if info.Site != "" {
-		attrs = append(attrs, slog.String("site", info.Site))
-	}
-	if dir, alert, ok := observe.HandshakeAlert(err); ok {
-		attrs = append(attrs, slog.String("alert_"+dir, alert))
-	}
-	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", observe.Millis(d)))
-	if errors.Is(err, io.EOF) {
-		s.log.LogAttrs(context.Background(), slog.LevelDebug, "connection closed before a ClientHello", attrs...)
-		return
-	}
-	rl.failLog.Log("handshake failed", attrs...)
-}
-
-// handshake runs the handshake of the listener's protocol, or on an auto
-// listener of the protocol the client's first record header names, and
-// returns the site it was made for. info.protocol (and info.sni and
-// info.site, once the ClientHello chose them) are set as far as they are
-// known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, detected edge.WireProtocol, c net.Conn) (*forward.ConnInfo, *route.Site, net.Conn, error) {
-	info := &forward.ConnInfo{Protocol: "unknown"}
-	proto := edge.WireTLCP
-	switch st.protocol {
-	case config.ProtocolTLS:
-		proto = edge.WireTLS
-	case config.ProtocolAuto:
-		proto = detected
-	}
-	if proto == edge.WireTLS {
-		info.Protocol = "tls"
-		tc := tls.Server(c, st.tls)
-		err := tc.HandshakeContext(ctx)
-		cs := tc.ConnectionState()
-		info.SNI = cs.ServerName
-		site := st.sites.TLS.LookupServerName(cs.ServerName)
-		if site != nil {
-			info.Site = site.Name
-		}
-		if err != nil {
-			if rc, ok := c.(*edge.ReplayConn); ok && err.Error() == errNoTLSCertificates {
-				info.SNI = rc.RefusedName
-				err = &observe.SentAlertError{Alert: "unrecognized_name", Err: &route.ErrUnknownSite{Name: rc.RefusedName}}
-			}
-			return info, nil, nil, err
-		}
-		if cs.NegotiatedProtocol == acmeTLSProtocol {
-			tc.Close()
-			return info, nil, nil, errACMEChallenge
-		}
-		info.Protocol = observe.TLSVersionName(cs.Version)
-		info.Suite = tls.CipherSuiteName(cs.CipherSuite)
-		info.ALPN = cs.NegotiatedProtocol
-		info.Resumed = cs.DidResume
-		info.SetTLSClient(cs)
-		return info, site, tc, nil
-	}
-	info.Protocol = "tlcp"
-	tc := tlcp.Server(c, st.tlcp)
-	err := tc.HandshakeContext(ctx)
-	cs := tc.ConnectionState()
-	info.SNI = cs.ServerName
-	site := st.sites.TLCP.LookupServerName(cs.ServerName)
-	if site != nil {
-		info.Site = site.Name
-	}
-	if err != nil {
-		return info, nil, nil, err
-	}
-	info.Suite = tlcp.CipherSuiteName(cs.CipherSuite)
-	info.ALPN = cs.NegotiatedProtocol
-	info.Resumed = cs.DidResume
-	info.SetTLCPClient(cs)
-	return info, site, tc, nil
-}
-
-// handshakeResult labels a failed handshake for the metrics: the alert
-// when there is one, else what kind of failure it was.
-func handshakeResult(err error) string {
-	if dir, alert, ok := observe.HandshakeAlert(err); ok {
-		return "alert_" + dir + "_" + alert
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, edge.ErrNotHandshake):
-		return "not_tlcp_or_tls"
-	case errors.Is(err, edge.ErrPlainHTTP):
-		return "plain_http"
-	case errors.Is(err, errACMEChallenge):
-		return "acme_challenge"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
-		return "client_closed"
-	}
-	return "error"
+	edge.HandshakeFailed(s.log, rl.failLog, s.metrics, rl.name, client, info, err, d)
 }

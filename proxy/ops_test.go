@@ -611,7 +611,7 @@ func TestHandshakeResultLabels(t *testing.T) {
 		{errors.New("tls: client offered only unsupported versions"), "error"},
 	}
 	for _, c := range cases {
-		if got := handshakeResult(c.err); got != c.want {
+		if got := edge.HandshakeResult(c.err); got != c.want {
 			t.Errorf("handshakeResult(%v) = %q, want %q", c.err, got, c.want)
 		}
 	}

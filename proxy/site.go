@@ -10,56 +10,18 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/edge"
+
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/route"
 
 	"github.com/gmgate/gmgate/internal/forward"
-
-	"github.com/gmgate/gmgate/internal/edge"
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/tlcp"
 )
-
-// outerTLCP is the configuration a listener's TLCP handshakes start with:
-// it hands each ClientHello the configuration of its site, or ends the
-// handshake with unrecognized_name.
-func outerTLCP(t *route.SiteTable) *tlcp.Config {
-	return &tlcp.Config{
-		GetConfigForClient: func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
-			if s := t.TLCP.LookupServerName(hi.ServerName); s != nil {
-				return s.TLCP, nil
-			}
-			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &route.ErrUnknownSite{Name: hi.ServerName}}
-		},
-	}
-}
-
-// outerTLS is outerTLCP for TLS. crypto/tls sends unrecognized_name when
-// the configuration it is given has no certificate: a name no site serves
-// gets such a configuration, without session tickets, so that no ticket
-// resumes there either.
-func outerTLS(t *route.SiteTable) *tls.Config {
-	reject := &tls.Config{SessionTicketsDisabled: true, MinVersion: tls.VersionTLS12}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-			if s := t.TLS.LookupServerName(hi.ServerName); s != nil {
-				return s.TLS, nil
-			}
-			if rc, ok := hi.Conn.(*edge.ReplayConn); ok {
-				rc.RefusedName = hi.ServerName
-			}
-			return reject, nil
-		},
-	}
-}
-
-// errNoTLSCertificates is what crypto/tls returns for a configuration
-// without certificates, that is, for a name no site serves.
-const errNoTLSCertificates = "tls: no certificates configured"
 
 // siteSpec is what building a site needs from the configuration.
 type siteSpec struct {
@@ -216,7 +178,7 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 	}
 	if a := gen.acme[source]; a != nil {
 		tc.GetCertificate = a.mgr.GetCertificate
-		tc.NextProtos = append(tc.NextProtos, acmeTLSProtocol)
+		tc.NextProtos = append(tc.NextProtos, edge.ACMETLSProtocol)
 	}
 	if t.MinVersion == "1.3" {
 		tc.MinVersion = tls.VersionTLS13

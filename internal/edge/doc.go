@@ -8,7 +8,11 @@
 // idle keep-alive connections parked outside the server (httpconn.go,
 // idle*.go, http2.go).
 //
-// edge must not know routes, upstreams or the access log, must not log
-// per byte, and must bound whatever a client can make it hold: bytes,
+// It also runs the handshakes (handshake.go): the site table chooses the
+// site by server name, and what the handshake negotiated becomes the
+// connection's forward.ConnInfo.
+//
+// edge must not choose routes, dial upstreams or write the access log,
+// must not log per byte, and must bound whatever a client can make it hold: bytes,
 // time and goroutines.
 package edge

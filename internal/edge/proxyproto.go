@@ -3,6 +3,7 @@ package edge
 import (
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/gmgate/gmgate/config"
 	proxyproto "github.com/pires/go-proxyproto"
@@ -43,3 +44,29 @@ func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
 	}
 	return proxyproto.USE
 }
+
+// ReadProxyHeader reads the PROXY header of a connection under policy pp
+// (from a trusted peer, as pp requires; refused from any other), within
+// deadline and at most timeout for the header itself. It returns the
+// connection to go on with and the client address the header names, or
+// the peer's address and the error that refuses the connection.
+func ReadProxyHeader(c net.Conn, pp *config.ProxyProtocol, deadline time.Time, timeout time.Duration) (net.Conn, net.Addr, error) {
+	client := c.RemoteAddr()
+	pc := proxyproto.NewConn(c, proxyproto.WithPolicy(ProxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(timeout))
+	_ = pc.SetDeadline(deadline)
+	if pc.ProxyHeader() == nil {
+		if _, err := pc.Read(nil); err != nil {
+			return c, client, err
+		}
+	}
+	var under interface{ CloseWrite() error } = noCloseWrite{}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		under = cw
+	}
+	return ProxiedConn{Conn: pc, Socket: under}, pc.RemoteAddr(), nil
+}
+
+// noCloseWrite stands in for a socket that cannot half-close.
+type noCloseWrite struct{}
+
+func (noCloseWrite) CloseWrite() error { return nil }
