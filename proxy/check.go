@@ -23,7 +23,6 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/tcplisten"
-	"github.com/gmgate/gmgate/tlcp"
 )
 
 // CheckOptions adjust Check.
@@ -303,10 +302,10 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	for _, lc := range cfg.Listeners {
 		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
-			out = append(out, ecdheWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
+			out = append(out, route.ECDHEWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
 		}
-		out = append(out, siteHostWarnings(cfg, &lc, p)...)
-		out = append(out, overlapWarnings(cfg, &lc)...)
+		out = append(out, route.SiteHostWarnings(cfg, &lc, p)...)
+		out = append(out, route.OverlapWarnings(cfg, &lc)...)
 		if lc.Protocol == config.ProtocolHTTP && len(lc.Routes) > 0 && !loopbackListen(lc.Listen) {
 			out = append(out, cfg.Problem(p+".listen",
 				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
@@ -333,70 +332,6 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 			}
 			out = append(out, cfg.Problem(path, w.Msg, ""))
 		}
-	}
-	return out
-}
-
-// ecdheWithoutCAWarning warns once per listener about sites that list
-// the ECDHE suites themselves under client_auth: none and name no
-// client_ca. An ECDHE handshake needs the client's encryption
-// certificate, so it asks for one naming no CA, and GmSSL clients then
-// send none and fail. The default suite list is left alone: the server
-// prefers the ECC suites, which every client without certificates takes,
-// and keeps ECDHE for clients that have an encryption certificate.
-func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, sites []*route.Site) []config.Problem {
-	confs := lc.SiteList()
-	var at []int
-	for j, site := range sites {
-		tc := site.TLCP
-		if tc == nil || j >= len(confs) || confs[j].TLCP == nil || confs[j].TLCP.SuitesDefaulted {
-			continue
-		}
-		if tc.ClientAuth == tlcp.NoClientCert && tc.ClientCAs == nil && upstream.ServesECDHE(tc.CipherSuites) {
-			at = append(at, j)
-		}
-	}
-	if len(at) == 0 {
-		return nil
-	}
-	which := ""
-	if len(at) > 1 || !confs[at[0]].Implicit {
-		names := make([]string, len(at))
-		for k, j := range at {
-			names[k] = confs[j].Name
-		}
-		which = " (sites " + strings.Join(names, ", ") + ")"
-	}
-	return []config.Problem{cfg.Problem(config.Field(confs[at[0]].Path(), "tlcp.suites"),
-		"client_auth: none with the ECDHE suites listed"+which+" still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
-		"list only the ECC suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3), or set client_ca to the CAs that issue your clients' certificates")}
-}
-
-// siteHostWarnings warns about a listener's sites that no client can
-// reach as the operator meant: sites without a default one, which refuse
-// every client that sends no SNI (most TLCP clients), and IP addresses in
-// hosts, which never arrive as SNI.
-func siteHostWarnings(cfg *config.Config, lc *config.Listener, p string) []config.Problem {
-	if len(lc.Sites) == 0 {
-		return nil
-	}
-	var out []config.Problem
-	hasDefault := false
-	for _, site := range lc.Sites {
-		hasDefault = hasDefault || site.Default
-		for k, h := range site.Hosts {
-			if net.ParseIP(h) == nil {
-				continue
-			}
-			out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", site.Path(), k),
-				fmt.Sprintf("%s is an IP address, which never arrives as a server name (SNI): a client that connects by address sends none and gets the default site", h),
-				"make this site the default (default: true) to serve clients that connect by address, and list only host names"))
-		}
-	}
-	if !hasDefault {
-		out = append(out, cfg.Problem(p+".sites",
-			"no site is the default, so every client that sends no server name (SNI), as most TLCP clients do, or one that no site lists, is refused with unrecognized_name",
-			"add default: true to the site those clients should get"))
 	}
 	return out
 }

@@ -5,12 +5,10 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"maps"
-	"os"
 	"reflect"
 	"slices"
 	"time"
 
-	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/edge"
@@ -336,40 +334,4 @@ func (s *Server) sessionCache(gen *generation, listener string, sc *config.Sessi
 		gen.sessionCaches[listener] = c
 	}
 	return gen.shareSessions(c.cache, lifetime, shared)
-}
-
-func loadSMPool(file string) (*smx509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	return certs.CAPool(file, pem)
-}
-
-func tlcpClientAuth(s string) tlcp.ClientAuthType {
-	switch s {
-	case "request":
-		return tlcp.RequestClientCert
-	case "require":
-		return tlcp.RequireAnyClientCert
-	case "verify_if_given":
-		return tlcp.VerifyClientCertIfGiven
-	case "require_and_verify":
-		return tlcp.RequireAndVerifyClientCert
-	}
-	return tlcp.NoClientCert
-}
-
-func tlsClientAuth(s string) tls.ClientAuthType {
-	switch s {
-	case "request":
-		return tls.RequestClientCert
-	case "require":
-		return tls.RequireAnyClientCert
-	case "verify_if_given":
-		return tls.VerifyClientCertIfGiven
-	case "require_and_verify":
-		return tls.RequireAndVerifyClientCert
-	}
-	return tls.NoClientCert
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/gmgate/gmgate/internal/edge"
 
@@ -138,7 +137,7 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 			}
 			return nil, errors.New("no TLCP certificate for " + source)
 		},
-		ClientAuth:                  tlcpClientAuth(t.ClientAuth),
+		ClientAuth:                  edge.TlcpClientAuth(t.ClientAuth),
 		AcceptServerAuthClientCerts: t.AcceptServerAuthClientCerts,
 		SessionContext:              sp.sessionContext(),
 		NextProtos:                  protos,
@@ -154,7 +153,7 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 	}
 	tc.CipherSuites = suites
 	if t.ClientCA != "" {
-		pool, err := loadSMPool(t.ClientCA)
+		pool, err := edge.LoadSMPool(t.ClientCA)
 		if err != nil {
 			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tlcp.client_ca"), Err: err}
 		}
@@ -174,7 +173,7 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 		},
 		MinVersion: tls.VersionTLS12,
 		NextProtos: protos,
-		ClientAuth: tlsClientAuth(t.ClientAuth),
+		ClientAuth: edge.TlsClientAuth(t.ClientAuth),
 	}
 	if a := gen.acme[source]; a != nil {
 		tc.GetCertificate = a.mgr.GetCertificate
@@ -274,32 +273,4 @@ func (s *Server) siteSuites(sp siteSpec, store *certs.Store) ([]uint16, error) {
 	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
 	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", sp.lc.Name, "site", sp.cfg.Name, "suites", len(kept))
 	return kept, nil
-}
-
-// overlapWarnings are the host patterns of a listener's sites that more
-// than one site answers for: an exact name of one site under another's
-// wildcard (the exact name wins), which is worth a look.
-func overlapWarnings(cfg *config.Config, lc *config.Listener) []config.Problem {
-	var out []config.Problem
-	for j, a := range lc.Sites {
-		for k, h := range a.Hosts {
-			if strings.HasPrefix(h, "*.") {
-				continue
-			}
-			name := hostname.Pattern(h)
-			for m, b := range lc.Sites {
-				if m == j {
-					continue
-				}
-				for _, w := range b.Hosts {
-					if pattern := hostname.Pattern(w); strings.HasPrefix(pattern, "*") && hostname.Match(pattern, name) {
-						out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", a.Path(), k),
-							fmt.Sprintf("%q is also under %q of %s (%s); the exact name wins, so site %s serves it", h, w, strings.TrimPrefix(b.Path(), lc.Path()+"."), b.Name, a.Name),
-							"list each name under one site only, unless that is what you mean"))
-					}
-				}
-			}
-		}
-	}
-	return out
 }
