@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
 )

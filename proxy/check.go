@@ -16,13 +16,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/route"
-
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/internal/tcplisten"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // CheckOptions adjust Check.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

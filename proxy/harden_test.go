@@ -18,17 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
-	"github.com/gmgate/gmgate/internal/forward"
-
-	"github.com/gmgate/gmgate/internal/edge"
-
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

@@ -19,11 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/edge"
-
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/tlcp"
 	dto "github.com/prometheus/client_model/go"

@@ -37,9 +37,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/edge"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"

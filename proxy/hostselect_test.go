@@ -8,7 +8,6 @@ import (
 
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/route"
-
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 

@@ -5,11 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/route"
-
 	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/internal/route"
 )
 
 // httpHandler serves the requests of one listener.

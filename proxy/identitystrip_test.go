@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

@@ -11,18 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/edge"
-
-	"github.com/gmgate/gmgate/internal/hostname"
-	"github.com/gmgate/gmgate/internal/route"
-
-	"github.com/gmgate/gmgate/internal/forward"
-
-	"github.com/gmgate/gmgate/internal/upstream"
-
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/internal/route"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 )

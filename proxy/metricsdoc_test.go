@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
+	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -20,11 +20,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/pki"
@@ -32,6 +30,7 @@ import (
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 	tjtls "github.com/tjfoc/gmsm/gmtls"
 	tjx509 "github.com/tjfoc/gmsm/x509"

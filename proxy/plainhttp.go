@@ -10,17 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/edge"
-
-	"github.com/gmgate/gmgate/internal/forward"
-	"github.com/gmgate/gmgate/internal/hostname"
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/emmansun/gmsm/smx509"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // plainHTTP is what an http listener does besides routing: it answers

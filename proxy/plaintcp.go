@@ -4,9 +4,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
 )
 
 // servePlainTCP forwards a connection of a tcp listener whole to its

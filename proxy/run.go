@@ -7,11 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/fsnotify/fsnotify"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/observe"
 )
 
 // Run serves the configuration file at path until ctx is done, then

@@ -25,13 +25,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
-
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/observe"
 )
 
 // Options are what a Server takes besides its configuration.

@@ -12,11 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 	"github.com/redis/go-redis/v9"
 )

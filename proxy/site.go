@@ -9,16 +9,13 @@ import (
 	"os"
 	"slices"
 
-	"github.com/gmgate/gmgate/internal/edge"
-
-	"github.com/gmgate/gmgate/internal/hostname"
-	"github.com/gmgate/gmgate/internal/route"
-
-	"github.com/gmgate/gmgate/internal/forward"
-
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

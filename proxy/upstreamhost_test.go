@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 )
 

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/upstream"
-
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/edge"
-
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 

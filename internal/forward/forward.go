@@ -19,7 +19,6 @@ import (
 
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
-
 	"golang.org/x/net/http/httpguts"
 )
 

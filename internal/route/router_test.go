@@ -7,7 +7,6 @@ import (
 
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/hostname"
-
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 

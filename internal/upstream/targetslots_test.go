@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/internal/testwait"
 )
 

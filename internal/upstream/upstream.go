@@ -12,10 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/observe"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/observe"
 )
 
 // target is one address of an upstream pool with its health.
