@@ -1,4 +1,4 @@
-package proxy
+package forward
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
@@ -57,7 +56,7 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 		if i%7 == 0 {
 			at = at.Truncate(time.Second)
 		}
-		ci := &forward.ConnInfo{
+		ci := &ConnInfo{
 			Listener: randomAccessString(r), Site: randomAccessString(r), SNI: randomAccessString(r),
 			Protocol: randomAccessString(r), Suite: randomAccessString(r), Resumed: r.IntN(2) == 0,
 			Handshake: time.Duration(r.Int64N(int64(10 * time.Second))),
@@ -98,7 +97,7 @@ func FuzzAccessString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		at := time.Unix(1700000000, 123456789).UTC()
-		ci := &forward.ConnInfo{Listener: s, SNI: s}
+		ci := &ConnInfo{Listener: s, SNI: s}
 		rl := &observe.RequestLine{Path: s, UserAgent: s}
 		e := observe.EncodeRequestLine(at, ci, rl)
 		got := string(e.End())
@@ -164,7 +163,7 @@ func TestBufferedLog(t *testing.T) {
 }
 
 func BenchmarkAccessLine(b *testing.B) {
-	ci := &forward.ConnInfo{Listener: "edge", Site: "default", Client: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 51234},
+	ci := &ConnInfo{Listener: "edge", Site: "default", Client: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 51234},
 		SNI: "api.example.cn", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Handshake: 1234 * time.Microsecond}
 	rl := &observe.RequestLine{Proto: "HTTP/1.1", Method: "GET", Host: "api.example.cn", Path: "/v1/items/42", Status: 200,
 		Bytes: 1024, Upstream: "app", Target: "10.0.0.5:8080", UserAgent: "Mozilla/5.0 (X11; Linux x86_64)", Duration: 812 * time.Microsecond}
