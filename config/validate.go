@@ -1,5 +1,9 @@
 package config
 
+// Validation of the whole schema lives in this one file, longer than the
+// others, so that every rule and its message can be read in the order of
+// the file's sections.
+
 import (
 	"fmt"
 	"net"

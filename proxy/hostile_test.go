@@ -13,6 +13,10 @@ package proxy
 //
 //	go build -o /tmp/gmgate ./cmd/gmgate
 //	GMGATE_HOSTILE=full GMGATE_HOSTILE_BINARY=/tmp/gmgate go test -run TestHostile -v -timeout 30m ./proxy
+//
+// The suite stays in one file, longer than the others, because its
+// attacks share the scale switches, the well-behaved-client probes and the
+// figures they print, and are run and read together.
 
 import (
 	"bufio"
