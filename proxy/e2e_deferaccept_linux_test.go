@@ -70,6 +70,7 @@ upstreams:
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	// Nothing is to happen: the passing of time is what is tested.
 	time.Sleep(200 * time.Millisecond)
 	if n := gw.listeners["app"].active.Load(); n != 0 {
 		t.Fatalf("%d connections handed over with only a silent client", n)

@@ -416,7 +416,8 @@ func sendFragmentedPreface(t *testing.T, conn net.Conn) []byte {
 	if _, err := io.WriteString(conn, edge.HTTP2Preface[:2]); err != nil {
 		t.Fatal(err)
 	}
-	// Give the server the chance to read the two bytes on their own.
+	// Give the server the chance to read the two bytes on their own: the
+	// client's pace, not a wait for an event.
 	time.Sleep(50 * time.Millisecond)
 	if _, err := io.WriteString(conn, edge.HTTP2Preface[2:]+"\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
 		t.Fatal(err)

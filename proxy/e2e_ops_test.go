@@ -298,6 +298,7 @@ func TestSilentConnectionsNotAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	// Nothing is to happen: the passing of time is what is tested.
 	time.Sleep(200 * time.Millisecond)
 	if n := s.listeners["edge"].active.Load(); n != 0 {
 		t.Fatalf("%d active connections with only a silent client", n)

@@ -206,6 +206,8 @@ func TestReplacedKeysOutlastUpstreamRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := keys()[:2]
+	// The keys must outlast the retries: the passing of time is what is
+	// tested.
 	time.Sleep(time.Until(reloaded.Add(1500 * time.Millisecond)))
 	wantClosed(t, "replaced, 1.5 s after the reload", old, false)
 	for _, k := range old {

@@ -13,6 +13,7 @@ import (
 	"github.com/gmgate/gmgate/internal/testnet"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // tcpConfig is a configuration with one tcp listener, name, that
@@ -297,7 +298,7 @@ func TestShutdownCutsTCPModeWithSilentUpstream(t *testing.T) {
 	rl := gw.listeners["app"]
 	gw.mu.Unlock()
 	testwait.For(t, "the connection", func() bool { return rl.active.Load() == 1 })
-	time.Sleep(100 * time.Millisecond) // the upstream is connected
+	waitTCPConnected(t, gw, "svc", 1)
 	// As Run does on SIGTERM.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Shutdown.D())
 	defer cancel()
@@ -325,7 +326,7 @@ func TestTCPModeResetClientReleased(t *testing.T) {
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the upstream is connected
+	waitTCPConnected(t, gw, "svc", 1)
 	_ = c.(*net.TCPConn).SetLinger(0)
 	c.Close() // a reset
 	reset := time.Now()
@@ -335,4 +336,12 @@ func TestTCPModeResetClientReleased(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitTCPConnected waits until gw has connected n TCP-mode clients to a
+// target of upstream (gmgate_upstream_requests_total{code="connected"}).
+func waitTCPConnected(t *testing.T, gw *Server, upstream string, n float64) {
+	t.Helper()
+	connected := gw.Metrics().UpstreamRequests.WithLabelValues(upstream, "connected")
+	testwait.For(t, "the upstream to be connected", func() bool { return testutil.ToFloat64(connected) >= n })
 }
