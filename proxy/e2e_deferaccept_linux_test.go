@@ -61,7 +61,7 @@ upstreams:
 	// Back to http: a client that connects and says nothing is not
 	// handed over again.
 	c.Close()
-	testwait.For(t, "the forwarded connection to end", func() bool { return gw.listeners["app"].active.Load() == 0 })
+	testwait.For(t, "the forwarded connection to end", func() bool { return gw.activeConns("app") == 0 })
 	if err := gw.Reload(parseConfig(t, doc("http", "http://127.0.0.1:1"))); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ upstreams:
 	defer silent.Close()
 	// Nothing is to happen: the passing of time is what is tested.
 	time.Sleep(200 * time.Millisecond)
-	if n := gw.listeners["app"].active.Load(); n != 0 {
+	if n := gw.activeConns("app"); n != 0 {
 		t.Fatalf("%d connections handed over with only a silent client", n)
 	}
 }

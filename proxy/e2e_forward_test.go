@@ -139,8 +139,8 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	retries := 0
 	cfg.Upstreams["app"].Retries = &retries
 	s := startServer(t, cfg, nil)
-	pool := s.gen.pools["app"]
-	site := s.listeners["edge"].state.Load().sites.All.Lookup("h")
+	pool := s.current().pools["app"]
+	site := s.siteFor("edge", "h")
 	info := &forward.ConnInfo{Listener: "edge", Protocol: "tlcp", Suite: "ECC_SM4_GCM_SM3", Site: site.Name}
 	// ReverseProxy over net/http's own Transport, as every request went
 	// before the pool had a client of its own for these.

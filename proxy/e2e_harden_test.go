@@ -104,9 +104,9 @@ func TestSlowClientHelloHoldsNoSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testwait.For(t, "the slow clients to be accepted", func() bool { return s.listeners["edge"].active.Load() == 3 })
+	testwait.For(t, "the slow clients to be accepted", func() bool { return s.activeConns("edge") == 3 })
 	mustServeTLCP(t, p, s)
-	if n := s.gen.handshakes["edge"].InUse(); n != 0 {
+	if n := s.current().handshakes["edge"].InUse(); n != 0 {
 		t.Errorf("%d slots held by clients that have not sent a ClientHello", n)
 	}
 }
@@ -166,7 +166,7 @@ func TestHandshakeSlotsPerListener(t *testing.T) {
 	if _, err := c.Write(clientHello(t, p)); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the client to hold the second listener's slot", func() bool { return s.gen.handshakes["second"].InUse() == 1 })
+	testwait.For(t, "the client to hold the second listener's slot", func() bool { return s.current().handshakes["second"].InUse() == 1 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -358,7 +358,7 @@ func TestHealthCheckEndsEjection(t *testing.T) {
 	up.Health = config.Health{Path: "/healthz", Interval: config.Duration(50 * time.Millisecond), Timeout: config.Duration(time.Second), Fails: 1, Passes: 1}
 	s := startServer(t, cfg, nil)
 	var flakyTarget *upstream.Target
-	for _, tg := range s.gen.pools["app"].Targets {
+	for _, tg := range s.current().pools["app"].Targets {
 		if "http://"+tg.Addr == flaky.URL {
 			flakyTarget = tg
 		}

@@ -154,9 +154,7 @@ upstreams:
 func waitForClientAuth(t *testing.T, s *Server, auth, ca string) {
 	t.Helper()
 	testwait.For(t, "the reload to "+auth, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		tc := s.gen.cfg.Listeners[0].TLCP
+		tc := s.current().cfg.Listeners[0].TLCP
 		return tc.ClientAuth == auth && tc.ClientCA == ca
 	})
 }

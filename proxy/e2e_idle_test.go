@@ -70,10 +70,7 @@ func (c *rawClient) get(raw string, n int) {
 const getRequest = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 func parkedCount(s *Server) int {
-	l := s.listeners["edge"].httpConns
-	l.Parked.Mu.Lock()
-	defer l.Parked.Mu.Unlock()
-	return len(l.Parked.Conns)
+	return s.parkedConns("edge")
 }
 
 // goroutinesIn counts goroutines with fn on their stack.

@@ -242,7 +242,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	testwait.For(t, "the idle client to hold the handshake slot", func() bool {
-		return s.gen.handshakes["edge"].InUse() == 1
+		return s.current().handshakes["edge"].InUse() == 1
 	})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -261,7 +261,7 @@ func TestHandshakeLimitRefusesAfterWait(t *testing.T) {
 	}
 	// Once the slot is free, handshakes go through again.
 	idle.Close()
-	testwait.For(t, "the slot to be released", func() bool { return s.gen.handshakes["edge"].InUse() == 0 })
+	testwait.For(t, "the slot to be released", func() bool { return s.current().handshakes["edge"].InUse() == 0 })
 	mustServeTLCP(t, p, s)
 }
 
@@ -300,7 +300,7 @@ func TestSilentConnectionsNotAccepted(t *testing.T) {
 	defer silent.Close()
 	// Nothing is to happen: the passing of time is what is tested.
 	time.Sleep(200 * time.Millisecond)
-	if n := s.listeners["edge"].active.Load(); n != 0 {
+	if n := s.activeConns("edge"); n != 0 {
 		t.Fatalf("%d active connections with only a silent client", n)
 	}
 	mustServeTLCP(t, p, s)
@@ -315,7 +315,7 @@ func TestMaxConnections(t *testing.T) {
 	addr := s.Addr("edge").String()
 	first := dialAndSpeak(t, addr)
 	defer first.Close()
-	testwait.For(t, "the first connection to count", func() bool { return s.listeners["edge"].active.Load() == 1 })
+	testwait.For(t, "the first connection to count", func() bool { return s.activeConns("edge") == 1 })
 	second := dialAndSpeak(t, addr)
 	defer second.Close()
 	if _, err := second.Read(make([]byte, 1)); err == nil {
@@ -509,7 +509,7 @@ func TestHostileClientsLeaveNothing(t *testing.T) {
 	}
 	testwait.For(t, "every connection to be closed", func() bool {
 		v, _ := metricValue(scrape(t, s), "gmgate_connections_active", map[string]string{"listener": "edge"})
-		return v == 0 && s.gen.handshakes["edge"].InUse() == 0
+		return v == 0 && s.current().handshakes["edge"].InUse() == 0
 	})
 	// The gateway still serves.
 	mustServeTLCP(t, p, s)

@@ -106,7 +106,7 @@ func TestOutboundHTTP2OverTLCP(t *testing.T) {
 	}
 
 	// A new connection resumes the session, and speaks HTTP/2 again.
-	gw.gen.pools["partner"].Transport.CloseIdle()
+	gw.current().pools["partner"].Transport.CloseIdle()
 	if err := post("/again", "resumed"); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestOutboundHTTP2ChoiceChanges(t *testing.T) {
 	}
 	for _, step := range []struct{ alpn, proto string }{{"h2", "HTTP/2.0"}, {"", "HTTP/1.1"}, {"h2", "HTTP/2.0"}, {"http/1.1", "HTTP/1.1"}} {
 		choice.Store(step.alpn)
-		gw.gen.pools["partner"].Transport.CloseIdle()
+		gw.current().pools["partner"].Transport.CloseIdle()
 		before := handshakes.Load()
 		send(step.proto)
 		send(step.proto)

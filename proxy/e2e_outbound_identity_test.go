@@ -75,9 +75,7 @@ upstreams:
 		return e.Headers.Get("X-Client-Subject"), e.Headers.Get("X-Tlcp-Resumed")
 	}
 	pool := func() *upstream.Pool {
-		gw.mu.Lock()
-		defer gw.mu.Unlock()
-		return gw.gen.pools["partner"]
+		return gw.current().pools["partner"]
 	}
 	if s, _ := seen(); s != "CN=app-2025" {
 		t.Fatalf("subject %q", s)

@@ -198,7 +198,7 @@ func TestOutboundHTTPOverTLCP(t *testing.T) {
 			}
 
 			// A new connection resumes the session.
-			gw.gen.pools["partner"].Transport.CloseIdle()
+			gw.current().pools["partner"].Transport.CloseIdle()
 			resp, err := client.Get(url)
 			if err != nil {
 				t.Fatal(err)

@@ -189,10 +189,7 @@ func TestTCPModeStalledUpstreamIsClosed(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("the connection to an upstream that reads nothing was still open after %v (idle %v)", d, idle)
 	}
-	gw.mu.Lock()
-	rl := gw.listeners["app"]
-	gw.mu.Unlock()
-	testwait.For(t, "the connection to be released", func() bool { return rl.active.Load() == 0 })
+	testwait.For(t, "the connection to be released", func() bool { return gw.activeConns("app") == 0 })
 }
 
 // TestTCPModeHalfCloseBehindProxyProtocol: half-closes pass through a
@@ -294,10 +291,7 @@ func TestShutdownCutsTCPModeWithSilentUpstream(t *testing.T) {
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	gw.mu.Lock()
-	rl := gw.listeners["app"]
-	gw.mu.Unlock()
-	testwait.For(t, "the connection", func() bool { return rl.active.Load() == 1 })
+	testwait.For(t, "the connection", func() bool { return gw.activeConns("app") == 1 })
 	waitTCPConnected(t, gw, "svc", 1)
 	// As Run does on SIGTERM.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeouts.Shutdown.D())
@@ -319,9 +313,6 @@ func TestTCPModeResetClientReleased(t *testing.T) {
 	})
 	defer close(release)
 	gw := tcpGateway(t, "tcp://"+svc, 20*time.Second, "")
-	gw.mu.Lock()
-	rl := gw.listeners["app"]
-	gw.mu.Unlock()
 	c := dialApp(t, gw)
 	if _, err := c.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
@@ -330,7 +321,7 @@ func TestTCPModeResetClientReleased(t *testing.T) {
 	_ = c.(*net.TCPConn).SetLinger(0)
 	c.Close() // a reset
 	reset := time.Now()
-	for rl.active.Load() != 0 {
+	for gw.activeConns("app") != 0 {
 		if time.Since(reset) > 5*time.Second {
 			t.Fatal("the reset connection was still counted 5 s later (idle 20 s)")
 		}

@@ -428,7 +428,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
-		s.gen.pools["app"].Transport.CloseIdle()
+		s.current().pools["app"].Transport.CloseIdle()
 		startUpstream(upAddr)
 		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
 			t.Errorf("after the blip: %d, want 200 at once", resp.StatusCode)
@@ -1129,7 +1129,7 @@ func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*ht
 		})
 		return
 	}
-	for _, p := range gw.srv.gen.pools {
+	for _, p := range gw.srv.current().pools {
 		p.Transport.CloseIdle()
 	}
 	deadline := time.Now().Add(20 * time.Second)

@@ -30,6 +30,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/internal/route"
 )
 
 // Options are what a Server takes besides its configuration.
@@ -281,6 +282,48 @@ func (s *Server) AdminAddr() net.Addr {
 		return nil
 	}
 	return s.adminLn.Addr()
+}
+
+// current is the generation in service.
+func (s *Server) current() *generation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// activeConns is the number of client connections listener holds now (0
+// for a listener that is not bound).
+func (s *Server) activeConns(listener string) int64 {
+	s.mu.Lock()
+	rl := s.listeners[listener]
+	s.mu.Unlock()
+	if rl == nil {
+		return 0
+	}
+	return rl.active.Load()
+}
+
+// parkedConns is the number of idle keep-alive connections of listener
+// parked outside its HTTP server now.
+func (s *Server) parkedConns(listener string) int {
+	s.mu.Lock()
+	rl := s.listeners[listener]
+	s.mu.Unlock()
+	if rl == nil {
+		return 0
+	}
+	return rl.httpConns.ParkedCount()
+}
+
+// siteFor is the site of listener that serves requests for host.
+func (s *Server) siteFor(listener, host string) *route.Site {
+	s.mu.Lock()
+	rl := s.listeners[listener]
+	s.mu.Unlock()
+	if rl == nil {
+		return nil
+	}
+	return rl.state.Load().sites.All.Lookup(host)
 }
 
 // Metrics returns the server's metrics.

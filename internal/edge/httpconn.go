@@ -130,7 +130,7 @@ type ConnListener struct {
 	once sync.Once
 	// parked are its idle keep-alive connections that wait for their
 	// next request outside the HTTP server (idle.go).
-	Parked parkedConns
+	parked parkedConns
 }
 
 func NewConnListener(addr net.Addr) *ConnListener {
@@ -159,7 +159,7 @@ func (l *ConnListener) Push(c net.Conn) bool {
 func (l *ConnListener) close() {
 	l.once.Do(func() {
 		close(l.done)
-		l.Parked.closeAll()
+		l.parked.closeAll()
 	})
 }
 

@@ -111,37 +111,37 @@ func (c *HTTPConn) Close() error {
 // parkedConns are a listener's parked connections, so that closing the
 // listener (shutdown, or a reload that removes it) closes them.
 type parkedConns struct {
-	Mu     sync.Mutex
-	Conns  map[*HTTPConn]struct{}
+	mu     sync.Mutex
+	conns  map[*HTTPConn]struct{}
 	closed bool
 }
 
 func (p *parkedConns) add(c *HTTPConn) bool {
-	p.Mu.Lock()
-	defer p.Mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
-	if p.Conns == nil {
-		p.Conns = map[*HTTPConn]struct{}{}
+	if p.conns == nil {
+		p.conns = map[*HTTPConn]struct{}{}
 	}
-	p.Conns[c] = struct{}{}
+	p.conns[c] = struct{}{}
 	return true
 }
 
 func (p *parkedConns) remove(c *HTTPConn) {
-	p.Mu.Lock()
-	delete(p.Conns, c)
-	p.Mu.Unlock()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
 }
 
 // closeAll closes the parked connections and every one parked later.
 func (p *parkedConns) closeAll() {
-	p.Mu.Lock()
+	p.mu.Lock()
 	p.closed = true
-	conns := p.Conns
-	p.Conns = nil
-	p.Mu.Unlock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
 	for c := range conns {
 		c.Conn.Close()
 	}
@@ -151,7 +151,7 @@ func (p *parkedConns) closeAll() {
 // read (or the idle deadline passes), then hands c back to the HTTP
 // server.
 func (l *ConnListener) park(c *HTTPConn) {
-	if !l.Parked.add(c) {
+	if !l.parked.add(c) {
 		c.Conn.Close()
 		return
 	}
@@ -163,9 +163,16 @@ func (l *ConnListener) waitParked(c *HTTPConn) {
 	if err == nil {
 		err = waitReadable(c.Sock)
 	}
-	l.Parked.remove(c)
+	l.parked.remove(c)
 	c.restart()
 	if err != nil || !l.Push(c) {
 		c.Conn.Close()
 	}
+}
+
+// ParkedCount is the number of connections parked now.
+func (l *ConnListener) ParkedCount() int {
+	l.parked.mu.Lock()
+	defer l.parked.mu.Unlock()
+	return len(l.parked.conns)
 }
