@@ -350,7 +350,6 @@ func TestSitesSessionsStayOnTheirSite(t *testing.T) {
 // SNI.
 func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 	cfg := siteConfig(t, true, siteUpstreams(t))
-	ss := cfg.Listeners[0].Sites
 	has := func(res *CheckResult, path, text string) bool {
 		for _, w := range res.Warnings {
 			if w.Path == path && strings.Contains(w.String(), text) {
@@ -369,7 +368,7 @@ func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
 		}
 	}
 	cfg = siteConfig(t, true, siteUpstreams(t))
-	ss = cfg.Listeners[0].Sites
+	ss := cfg.Listeners[0].Sites
 	ecdhe := 0
 	for j := range ss {
 		if tc := ss[j].TLCP; tc != nil && (tc.ClientAuth == "none" || tc.ClientAuth == "") && tc.ClientCA == "" {
