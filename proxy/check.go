@@ -212,7 +212,7 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
 			continue
 		}
-		path := cfg.SourcePath(fe.Source, fe.Side, upstream.UpstreamSource)
+		path := cfg.SourcePath(fe.Source, fe.Side, upstream.Source)
 		if p, ok := paths[fe.Source]; ok {
 			path = p + "." + fe.Side
 		}
@@ -324,7 +324,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			path := cfg.SourcePath(w.Source, w.Side, upstream.UpstreamSource)
+			path := cfg.SourcePath(w.Source, w.Side, upstream.Source)
 			if p, ok := paths[w.Source]; ok {
 				path = p + "." + w.Side
 			}

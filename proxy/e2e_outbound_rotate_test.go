@@ -302,7 +302,7 @@ upstreams:
 			}
 			if tc.watcher {
 				testwait.For(t, "the watcher to load the new certificate", func() bool {
-					c := gw.current().store.TLCPCertificate(upstream.UpstreamSource("partner"))
+					c := gw.current().store.TLCPCertificate(upstream.Source("partner"))
 					return c != nil && c.SignLeaf.Subject.CommonName == "app-2026"
 				})
 			} else if err := gw.Reload(parseConfig(t, doc)); err != nil {

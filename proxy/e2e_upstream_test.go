@@ -216,9 +216,9 @@ func (r *blackHoleRelay) connections() []*relayedConn {
 // shortUpstreamPings makes gmgate ping upstream HTTP/2 connections after
 // after of silence, for the test.
 func shortUpstreamPings(t *testing.T, after, timeout time.Duration) {
-	pingAfter, pingTimeout := upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout
-	upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout = after, timeout
-	t.Cleanup(func() { upstream.UpstreamPingAfter, upstream.UpstreamPingTimeout = pingAfter, pingTimeout })
+	pingAfter, pingTimeout := upstream.PingAfter, upstream.PingTimeout
+	upstream.PingAfter, upstream.PingTimeout = after, timeout
+	t.Cleanup(func() { upstream.PingAfter, upstream.PingTimeout = pingAfter, pingTimeout })
 }
 
 // An HTTP/2 connection to an upstream whose peer has gone silent is
@@ -266,8 +266,8 @@ func TestUpstreamHTTP2PingClosesDeadConnection(t *testing.T) {
 func TestUpstreamHTTP2PingsWithinGRPCPolicy(t *testing.T) {
 	// gRPC servers' default minimum between PINGs on a connection with
 	// streams.
-	if upstream.UpstreamPingAfter < 5*time.Minute {
-		t.Fatalf("upstream PINGs after %v of silence; gRPC servers close connections pinged more often than every 5m", upstream.UpstreamPingAfter)
+	if upstream.PingAfter < 5*time.Minute {
+		t.Fatalf("upstream PINGs after %v of silence; gRPC servers close connections pinged more often than every 5m", upstream.PingAfter)
 	}
 	const minTime = 300 * time.Millisecond
 	shortUpstreamPings(t, minTime, 5*time.Second)

@@ -108,7 +108,7 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		// checked, watched and reloaded like the listeners' certificates.
 		if uc := cfg.Upstreams[name]; uc != nil && uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() {
 			t := uc.TLCP
-			sources = append(sources, certs.Source{Name: upstream.UpstreamSource(name), SignOnly: true,
+			sources = append(sources, certs.Source{Name: upstream.Source(name), SignOnly: true,
 				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}})
 		}
 	}

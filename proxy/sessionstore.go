@@ -47,7 +47,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		// The TLS files are read, the client key's reference too; no
 		// secret is.
 		if ss.Redis.TLS != nil {
-			if _, err := upstream.UpstreamTLSConfig(ss.Redis.TLS, true); err != nil {
+			if _, err := upstream.TLSConfig(ss.Redis.TLS, true); err != nil {
 				return nil, []config.Problem{redisProblem(cfg, err)}, nil
 			}
 		}
@@ -175,7 +175,7 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		}
 	}
 	if r.TLS != nil {
-		tc, err := upstream.UpstreamTLSConfig(r.TLS, false)
+		tc, err := upstream.TLSConfig(r.TLS, false)
 		if err != nil {
 			return nil, err
 		}

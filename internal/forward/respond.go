@@ -97,7 +97,7 @@ func (f *Forwarder) upstreamFailed(w http.ResponseWriter, r *http.Request, p *up
 	}
 	status, what := ClassifyUpstreamError(err)
 	target := ""
-	var ue *upstream.UpstreamError
+	var ue *upstream.Error
 	if errors.As(err, &ue) {
 		target = ue.Target
 		err = ue.Err
@@ -117,7 +117,7 @@ func FailureAttrs(p *upstream.Pool, err error, extra ...slog.Attr) []slog.Attr {
 	attrs := []slog.Attr{slog.String("upstream", p.Name)}
 	attrs = append(attrs, extra...)
 	if !upstream.NoTargetFault(err) {
-		stage, reason := upstream.UpstreamFailure(err)
+		stage, reason := upstream.Failure(err)
 		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
 		if hint := upstream.FailureHint(stage, reason); hint != "" {
 			attrs = append(attrs, slog.String("hint", hint))

@@ -104,7 +104,7 @@ func TestRetryable(t *testing.T) {
 }
 
 func TestClassifyUpstreamError(t *testing.T) {
-	if s, _ := forward.ClassifyUpstreamError(&upstream.UpstreamError{Pool: "x", Err: upstream.ErrNoTarget}); s != 503 {
+	if s, _ := forward.ClassifyUpstreamError(&upstream.Error{Pool: "x", Err: upstream.ErrNoTarget}); s != 503 {
 		t.Errorf("no target: %d", s)
 	}
 }

@@ -174,7 +174,7 @@ func (e *stageError) Unwrap() error { return e.err }
 // upstreamFailure says which step of reaching a target failed (connect,
 // handshake or request) and why, as a short label: for a handshake the
 // alert sent or received when there was one.
-func UpstreamFailure(err error) (stage, reason string) {
+func Failure(err error) (stage, reason string) {
 	stage = stageRequest
 	var se *stageError
 	var op *net.OpError

@@ -73,14 +73,14 @@ func setUpstreamProtocols(tr *http.Transport, uc *config.Upstream) {
 // connection's calls. Idle connections are closed after 90 s, before
 // they are ever pinged. Variables, for tests.
 var (
-	UpstreamPingAfter   = 5 * time.Minute
-	UpstreamPingTimeout = 15 * time.Second
+	PingAfter   = 5 * time.Minute
+	PingTimeout = 15 * time.Second
 )
 
 // upstreamHTTP2 is the configuration of net/http's HTTP/2 client to
 // upstreams.
 func upstreamHTTP2() *http.HTTP2Config {
-	return &http.HTTP2Config{SendPingTimeout: UpstreamPingAfter, PingTimeout: UpstreamPingTimeout}
+	return &http.HTTP2Config{SendPingTimeout: PingAfter, PingTimeout: PingTimeout}
 }
 
 // withoutUpgrade is req without its offer to switch protocols (Upgrade,

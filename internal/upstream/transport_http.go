@@ -33,7 +33,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 	var tc *tls.Config
 	if scheme == "https" {
 		var err error
-		if tc, err = UpstreamTLSConfig(uc.TLS, ts.offline); err != nil {
+		if tc, err = TLSConfig(uc.TLS, ts.offline); err != nil {
 			return nil, err
 		}
 	}
@@ -59,7 +59,7 @@ func newHTTPTransport(scheme string, uc *config.Upstream, ts transportSettings) 
 // upstreamTLSConfig is the TLS client configuration of c. Offline (a
 // check), the client certificate is checked and its key reference read,
 // but the key is not opened.
-func UpstreamTLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
+func TLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c == nil {
 		return tc, nil

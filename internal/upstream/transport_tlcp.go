@@ -62,7 +62,7 @@ type tlcpTransport struct {
 
 // upstreamSource names a tlcp:// upstream's client identity in the
 // certificate store (and in the certificate metrics).
-func UpstreamSource(upstream string) string { return "upstreams." + upstream }
+func Source(upstream string) string { return "upstreams." + upstream }
 
 func newTLCPTransport(p *Pool, uc *config.Upstream, ts transportSettings) (*tlcpTransport, error) {
 	tc := uc.TLCP
@@ -75,7 +75,7 @@ func newTLCPTransport(p *Pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		configs:   map[string]*tlcp.Config{},
 		settings:  ts,
 		log:       p.log,
-		source:    UpstreamSource(p.Name),
+		source:    Source(p.Name),
 		handshakeDone: func(cs tlcp.ConnectionState) {
 			p.metrics.UpstreamTLCP.WithLabelValues(p.Name, tlcp.CipherSuiteName(cs.CipherSuite), strconv.FormatBool(cs.DidResume)).Inc()
 		},

@@ -93,7 +93,7 @@ func upstreamFailed(m *observe.Metrics, upstream string, err error) {
 		m.UpstreamResult(upstream, 0, true, "", "")
 		return
 	}
-	stage, reason := UpstreamFailure(err)
+	stage, reason := Failure(err)
 	m.UpstreamResult(upstream, 0, true, stage, reason)
 }
 
@@ -284,20 +284,20 @@ func (p *Pool) Pick(tried []*Target) *Target {
 
 // upstreamError is a failure to get a response from a pool, with the
 // target that failed (nil when none could be picked).
-type UpstreamError struct {
+type Error struct {
 	Pool   string
 	Target string
 	Err    error
 }
 
-func (e *UpstreamError) Error() string {
+func (e *Error) Error() string {
 	if e.Target == "" {
 		return "upstream " + e.Pool + ": " + e.Err.Error()
 	}
 	return "upstream " + e.Pool + " target " + e.Target + ": " + e.Err.Error()
 }
 
-func (e *UpstreamError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
 // RoundTrip sends req to a target of the pool, retrying idempotent
 // requests that could not be sent on other targets.
@@ -318,7 +318,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, busy
 			}
 			upstreamFailed(p.metrics, p.Name, ErrNoTarget)
-			return nil, &UpstreamError{Pool: p.Name, Err: ErrNoTarget}
+			return nil, &Error{Pool: p.Name, Err: ErrNoTarget}
 		}
 		tried = append(tried, t)
 		if t.slots != nil {
@@ -326,7 +326,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 				if req.Context().Err() != nil {
 					return nil, err
 				}
-				busy = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+				busy = &Error{Pool: p.Name, Target: t.Addr, Err: err}
 				var be *TargetBusyError
 				if errors.As(err, &be) && !be.TimedOut {
 					// A full queue answers at once: another target may
@@ -383,7 +383,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		upstreamFailed(p.metrics, p.Name, err)
 		p.failed(t, err)
-		lastErr = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+		lastErr = &Error{Pool: p.Name, Target: t.Addr, Err: err}
 		if attempt < p.retries && notSent(err) && Retryable(req) && req.Context().Err() == nil {
 			p.log.Debug("retrying on another target", "target", t.Addr, "cause", err.Error())
 			continue
@@ -431,7 +431,7 @@ func (p *Pool) DialTCP(ctx context.Context) (net.Conn, *Target, error) {
 			p.succeeded(t)
 			return c, t, nil
 		}
-		lastErr = &UpstreamError{Pool: p.Name, Target: t.Addr, Err: err}
+		lastErr = &Error{Pool: p.Name, Target: t.Addr, Err: err}
 		upstreamFailed(p.metrics, p.Name, err)
 		if ctx.Err() != nil {
 			break
@@ -439,7 +439,7 @@ func (p *Pool) DialTCP(ctx context.Context) (net.Conn, *Target, error) {
 		p.failed(t, err)
 	}
 	if lastErr == nil {
-		lastErr = &UpstreamError{Pool: p.Name, Err: ErrNoTarget}
+		lastErr = &Error{Pool: p.Name, Err: ErrNoTarget}
 		upstreamFailed(p.metrics, p.Name, ErrNoTarget)
 	}
 	return nil, nil, lastErr
