@@ -167,6 +167,9 @@ type Listener struct {
 	// asks for (SNI); each has its own certificates, client
 	// authentication, sessions and routes.
 	Sites []Site `yaml:"sites"`
+
+	// path is the listener's field path (see Path).
+	path string
 }
 
 // DefaultSiteName names the one site of a listener in the flat form, in
@@ -197,6 +200,9 @@ type Site struct {
 	// Implicit marks the one site of the flat form, which answers for
 	// every name and whose fields are the listener's.
 	Implicit bool `yaml:"-"`
+
+	// path is the site's field path (see Path).
+	path string
 }
 
 // SiteList returns the listener's sites: Sites, or the one implicit site
@@ -208,6 +214,7 @@ func (l *Listener) SiteList() []Site {
 	return []Site{{
 		Name: DefaultSiteName, Default: true, Implicit: true,
 		TLCP: l.TLCP, TLS: l.TLS, Routes: l.Routes, SessionHeaders: &l.SessionHeaders,
+		path: l.path,
 	}}
 }
 
@@ -398,6 +405,9 @@ type Upstream struct {
 	// QueueTimeout is how long a request waits for a slot before it is
 	// answered 503.
 	QueueTimeout Duration `yaml:"queue_timeout"`
+
+	// path is the upstream's field path (see Path).
+	path string
 }
 
 // UpstreamTLS configures https:// targets.

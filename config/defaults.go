@@ -63,6 +63,7 @@ const (
 // Defaults fills in every value the file leaves out. It is the only place
 // defaults are set; `gmgate config show` prints its result.
 func Defaults(c *Config) {
+	defer c.numberPaths()
 	setString(&c.StateDir, DefaultStateDir)
 	setString(&c.Admin.Listen, DefaultAdminListen)
 	setString(&c.Log.Level, "info")

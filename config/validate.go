@@ -1,5 +1,9 @@
 package config
 
+// Validation of the whole schema lives in this one file, longer than the
+// others, so that every rule and its message can be read in the order of
+// the file's sections.
+
 import (
 	"fmt"
 	"net"
@@ -11,15 +15,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/keyref"
-	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
 // Validate checks a configuration built in code (Parse validates what it
 // reads). Defaults must have been applied. All problems are reported in
-// one *Error.
+// one *Error. It also sets the field paths of the listeners, sites and
+// upstreams as they now are (Listener.Path).
 func (c *Config) Validate() error {
+	c.numberPaths()
 	probs := validate(c, nil)
 	if len(probs) == 0 {
 		return nil
@@ -975,7 +981,7 @@ func validHost(s string) bool {
 // one no request ever matches ("127.1", "010.0.0.1").
 func validRequestHost(s string) bool {
 	name := strings.TrimPrefix(s, "*.")
-	_, ok := route.ParseServerName(name)
+	_, ok := hostname.ParseServerName(name)
 	return ok && validHost(name)
 }
 

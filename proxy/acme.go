@@ -17,15 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// acmeTLSProtocol is the ALPN protocol of TLS-ALPN-01 challenges
-// (RFC 8737): a connection that negotiates it only proves control of the
-// name and carries no data.
-const acmeTLSProtocol = "acme-tls/1"
-
-// errACMEChallenge ends a connection that answered a TLS-ALPN-01
-// challenge.
-var errACMEChallenge = errors.New("TLS-ALPN-01 challenge answered")
-
 // acmeSite is the ACME manager of one tls or auto listener. A reload
 // that leaves the listener's ACME settings alone keeps it, with its
 // renewal schedule.
@@ -79,7 +70,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			continue
 		}
 		name := sp.source()
-		p := sp.lc.SitePath(fmt.Sprintf("listeners[%d]", sp.li), sp.si) + ".tls.acme"
+		p := config.Field(sp.cfg.Path(), "tls.acme")
 		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir}
 		var storage *acme.RedisStorage
 		if spec.acme.Shared {

@@ -12,15 +12,15 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/internal/tcplisten"
-	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // CheckOptions adjust Check.
@@ -126,35 +126,11 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 		more = append(more, checkAddresses(cfg, opts.RunningPID)...)
 	}
 	for _, m := range more {
-		if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return relatedPaths(p.Path, m.Path) }) {
+		if !slices.ContainsFunc(ce.Problems, func(p config.Problem) bool { return config.RelatedPaths(p.Path, m.Path) }) {
 			probs = append(probs, m)
 		}
 	}
 	return nil, configError(probs)
-}
-
-// relatedPaths reports whether a problem of the file at path a makes a
-// certificate or address problem at path b moot: the same field, a field
-// under a (listeners[0].tlcp, listeners[0].tlcp.sign_cert), or a section
-// above one of the file fields that it loads (listeners[0].tlcp.sign_key,
-// listeners[0].tlcp). A problem without a path makes every one moot.
-func relatedPaths(a, b string) bool {
-	if a == "" || b == "" || a == b {
-		return true
-	}
-	under := func(x, y string) bool {
-		return strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
-	}
-	if under(b, a) {
-		return true
-	}
-	if under(a, b) {
-		switch a[strings.LastIndexByte(a, '.')+1:] {
-		case "sign_cert", "sign_key", "enc_cert", "enc_key", "cert", "key":
-			return true
-		}
-	}
-	return false
 }
 
 // checkAddresses binds each address of cfg as New does and releases it at
@@ -166,14 +142,14 @@ func checkAddresses(cfg *config.Config, runningPID int) []config.Problem {
 			ln.Close()
 			return
 		}
-		if runningPID > 0 && errors.Is(err, syscall.EADDRINUSE) && listensOn(runningPID, addr) {
+		if runningPID > 0 && errors.Is(err, syscall.EADDRINUSE) && tcplisten.ListensOn(runningPID, addr) {
 			return
 		}
 		probs = append(probs, bindProblem(cfg, path, addr, err))
 	}
-	for i, lc := range cfg.Listeners {
+	for _, lc := range cfg.Listeners {
 		ln, err := listen(cfg, lc)
-		try(fmt.Sprintf("listeners[%d].listen", i), lc.Listen, ln, err)
+		try(config.Field(lc.Path(), "listen"), lc.Listen, ln, err)
 	}
 	if cfg.Admin.Listen != "off" {
 		ln, err := net.Listen("tcp", cfg.Admin.Listen)
@@ -236,7 +212,7 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 			probs = append(probs, config.Problem{File: cfg.File, Msg: e.Error()})
 			continue
 		}
-		path := sourcePath(cfg, fe.Source, fe.Side)
+		path := cfg.SourcePath(fe.Source, fe.Side, upstream.Source)
 		if p, ok := paths[fe.Source]; ok {
 			path = p + "." + fe.Side
 		}
@@ -248,48 +224,9 @@ func certProblems(cfg *config.Config, paths map[string]string, err error) []conf
 	return probs
 }
 
-// sourcePath is the field path of a certificate store source's side: a
-// listener's tlcp or tls section, or a tlcp:// upstream's tlcp section.
-func sourcePath(cfg *config.Config, source, side string) string {
-	for i, l := range cfg.Listeners {
-		if l.Name == source {
-			return fmt.Sprintf("listeners[%d].%s", i, side)
-		}
-	}
-	for name := range cfg.Upstreams {
-		if upstreamSource(name) == source {
-			return "upstreams." + name + "." + side
-		}
-	}
-	return side
-}
-
 // poolProblem places an error of making upstream name's pool at its field.
 func poolProblem(cfg *config.Config, name string, err error) config.Problem {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem("upstreams."+name+"."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem("upstreams."+name, strings.TrimPrefix(err.Error(), "upstream "+name+": "), "")
-}
-
-// fieldError is a problem with one field of a listener, named by its
-// path under the listener ("tlcp.client_ca").
-type fieldError struct {
-	field string
-	err   error
-}
-
-func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
-func (e *fieldError) Unwrap() error { return e.err }
-
-func listenerProblem(cfg *config.Config, i int, err error) config.Problem {
-	path := fmt.Sprintf("listeners[%d]", i)
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem(path+"."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem(path, err.Error(), "")
+	return cfg.ProblemAt(cfg.Upstreams[name].Path(), err, "upstream "+name+": ")
 }
 
 // accessLogProblem explains why the access log file could not be opened,
@@ -360,13 +297,13 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 			fmt.Sprintf("%s is longer than timeouts.handshake (%s), which closes a connection whose ClientHello has not arrived by then", t.ClientHello, t.Handshake),
 			fmt.Sprintf("set client_hello to at most %s, or raise handshake", t.Handshake)))
 	}
-	for i, lc := range cfg.Listeners {
-		p := fmt.Sprintf("listeners[%d]", i)
+	for _, lc := range cfg.Listeners {
+		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
-			out = append(out, ecdheWithoutCAWarning(cfg, &lc, p, st.sites.sites)...)
+			out = append(out, route.ECDHEWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
 		}
-		out = append(out, siteHostWarnings(cfg, &lc, p)...)
-		out = append(out, overlapWarnings(cfg, i)...)
+		out = append(out, route.SiteHostWarnings(cfg, &lc, p)...)
+		out = append(out, route.OverlapWarnings(cfg, &lc)...)
 		if lc.Protocol == config.ProtocolHTTP && len(lc.Routes) > 0 && !loopbackListen(lc.Listen) {
 			out = append(out, cfg.Problem(p+".listen",
 				fmt.Sprintf("the http listener forwards requests in plain text on %s, which is not a loopback address", lc.Listen),
@@ -387,7 +324,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {
-			path := sourcePath(cfg, w.Source, w.Side)
+			path := cfg.SourcePath(w.Source, w.Side, upstream.Source)
 			if p, ok := paths[w.Source]; ok {
 				path = p + "." + w.Side
 			}
@@ -395,81 +332,6 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 		}
 	}
 	return out
-}
-
-// ecdheWithoutCAWarning warns once per listener about sites that list
-// the ECDHE suites themselves under client_auth: none and name no
-// client_ca. An ECDHE handshake needs the client's encryption
-// certificate, so it asks for one naming no CA, and GmSSL clients then
-// send none and fail. The default suite list is left alone: the server
-// prefers the ECC suites, which every client without certificates takes,
-// and keeps ECDHE for clients that have an encryption certificate.
-func ecdheWithoutCAWarning(cfg *config.Config, lc *config.Listener, p string, sites []*site) []config.Problem {
-	confs := lc.SiteList()
-	var at []int
-	for j, site := range sites {
-		tc := site.tlcp
-		if tc == nil || j >= len(confs) || confs[j].TLCP == nil || confs[j].TLCP.SuitesDefaulted {
-			continue
-		}
-		if tc.ClientAuth == tlcp.NoClientCert && tc.ClientCAs == nil && servesECDHE(tc.CipherSuites) {
-			at = append(at, j)
-		}
-	}
-	if len(at) == 0 {
-		return nil
-	}
-	which := ""
-	if len(at) > 1 || !confs[at[0]].Implicit {
-		names := make([]string, len(at))
-		for k, j := range at {
-			names[k] = confs[j].Name
-		}
-		which = " (sites " + strings.Join(names, ", ") + ")"
-	}
-	return []config.Problem{cfg.Problem(lc.SitePath(p, at[0])+".tlcp.suites",
-		"client_auth: none with the ECDHE suites listed"+which+" still asks ECDHE clients for their certificates, naming no CA, and GmSSL clients then cannot complete the handshake",
-		"list only the ECC suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3), or set client_ca to the CAs that issue your clients' certificates")}
-}
-
-// siteHostWarnings warns about a listener's sites that no client can
-// reach as the operator meant: sites without a default one, which refuse
-// every client that sends no SNI (most TLCP clients), and IP addresses in
-// hosts, which never arrive as SNI.
-func siteHostWarnings(cfg *config.Config, lc *config.Listener, p string) []config.Problem {
-	if len(lc.Sites) == 0 {
-		return nil
-	}
-	var out []config.Problem
-	hasDefault := false
-	for j, site := range lc.Sites {
-		hasDefault = hasDefault || site.Default
-		for k, h := range site.Hosts {
-			if net.ParseIP(h) == nil {
-				continue
-			}
-			out = append(out, cfg.Problem(fmt.Sprintf("%s.hosts[%d]", lc.SitePath(p, j), k),
-				fmt.Sprintf("%s is an IP address, which never arrives as a server name (SNI): a client that connects by address sends none and gets the default site", h),
-				"make this site the default (default: true) to serve clients that connect by address, and list only host names"))
-		}
-	}
-	if !hasDefault {
-		out = append(out, cfg.Problem(p+".sites",
-			"no site is the default, so every client that sends no server name (SNI), as most TLCP clients do, or one that no site lists, is refused with unrecognized_name",
-			"add default: true to the site those clients should get"))
-	}
-	return out
-}
-
-func servesECDHE(suites []uint16) bool {
-	for _, id := range suites {
-		for _, cs := range tlcp.CipherSuites() {
-			if cs.ID == id && cs.ECDHE {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func loopbackListen(addr string) bool {
@@ -482,55 +344,4 @@ func loopbackListen(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// listensOn reports whether process pid holds a listening TCP socket on
-// addr's port. It reads /proc (Linux): the sockets listening on the port
-// from /proc/net/tcp and tcp6, and the process's descriptors from
-// /proc/PID/fd, which the same user (or root) may read.
-func listensOn(pid int, addr string) bool {
-	_, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return false
-	}
-	inodes := map[string]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			fields := strings.Fields(line)
-			// sl local_address rem_address st ... inode (10th)
-			if len(fields) < 10 || fields[3] != "0A" {
-				continue
-			}
-			_, hexPort, ok := strings.Cut(fields[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && p == port {
-				inodes[fields[9]] = true
-			}
-		}
-	}
-	if len(inodes) == 0 {
-		return false
-	}
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	fds, err := os.ReadDir(dir)
-	if err != nil {
-		return false
-	}
-	for _, fd := range fds {
-		link, err := os.Readlink(dir + "/" + fd.Name())
-		if err != nil {
-			continue
-		}
-		if inode, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(inode, "]")] {
-			return true
-		}
-	}
-	return false
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +22,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/tlcp"
 	dto "github.com/prometheus/client_model/go"
@@ -370,7 +372,7 @@ func clientHello(t testing.TB, p *testPKI) []byte {
 		_ = tlcp.Client(b, &tlcp.Config{RootCAs: p.roots, ServerName: "localhost"}).Handshake()
 	}()
 	_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, hello, err := readClientHello(a, nil, nil)
+	_, hello, err := edge.ReadClientHello(a, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,4 +401,24 @@ func h2cUpstream(t testing.TB, h http.Handler) string {
 	s.Start()
 	t.Cleanup(s.Close)
 	return s.Listener.Addr().String()
+}
+
+// records splits a handshake message into records of at most size bytes
+// of the given version.
+func records(version [2]byte, msg []byte, size int) []byte {
+	var out []byte
+	for len(msg) > 0 {
+		n := min(size, len(msg))
+		out = append(out, edge.RecordTypeHandshake, version[0], version[1], byte(n>>8), byte(n))
+		out = append(out, msg[:n]...)
+		msg = msg[n:]
+	}
+	return out
+}
+
+// handshakeMessage is a handshake message of the given type with a body
+// of n bytes.
+func handshakeMessage(typ byte, n int) []byte {
+	m := []byte{typ, byte(n >> 16), byte(n >> 8), byte(n)}
+	return append(m, bytes.Repeat([]byte{0xab}, n)...)
 }

@@ -13,6 +13,10 @@ package proxy
 //
 //	go build -o /tmp/gmgate ./cmd/gmgate
 //	GMGATE_HOSTILE=full GMGATE_HOSTILE_BINARY=/tmp/gmgate go test -run TestHostile -v -timeout 30m ./proxy
+//
+// The suite stays in one file, longer than the others, because its
+// attacks share the scale switches, the well-behaved-client probes and the
+// figures they print, and are run and read together.
 
 import (
 	"bufio"
@@ -38,6 +42,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
 	"golang.org/x/crypto/cryptobyte"
@@ -423,7 +428,7 @@ func TestHostileRequests(t *testing.T) {
 			}
 		}
 		client.CloseIdleConnections()
-		s.gen.pools["app"].transport.closeIdle()
+		s.current().pools["app"].Transport.CloseIdle()
 		startUpstream(upAddr)
 		if resp, _ := get(t, client, gatewayURL(s, "/")); resp.StatusCode != http.StatusOK {
 			t.Errorf("after the blip: %d, want 200 at once", resp.StatusCode)
@@ -628,9 +633,9 @@ func TestHostileOversizedRecord(t *testing.T) {
 	for name, version := range map[string][2]byte{"tlcp": {1, 1}, "tls": {3, 1}} {
 		t.Run(name, func(t *testing.T) {
 			// 2^14+1 bytes of a ClientHello that announces more.
-			body := handshakeMessage(handshakeTypeClientHello, 40000)[:1<<14+1]
-			record := append([]byte{recordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
-			want := []byte{recordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
+			body := handshakeMessage(edge.HandshakeTypeClientHello, 40000)[:1<<14+1]
+			record := append([]byte{edge.RecordTypeHandshake, version[0], version[1], byte(len(body) >> 8), byte(len(body))}, body...)
+			want := []byte{edge.RecordTypeAlert, version[0], version[1], 0, 2, 2, byte(tlcp.AlertRecordOverflow)}
 			var wg sync.WaitGroup
 			for range n {
 				wg.Add(1)
@@ -675,18 +680,18 @@ func accepted(t *testing.T, addr string, hello []byte) bool {
 	if _, err := c.Write(hello); err != nil {
 		return false
 	}
-	var hdr [recordHeaderLen]byte
+	var hdr [edge.RecordHeaderLen]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return false
 	}
-	return hdr[0] == recordTypeHandshake
+	return hdr[0] == edge.RecordTypeHandshake
 }
 
 // craftClientHello builds TLCP records carrying a ClientHello that offers
 // the ECC suites, with the given extensions block.
 func craftClientHello(extensions []byte) []byte {
 	var b cryptobyte.Builder
-	b.AddUint8(handshakeTypeClientHello)
+	b.AddUint8(edge.HandshakeTypeClientHello)
 	b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
 		b.AddUint16(tlcp.VersionTLCP)
 		random := make([]byte, 32)
@@ -747,7 +752,7 @@ func fanOutScale(sc hostileScale) (conns, maxConns, queue int, queueTimeout time
 func TestHostileUpstreamFanOut(t *testing.T) {
 	sc := hostileScaleFromEnv(t)
 	nConns, maxConns, queue, queueTimeout := fanOutScale(sc)
-	const streams = http2MaxStreams
+	const streams = edge.HTTP2MaxStreams
 	p := getPKI(t)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -1124,8 +1129,8 @@ func (b resourceBaseline) check(t *testing.T, gw *hostileGateway, clients ...*ht
 		})
 		return
 	}
-	for _, p := range gw.srv.gen.pools {
-		p.transport.closeIdle()
+	for _, p := range gw.srv.current().pools {
+		p.Transport.CloseIdle()
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for runtime.NumGoroutine() > b.goroutines+slack || gw.srv.connsCount() != 0 {

@@ -3,25 +3,22 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/connworkers"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/route"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
-	proxyproto "github.com/pires/go-proxyproto"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -34,7 +31,7 @@ type listenerState struct {
 	// sites are the listener's identities and routes; tlcp and tls are
 	// the configurations its handshakes start with, which hand each
 	// client the configuration of its site (site.go).
-	sites *siteTable
+	sites *route.SiteTable
 	tlcp  *tlcp.Config
 	tls   *tls.Config
 	// http2 offers HTTP/2 (ALPN h2).
@@ -48,7 +45,7 @@ type listenerState struct {
 	// requestBodyMinRate is timeouts.request_body_min_rate.
 	requestBodyMinRate int64
 	upstreamDial       time.Duration
-	handshakes         *handshakeLimiter
+	handshakes         *edge.HandshakeLimiter
 	// plain is set on http listeners.
 	plain *plainHTTP
 }
@@ -62,9 +59,9 @@ type runningListener struct {
 	state     atomic.Pointer[listenerState]
 	active    atomic.Int64
 	httpSrv   *http.Server
-	httpConns *connListener
+	httpConns *edge.ConnListener
 	// failLog writes the listener's handshake failures, a few a second.
-	failLog *rateLimitedLog
+	failLog *observe.RateLimitedLog
 	// connsActive is the listener's gmgate_connections_active.
 	connsActive prometheus.Gauge
 }
@@ -75,25 +72,25 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		return nil, fmt.Errorf("listener %s: %w", lc.Name, err)
 	}
 	rl := &runningListener{name: lc.Name, listen: lc.Listen, ln: ln,
-		failLog:     newRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
-		connsActive: s.metrics.connsActive.WithLabelValues(lc.Name)}
+		failLog:     observe.NewRateLimitedLog(s.log, slog.LevelInfo, "handshake failures not logged", "listener", lc.Name),
+		connsActive: s.metrics.ConnsActive.WithLabelValues(lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
-	rl.httpConns = newConnListener(ln.Addr())
+	rl.httpConns = edge.NewConnListener(ln.Addr())
 	rl.httpSrv = &http.Server{
 		Handler:           &httpHandler{srv: s, listener: rl},
 		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
 		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
 		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
-		Protocols:         serverProtocols(),
-		HTTP2:             http2Limits(gen.cfg),
+		Protocols:         edge.ServerProtocols(),
+		HTTP2:             edge.HTTP2Limits(gen.cfg),
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if hc, ok := c.(*httpConn); ok {
-				return context.WithValue(ctx, connInfoKey{}, hc.info)
+			if hc, ok := c.(*edge.HTTPConn); ok {
+				return context.WithValue(ctx, forward.ConnInfoKey{}, hc.Info)
 			}
 			return ctx
 		},
-		ConnState: httpConnState,
+		ConnState: edge.HTTPConnState,
 	}
 	return rl, nil
 }
@@ -117,7 +114,7 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 		// shutdown: HTTP connections with a request in flight, and the
 		// upgraded (WebSocket) and TCP-mode ones, which the HTTP server
 		// does not wait for.
-		rl.httpConns.close()
+		rl.httpConns.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
 		_ = rl.httpSrv.Shutdown(ctx)
@@ -139,43 +136,21 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 
 func (s *Server) acceptLoop(rl *runningListener) {
 	defer s.acceptWG.Done()
-	// Connections run on goroutines kept for the next one: a new
-	// goroutine's stack grows to a handshake's depth every time.
-	workers := connworkers.New()
-	defer workers.Stop()
-	var delay time.Duration
-	for {
-		c, err := rl.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and the like: back off, as
-			// net/http does, rather than spin.
-			if delay == 0 {
-				delay = 5 * time.Millisecond
-			} else if delay *= 2; delay > time.Second {
-				delay = time.Second
-			}
-			s.log.Warn("accept failed", "listener", rl.name, "cause", err.Error(), "retry_in", delay.String())
-			time.Sleep(delay)
-			continue
-		}
-		delay = 0
+	edge.AcceptLoop(rl.ln, s.log, rl.name, func(c net.Conn) func() {
 		st := rl.state.Load()
 		if rl.active.Add(1) > st.maxConns {
 			rl.active.Add(-1)
-			s.metrics.connsRefused.WithLabelValues(rl.name, "max_connections").Inc()
+			s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_connections").Inc()
 			c.Close()
-			continue
+			return nil
 		}
 		tc := s.track(c, rl)
 		s.connWG.Add(1)
-		workers.Run(func() {
+		return func() {
 			defer s.connWG.Done()
 			s.handleConn(rl, st, tc)
-		})
-	}
+		}
+	})
 }
 
 // trackedConn counts a client connection as active until it is closed,
@@ -216,39 +191,6 @@ func (c *trackedConn) CloseWrite() error {
 	return nil
 }
 
-// handshakeLimiter bounds the handshakes in progress on one listener. A
-// connection asks for a slot once its ClientHello is in and waits up to
-// wait for one; it is refused after that, so a flood of new connections
-// costs a bounded number of goroutines, not memory without end.
-type handshakeLimiter struct {
-	slots chan struct{}
-	wait  time.Duration
-}
-
-func newHandshakeLimiter(n int, wait time.Duration) *handshakeLimiter {
-	return &handshakeLimiter{slots: make(chan struct{}, n), wait: wait}
-}
-
-func (l *handshakeLimiter) acquire(ctx context.Context) bool {
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(l.wait)
-	defer t.Stop()
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (l *handshakeLimiter) release() { <-l.slots }
-
 // handleConn runs one client connection from accept to hand-off: PROXY
 // header, ClientHello, handshake slot, handshake, then HTTP or TCP.
 //
@@ -262,18 +204,13 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	deadline := accepted.Add(st.handshake)
 	helloDeadline := accepted.Add(min(st.clientHello, st.handshake))
 	if pp := st.proxyProtocol; pp != nil {
-		pc := proxyproto.NewConn(tc, proxyproto.WithPolicy(proxyPolicy(pp, client)), proxyproto.SetReadHeaderTimeout(st.clientHello))
-		_ = pc.SetDeadline(helloDeadline)
-		if pc.ProxyHeader() == nil {
-			if _, err := pc.Read(nil); err != nil {
-				s.metrics.connsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
-				s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
-				tc.Close()
-				return
-			}
+		var err error
+		if conn, client, err = edge.ReadProxyHeader(tc, pp, helloDeadline, st.clientHello); err != nil {
+			s.metrics.ConnsRefused.WithLabelValues(rl.name, "proxy_protocol").Inc()
+			s.log.Debug("PROXY header refused", "listener", rl.name, "client", client.String(), "cause", err.Error())
+			tc.Close()
+			return
 		}
-		client = pc.RemoteAddr()
-		conn = proxiedConn{pc, tc}
 	} else {
 		_ = tc.SetDeadline(helloDeadline)
 	}
@@ -287,529 +224,61 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 		return
 	}
 
-	helloBuf := helloBufs.Get().(*[]byte)
-	detected, hello, err := readClientHello(conn, conn, *helloBuf)
+	helloBuf := edge.HelloBufs.Get().(*[]byte)
+	detected, hello, err := edge.ReadClientHello(conn, conn, *helloBuf)
 	if err != nil {
-		helloBufs.Put(helloBuf)
-		s.handshakeFailed(rl, client, &connInfo{protocol: detected.String()}, err, time.Since(accepted))
+		edge.HelloBufs.Put(helloBuf)
+		s.handshakeFailed(rl, client, &forward.ConnInfo{Protocol: detected.String()}, err, time.Since(accepted))
 		tc.Close()
 		return
 	}
 	_ = conn.SetDeadline(deadline)
-	conn = &replayConn{Conn: conn, prefix: hello, helloBuf: helloBuf}
+	conn = &edge.ReplayConn{Conn: conn, Prefix: hello, HelloBuf: helloBuf}
 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if !st.handshakes.acquire(ctx) {
-		s.metrics.connsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
-		s.metrics.handshake(detected.String(), "none", "", "refused", 0)
+	if !st.handshakes.Acquire(ctx) {
+		s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
+		s.metrics.Handshake(detected.String(), "none", "", "refused", 0)
 		tc.Close()
 		return
 	}
 	start := time.Now()
-	info, site, established, err := s.handshake(ctx, st, detected, conn)
-	st.handshakes.release()
+	info, site, established, err := edge.Handshake(ctx, st.protocol, st.sites, st.tls, st.tlcp, detected, conn)
+	st.handshakes.Release()
 	d := time.Since(start)
 	if err != nil {
 		s.handshakeFailed(rl, client, info, err, d)
 		tc.Close()
 		return
 	}
-	info.listener = rl.name
-	info.client = client
-	info.handshake = d
-	s.metrics.handshake(info.protocol, info.suite, info.site, "ok", d)
-	if info.resumed {
-		s.metrics.resumed(info.protocol)
+	info.Listener = rl.name
+	info.Client = client
+	info.Handshake = d
+	s.metrics.Handshake(info.Protocol, info.Suite, info.Site, "ok", d)
+	if info.Resumed {
+		s.metrics.Resumed(info.Protocol)
 	}
 	_ = established.SetDeadline(time.Time{})
 
 	// The handshake took the server name (lookupServerName): it is valid.
-	sni, _ := route.ParseServerName(info.sni)
-	if rt := site.router.match(sni, "", true); rt != nil {
-		s.forwardTCP(st, rt.upstream, established, info)
+	sni, _ := hostname.ParseServerName(info.SNI)
+	if rt := site.Router.Match(sni, "", true); rt != nil {
+		s.fwd.TCP(rt.Upstream, established, info, st.upstreamDial, st.idle)
 		return
 	}
 	// HTTP/2 is served to a client that chose h2 by ALPN, or that chose
 	// nothing and starts with the HTTP/2 preface (prior knowledge); one
 	// that chose http/1.1 speaks HTTP/1.1.
-	h2 := st.http2 && (info.alpn == "h2" || info.alpn == "")
-	hc := &httpConn{Conn: established, info: info, write: writeBound{timeout: st.idle}, listener: rl.httpConns, h2Allowed: h2}
-	hc.sock = parkSocket(tc.Conn)
-	if !rl.httpConns.push(hc) {
+	h2 := st.http2 && (info.ALPN == "h2" || info.ALPN == "")
+	hc := &edge.HTTPConn{Conn: established, Info: info, Bound: upstream.WriteBound{Timeout: st.idle}, Listener: rl.httpConns, H2Allowed: h2}
+	hc.Sock = edge.ParkSocket(tc.Conn)
+	if !rl.httpConns.Push(hc) {
 		hc.Close()
 	}
 }
 
-// handshakeFailed counts a failed handshake and logs it at info, a few
-// lines a second per listener: the client, what it spoke, the alert sent
-// or received and the cause. A client that closed without sending a byte
-// (a port probe, a load balancer's TCP check) is logged at debug only.
-func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *connInfo, err error, d time.Duration) {
-	result := handshakeResult(err)
-	s.metrics.handshake(info.protocol, "none", info.site, result, d)
-	attrs := []slog.Attr{
-		slog.String("listener", rl.name),
-		slog.String("client", addrString(client)),
-		slog.String("protocol", info.protocol),
-		slog.String("result", result),
-	}
-	if info.sni != "" {
-		attrs = append(attrs, slog.String("sni", info.sni))
-	}
-	if info.site != "" {
-		attrs = append(attrs, slog.String("site", info.site))
-	}
-	if dir, alert, ok := handshakeAlert(err); ok {
-		attrs = append(attrs, slog.String("alert_"+dir, alert))
-	}
-	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", ms(d)))
-	if errors.Is(err, io.EOF) {
-		s.log.LogAttrs(context.Background(), slog.LevelDebug, "connection closed before a ClientHello", attrs...)
-		return
-	}
-	rl.failLog.Log("handshake failed", attrs...)
-}
-
-// httpConn is an established connection handed to the HTTP server, with
-// what its handshake negotiated for ConnContext.
-type httpConn struct {
-	net.Conn
-	info *connInfo
-	// write bounds each write, so that a client that stops reading does
-	// not hold its connection (and the upstream's) forever; a long
-	// response to a client that keeps reading is not limited.
-	write writeBound
-	// framing watches the request headers (read by one goroutine at a
-	// time: net/http's) of HTTP/1.
-	framing framingSniffer
-	// listener takes the connection back after it was parked while idle
-	// (idle.go).
-	listener *connListener
-	idleState
-	// h2Allowed lets the client speak HTTP/2 (see handleConn); h2 is set
-	// once its first bytes were the HTTP/2 preface.
-	h2Allowed, h2 bool
-	// start holds the first bytes read since the HTTP server took the
-	// connection (up to 4), until started says whether they began the
-	// HTTP/2 preface; refused is set once they did on a connection that
-	// may not speak HTTP/2.
-	start            [4]byte
-	startLen         int
-	started, refused bool
-}
-
-// http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
-// request starts with its first word.
-const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-
-// errHTTP2NotAllowed ends a connection that starts HTTP/2 without having
-// chosen it.
-var errHTTP2NotAllowed = errors.New("the client sent the HTTP/2 preface on a connection that did not choose h2")
-
-func (c *httpConn) Read(b []byte) (int, error) {
-	if c.refused {
-		return 0, errHTTP2NotAllowed
-	}
-	n, err := c.Conn.Read(b)
-	if !c.started && n > 0 && !c.checkStart(b[:n]) {
-		return 0, errHTTP2NotAllowed
-	}
-	if !c.h2 && c.framing.scan(b[:n]) {
-		c.info.ambiguousFraming.Store(true)
-	}
-	if c.idle {
-		return c.idleRead(n, err)
-	}
-	return n, err
-}
-
-// checkStart watches the first bytes of the connection, b the latest
-// read of them, and reports whether the connection may go on. The HTTP
-// server serves HTTP/2 to any connection that starts with the preface
-// (it is set to on every listener, so that a reload that changes a
-// listener's protocol needs no new server); this is where a connection
-// that may not is stopped. The first 4 bytes decide, however the client
-// split them: net/http waits for the whole preface, across reads.
-func (c *httpConn) checkStart(b []byte) bool {
-	c.startLen += copy(c.start[c.startLen:], b)
-	if string(c.start[:c.startLen]) != http2Preface[:c.startLen] {
-		c.started = true
-		return true
-	}
-	if c.startLen < len(c.start) {
-		return true
-	}
-	c.started = true
-	if !c.h2Allowed {
-		c.refused = true
-		return false
-	}
-	c.h2 = true
-	return true
-}
-
-// restart makes the connection's next bytes be checked as a new start:
-// the HTTP server takes a connection back from parking as a new one, and
-// would serve HTTP/2 to one that sends the preface then. A parked
-// connection spoke HTTP/1 (HTTP/2 ones are not parked), and stays so.
-func (c *httpConn) restart() {
-	c.h2Allowed = false
-	c.started = false
-	c.startLen = 0
-}
-
-// Write bounds each write (see writeBound).
-func (c *httpConn) Write(b []byte) (int, error) {
-	c.write.arm(c.Conn)
-	return c.Conn.Write(b)
-}
-
-// SetWriteDeadline passes a deadline on (the next Write sets its own
-// again), but not net/http's clearing of it after each response: every
-// write sets its own deadline, so the one in place is kept for the next.
-func (c *httpConn) SetWriteDeadline(t time.Time) error {
-	if t.IsZero() {
-		return nil
-	}
-	c.write.forget()
-	return c.Conn.SetWriteDeadline(t)
-}
-
-// SetDeadline passes the deadline on; the next Write sets its own again.
-func (c *httpConn) SetDeadline(t time.Time) error {
-	c.write.forget()
-	return c.Conn.SetDeadline(t)
-}
-
-// proxiedConn is a connection that began with a PROXY header. It
-// half-closes as its socket does (proxyproto.Conn cannot), so that
-// half-closes pass through TCP mode behind a load balancer too.
-type proxiedConn struct {
-	*proxyproto.Conn
-	tc *trackedConn
-}
-
-func (c proxiedConn) CloseWrite() error { return c.tc.CloseWrite() }
-
-// proxyPolicy decides per peer: trusted peers may (or must) send a PROXY
-// header; a header from anyone else is refused.
-func proxyPolicy(pp *config.ProxyProtocol, peer net.Addr) proxyproto.Policy {
-	ap, err := netip.ParseAddrPort(peer.String())
-	if err == nil {
-		ip := ap.Addr().Unmap()
-		for _, t := range pp.Trusted {
-			if pfx, err := netip.ParsePrefix(t); err == nil && pfx.Contains(ip) {
-				return trustedPolicy(pp)
-			}
-			if a, err := netip.ParseAddr(t); err == nil && a.Unmap() == ip {
-				return trustedPolicy(pp)
-			}
-		}
-	}
-	return proxyproto.REJECT
-}
-
-func trustedPolicy(pp *config.ProxyProtocol) proxyproto.Policy {
-	if pp.Required {
-		return proxyproto.REQUIRE
-	}
-	return proxyproto.USE
-}
-
-// handshake runs the handshake of the listener's protocol, or on an auto
-// listener of the protocol the client's first record header names, and
-// returns the site it was made for. info.protocol (and info.sni and
-// info.site, once the ClientHello chose them) are set as far as they are
-// known, even on failure.
-func (s *Server) handshake(ctx context.Context, st *listenerState, detected wireProtocol, c net.Conn) (*connInfo, *site, net.Conn, error) {
-	info := &connInfo{protocol: "unknown"}
-	proto := wireTLCP
-	switch st.protocol {
-	case config.ProtocolTLS:
-		proto = wireTLS
-	case config.ProtocolAuto:
-		proto = detected
-	}
-	if proto == wireTLS {
-		info.protocol = "tls"
-		tc := tls.Server(c, st.tls)
-		err := tc.HandshakeContext(ctx)
-		cs := tc.ConnectionState()
-		info.sni = cs.ServerName
-		site := st.sites.tls.lookupServerName(cs.ServerName)
-		if site != nil {
-			info.site = site.name
-		}
-		if err != nil {
-			if rc, ok := c.(*replayConn); ok && err.Error() == errNoTLSCertificates {
-				info.sni = rc.refusedName
-				err = &sentAlertError{alert: "unrecognized_name", err: &errUnknownSite{rc.refusedName}}
-			}
-			return info, nil, nil, err
-		}
-		if cs.NegotiatedProtocol == acmeTLSProtocol {
-			tc.Close()
-			return info, nil, nil, errACMEChallenge
-		}
-		info.protocol = tlsVersionName(cs.Version)
-		info.suite = tls.CipherSuiteName(cs.CipherSuite)
-		info.alpn = cs.NegotiatedProtocol
-		info.resumed = cs.DidResume
-		info.setTLSClient(cs)
-		return info, site, tc, nil
-	}
-	info.protocol = "tlcp"
-	tc := tlcp.Server(c, st.tlcp)
-	err := tc.HandshakeContext(ctx)
-	cs := tc.ConnectionState()
-	info.sni = cs.ServerName
-	site := st.sites.tlcp.lookupServerName(cs.ServerName)
-	if site != nil {
-		info.site = site.name
-	}
-	if err != nil {
-		return info, nil, nil, err
-	}
-	info.suite = tlcp.CipherSuiteName(cs.CipherSuite)
-	info.alpn = cs.NegotiatedProtocol
-	info.resumed = cs.DidResume
-	info.setTLCPClient(cs)
-	return info, site, tc, nil
-}
-
-// sentAlertError is a handshake failure that crypto/tls ended with an
-// alert it does not report in its error.
-type sentAlertError struct {
-	alert string
-	err   error
-}
-
-func (e *sentAlertError) Error() string { return e.err.Error() }
-func (e *sentAlertError) Unwrap() error { return e.err }
-
-func tlsVersionName(v uint16) string {
-	switch v {
-	case tls.VersionTLS13:
-		return "tls1.3"
-	case tls.VersionTLS12:
-		return "tls1.2"
-	}
-	return "tls"
-}
-
-// handshakeAlert returns the alert a failed handshake ended with, when
-// it is known, and whether it was sent or received.
-func handshakeAlert(err error) (dir, alert string, ok bool) {
-	var se *sentAlertError
-	if errors.As(err, &se) {
-		return "sent", se.alert, true
-	}
-	var ae *tlcp.AlertError
-	if errors.As(err, &ae) {
-		dir = "sent"
-		if ae.Remote {
-			dir = "received"
-		}
-		return dir, strings.ReplaceAll(ae.Alert.String(), " ", "_"), true
-	}
-	// crypto/tls reports an alert from the peer as an OpError "remote
-	// error" around the alert; the alert names are a small fixed set.
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "remote error" && oe.Err != nil {
-		return "received", strings.ReplaceAll(strings.TrimPrefix(oe.Err.Error(), "tls: "), " ", "_"), true
-	}
-	return "", "", false
-}
-
-// handshakeResult labels a failed handshake for the metrics: the alert
-// when there is one, else what kind of failure it was.
-func handshakeResult(err error) string {
-	if dir, alert, ok := handshakeAlert(err); ok {
-		return "alert_" + dir + "_" + alert
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, errNotHandshake):
-		return "not_tlcp_or_tls"
-	case errors.Is(err, errPlainHTTP):
-		return "plain_http"
-	case errors.Is(err, errACMEChallenge):
-		return "acme_challenge"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed):
-		return "client_closed"
-	}
-	return "error"
-}
-
-// connListener is a net.Listener fed with established connections, for
-// an http.Server.
-type connListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	// parked are its idle keep-alive connections that wait for their
-	// next request outside the HTTP server (idle.go).
-	parked parkedConns
-}
-
-func newConnListener(addr net.Addr) *connListener {
-	return &connListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// push hands c to the HTTP server; false when the listener is closed.
-func (l *connListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *connListener) close() {
-	l.once.Do(func() {
-		close(l.done)
-		l.parked.closeAll()
-	})
-}
-
-func (l *connListener) Close() error { l.close(); return nil }
-
-func (l *connListener) Addr() net.Addr { return l.addr }
-
-// forwardTCP copies the decrypted stream to a target of a tcp pool and
-// back, passing half-closes through, until both directions end or the
-// connection stays idle too long.
-func (s *Server) forwardTCP(st *listenerState, p *pool, client net.Conn, info *connInfo) {
-	defer client.Close()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), st.upstreamDial)
-	upstream, t, err := p.dialTCP(ctx)
-	cancel()
-	if err != nil {
-		p.failLog.Log("upstream failed", failureAttrs(p, err, slog.String("client", addrString(info.client)))...)
-		s.logTCP(info, p.name, "", 0, 0, time.Since(start), err)
-		return
-	}
-	defer upstream.Close()
-	t.inflight.Add(1)
-	defer t.inflight.Add(-1)
-	s.metrics.upstreamRequests.WithLabelValues(p.name, "connected").Inc()
-
-	var in, out atomic.Int64
-	// The connection is idle when it moves no byte either way: a
-	// direction that waits while the other one moves (an upload answered
-	// once it is in, a download the client listens to in silence) is
-	// not.
-	moved := &lastMove{}
-	moved.note()
-	// A direction that ends cleanly (its reader's EOF) is half-closed
-	// on the other side; one that fails (a reset, a connection closed at
-	// shutdown or by a reload, idle for timeouts.idle) ends both, so that
-	// the other direction does not wait on a peer that will never hear
-	// from it again.
-	abort := func() {
-		client.Close()
-		upstream.Close()
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: upstream, bound: writeBound{timeout: st.idle}}, idleReader{client, st.idle, moved})
-		in.Store(n)
-		if err != nil {
-			abort()
-			return
-		}
-		closeWrite(upstream)
-	}()
-	go func() {
-		defer wg.Done()
-		n, err := io.Copy(&idleWriter{c: client, bound: writeBound{timeout: st.idle}}, idleReader{upstream, st.idle, moved})
-		out.Store(n)
-		if err != nil {
-			abort()
-			return
-		}
-		closeWrite(client)
-	}()
-	wg.Wait()
-	s.logTCP(info, p.name, t.addr, in.Load(), out.Load(), time.Since(start), nil)
-}
-
-func (s *Server) logTCP(info *connInfo, upstream, target string, in, out int64, d time.Duration, err error) {
-	if s.access != nil {
-		s.access.tcp(info, &tcpLine{upstream: upstream, target: target, in: in, out: out, duration: d, err: err})
-	}
-}
-
-// lastMove is when a connection forwarded whole last moved a byte, in
-// either direction, in Unix nanoseconds.
-type lastMove struct{ at atomic.Int64 }
-
-func (m *lastMove) note() { m.at.Store(time.Now().UnixNano()) }
-
-func (m *lastMove) time() time.Time { return time.Unix(0, m.at.Load()) }
-
-// idleReader fails a read once the connection has moved no byte, in
-// either direction, for idle.
-type idleReader struct {
-	c     net.Conn
-	idle  time.Duration
-	moved *lastMove
-}
-
-func (r idleReader) Read(b []byte) (int, error) {
-	if r.idle <= 0 {
-		return r.c.Read(b)
-	}
-	for {
-		deadline := r.moved.time().Add(r.idle)
-		_ = r.c.SetReadDeadline(deadline)
-		n, err := r.c.Read(b)
-		if n > 0 {
-			r.moved.note()
-		}
-		var ne net.Error
-		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() || !r.moved.time().Add(r.idle).After(deadline) {
-			return n, err
-		}
-		// The other direction moved meanwhile: wait on. A timed-out
-		// read leaves TCP, TLCP and TLS connections readable.
-	}
-}
-
-// idleWriter fails a write that blocks longer than idle (see
-// writeBound); nothing else sets c's write deadline meanwhile.
-type idleWriter struct {
-	c     net.Conn
-	bound writeBound
-}
-
-func (w *idleWriter) Write(b []byte) (int, error) {
-	w.bound.arm(w.c)
-	return w.c.Write(b)
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		if cw.CloseWrite() == nil {
-			return
-		}
-	}
-	c.Close()
+// handshakeFailed counts and logs a failed handshake on rl.
+func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *forward.ConnInfo, err error, d time.Duration) {
+	edge.HandshakeFailed(s.log, rl.failLog, s.metrics, rl.name, client, info, err, d)
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
-
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
-	"github.com/gmgate/gmgate/internal/route"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // plainHTTP is what an http listener does besides routing: it answers
@@ -52,7 +54,7 @@ func newPlainHTTP(lc config.Listener, gen *generation) *plainHTTP {
 // HTTPS, and reports whether it did. host is r's host, valid and
 // canonical (requestHost); the redirect keeps r's path and query, never
 // the host of an absolute-form target.
-func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route.Host) bool {
+func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host hostname.Host) bool {
 	for _, a := range p.acme {
 		if a.HandleHTTPChallenge(w, r) {
 			return true
@@ -67,7 +69,7 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route
 		// anywhere (a Host a cache or a link forged); the default
 		// site's name is where a lost client belongs.
 		if name = p.redirectNames.fallback(); name == "" {
-			plainError(w, http.StatusBadRequest, "the request names no host this gateway serves")
+			forward.PlainError(w, http.StatusBadRequest, "the request names no host this gateway serves")
 			return true
 		}
 	}
@@ -86,10 +88,10 @@ func (p *plainHTTP) intercept(w http.ResponseWriter, r *http.Request, host route
 // server: there is no handshake to make.
 func (s *Server) servePlainHTTP(rl *runningListener, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "http", site: config.DefaultSiteName}
+	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "http", Site: config.DefaultSiteName}
 	st := rl.state.Load()
-	hc := &httpConn{Conn: conn, info: info, write: writeBound{timeout: st.idle}}
-	if !rl.httpConns.push(hc) {
+	hc := &edge.HTTPConn{Conn: conn, Info: info, Bound: upstream.WriteBound{Timeout: st.idle}}
+	if !rl.httpConns.Push(hc) {
 		hc.Close()
 	}
 }
@@ -123,7 +125,7 @@ func resolveRedirectPorts(gen *generation, bound func(name string) *runningListe
 // site without hosts) the names its certificates carry and its ACME
 // domains, looked up when asked, as certificates change on reload.
 type servedNames struct {
-	patterns []string // canonical (route.Pattern)
+	patterns []string // canonical (hostname.Pattern)
 	// defaultName is the default site's first exact host, "" when it has
 	// none.
 	defaultName string
@@ -147,7 +149,7 @@ func newServedNames(gen *generation) *servedNames {
 		}
 		for _, sc := range lc.SiteList() {
 			for _, h := range sc.Hosts {
-				pattern := route.Pattern(h)
+				pattern := hostname.Pattern(h)
 				n.patterns = append(n.patterns, pattern)
 				if sc.Default && n.defaultName == "" && !strings.HasPrefix(pattern, "*") {
 					n.defaultName = pattern
@@ -157,7 +159,7 @@ func newServedNames(gen *generation) *servedNames {
 				o := openSite{source: siteSpec{lc: lc, cfg: sc}.source()}
 				if sc.TLS != nil && sc.TLS.ACME != nil {
 					for _, d := range sc.TLS.ACME.Domains {
-						o.acme = append(o.acme, route.Pattern(d))
+						o.acme = append(o.acme, hostname.Pattern(d))
 					}
 				}
 				n.open = append(n.open, o)
@@ -175,7 +177,7 @@ func (n *servedNames) serves(name string) bool {
 		return false
 	}
 	for _, p := range n.patterns {
-		if route.Match(p, name) {
+		if hostname.Match(p, name) {
 			return true
 		}
 	}
@@ -206,8 +208,8 @@ func (n *servedNames) fallback() string {
 		}
 		for _, c := range n.certificates(o) {
 			for _, d := range c.DNSNames {
-				if p := route.Pattern(d); !strings.HasPrefix(p, "*") {
-					if name, ok := route.ParseServerName(p); ok {
+				if p := hostname.Pattern(d); !strings.HasPrefix(p, "*") {
+					if name, ok := hostname.ParseServerName(p); ok {
 						return name
 					}
 				}
@@ -255,7 +257,7 @@ func (n *servedNames) certificates(o openSite) []servedCert {
 // name: one of its DNS names (wildcards included) or IP addresses.
 func certificateNames(c servedCert, name string) bool {
 	for _, d := range c.DNSNames {
-		if route.Match(route.Pattern(d), name) {
+		if hostname.Match(hostname.Pattern(d), name) {
 			return true
 		}
 	}

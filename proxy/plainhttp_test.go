@@ -96,7 +96,7 @@ func TestCheckWarnings(t *testing.T) {
 		}
 		return got
 	}
-	if got := warnings(); len(got) != 1 || !strings.HasPrefix(got[0], "listeners[1].listen: ") {
+	if got := warnings(); len(got) != 1 || !strings.HasPrefix(got[0], cfg.Listeners[1].Path()+".listen: ") {
 		t.Errorf("default suites: warnings %q, want the listen one alone", got)
 	}
 	fresh()
@@ -104,7 +104,7 @@ func TestCheckWarnings(t *testing.T) {
 	cfg.Listeners[0].TLCP.Suites = []string{"ECC_SM4_GCM_SM3", "ECDHE_SM4_GCM_SM3"}
 	cfg.Listeners[0].TLCP.SuitesDefaulted = false
 	got := warnings()
-	if len(got) != 2 || !strings.HasPrefix(got[0], "listeners[0].tlcp.suites: ") ||
+	if len(got) != 2 || !strings.HasPrefix(got[0], cfg.Listeners[0].Path()+".tlcp.suites: ") ||
 		!strings.Contains(got[0], "GmSSL clients then cannot complete the handshake; list only the ECC suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3), or set client_ca to the CAs that issue your clients' certificates") {
 		t.Errorf("ECDHE listed: warnings %q", got)
 	}
@@ -159,7 +159,7 @@ func TestCheckPortHeldByRunningProcess(t *testing.T) {
 		t.Errorf("a port of the running process: %v", err)
 	}
 	_, err = Check(cfg, CheckOptions{RunningPID: os.Getppid()})
-	if err == nil || !strings.Contains(err.Error(), "listeners[0].listen: "+busy.Addr().String()+" is already in use") {
+	if err == nil || !strings.Contains(err.Error(), cfg.Listeners[0].Path()+".listen: "+busy.Addr().String()+" is already in use") {
 		t.Errorf("a port of another process: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
 )
 
 // servePlainTCP forwards a connection of a tcp listener whole to its
@@ -13,12 +14,12 @@ import (
 // and no host to match.
 func (s *Server) servePlainTCP(rl *runningListener, st *listenerState, conn net.Conn, client net.Addr) {
 	_ = conn.SetDeadline(time.Time{})
-	info := &connInfo{listener: rl.name, client: client, protocol: "tcp", site: config.DefaultSiteName}
+	info := &forward.ConnInfo{Listener: rl.name, Client: client, Protocol: "tcp", Site: config.DefaultSiteName}
 	// The listener's one site, which answers for every name.
-	rt := st.sites.all.lookup("").router.match("", "", true)
+	rt := st.sites.All.Lookup("").Router.Match("", "", true)
 	if rt == nil {
 		conn.Close()
 		return
 	}
-	s.forwardTCP(st, rt.upstream, conn, info)
+	s.fwd.TCP(rt.Upstream, conn, info, st.upstreamDial, st.idle)
 }

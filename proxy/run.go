@@ -10,6 +10,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/fsnotify/fsnotify"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/observe"
 )
 
 // Run serves the configuration file at path until ctx is done, then
@@ -98,7 +99,7 @@ func (s *Server) reloadFile(path string) {
 	defer s.notify(daemon.SdNotifyReady)
 	cfg, err := config.Load(path)
 	if err != nil {
-		s.metrics.reloads.WithLabelValues("failure").Inc()
+		s.metrics.Reloads.WithLabelValues("failure").Inc()
 		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
 		return
 	}
@@ -158,4 +159,21 @@ func (w *fileWatcher) run(ctx context.Context, changed chan<- struct{}) error {
 			}
 		}
 	}
+}
+
+// ReopenLogs reopens the access log file (SIGUSR1, SIGHUP), for log
+// rotation. Logs to stdout, stderr or a logger given in Options are left
+// alone.
+func (s *Server) ReopenLogs() {
+	af, ok := s.accessClose.(*observe.AccessFile)
+	if !ok {
+		return
+	}
+	// What waits belongs in the file being rotated away.
+	s.access.Out.Flush()
+	if err := af.Reopen(); err != nil {
+		s.log.Error("the access log could not be reopened; lines go to the old file", "path", af.Path, "cause", err.Error())
+		return
+	}
+	s.log.Info("access log reopened", "path", af.Path)
 }

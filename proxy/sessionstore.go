@@ -5,20 +5,18 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gmgate/gmgate/certs/acme"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/sessionstore"
+	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,7 +48,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		// The TLS files are read, the client key's reference too; no
 		// secret is.
 		if ss.Redis.TLS != nil {
-			if _, err := upstreamTLSConfig(ss.Redis.TLS, true); err != nil {
+			if _, err := upstream.TLSConfig(ss.Redis.TLS, true); err != nil {
 				return nil, []config.Problem{redisProblem(cfg, err)}, nil
 			}
 		}
@@ -98,7 +96,7 @@ func (s *Server) sessionStore(cfg *config.Config, prev *generation, bo buildOpti
 		Prefix:   ss.Redis.KeyPrefix,
 		Timeout:  ss.Redis.Timeout.D(),
 		Logger:   s.log.With("component", "session_store"),
-		Observer: s.metrics.storeObserver(),
+		Observer: s.metrics.StoreObserver(),
 	})
 	return &sharedStore{spec: *ss, keys: keys, store: store, id: sharedStoreIDs.Add(1)}, nil, nil
 }
@@ -147,11 +145,7 @@ func writeProblem(cfg *config.Config, r *config.Redis, err error) config.Problem
 
 // redisProblem places an error of the redis section at its field.
 func redisProblem(cfg *config.Config, err error) config.Problem {
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return cfg.Problem("session_store.redis."+fe.field, fe.err.Error(), "")
-	}
-	return cfg.Problem("session_store.redis", err.Error(), "")
+	return cfg.ProblemAt("session_store.redis", err, "")
 }
 
 // redisOptions turns the redis section into go-redis options: one address
@@ -182,7 +176,7 @@ func redisOptions(r *config.Redis) (*redis.UniversalOptions, error) {
 		}
 	}
 	if r.TLS != nil {
-		tc, err := upstreamTLSConfig(r.TLS, false)
+		tc, err := upstream.TLSConfig(r.TLS, false)
 		if err != nil {
 			return nil, err
 		}
@@ -243,86 +237,4 @@ func (g *generation) shareTickets(tc *tls.Config, name string, shared bool) {
 // key prefix.
 func (ss *sharedStore) acmeStorage() *acme.RedisStorage {
 	return acme.NewRedisStorage(ss.store.Client(), ss.spec.Redis.KeyPrefix+"acme:", ss.keys)
-}
-
-// storeMetrics are the session store's metrics.
-type storeMetrics struct {
-	lookups  *prometheus.CounterVec
-	writes   *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	up       prometheus.Gauge
-
-	// Handles by label, resolved once.
-	lookup   map[string]prometheus.Counter
-	write    map[[2]string]prometheus.Counter
-	lookupD  prometheus.Observer
-	writeD   prometheus.Observer
-	register sync.Once
-}
-
-// storeObserver returns the session store's metrics, registered on first
-// use: a gateway without a session store has none of them.
-func (m *Metrics) storeObserver() *storeMetrics {
-	sm := &m.store
-	sm.register.Do(func() {
-		sm.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gmgate_session_store_lookups_total",
-			Help: "TLCP session lookups of listeners with shared_sessions, by result: local (the local cache had it; Redis not asked), hit, miss, error (failed or timed out: a full handshake), invalid (does not open with the keys), unavailable (Redis known down: not asked).",
-		}, []string{"result"})
-		sm.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gmgate_session_store_writes_total",
-			Help: "Sessions written to (set) or removed from (delete) Redis, by result: ok, error, refused (Redis answered with a refusal: out of memory, read-only, no write right), dropped (queue full), unavailable (Redis known down: kept locally).",
-		}, []string{"op", "result"})
-		sm.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "gmgate_session_store_duration_seconds",
-			Help:    "Time of Redis round trips: a session lookup (get), a pipeline of queued writes (write).",
-			Buckets: latencyBuckets,
-		}, []string{"op"})
-		sm.up = prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gmgate_session_store_up",
-			Help: "1 while Redis answers, 0 while sessions are not shared because it does not.",
-		})
-		sm.lookup = map[string]prometheus.Counter{}
-		for _, r := range []string{sessionstore.LookupLocal, sessionstore.LookupHit, sessionstore.LookupMiss, sessionstore.LookupError, sessionstore.LookupInvalid, sessionstore.LookupUnavailable} {
-			sm.lookup[r] = sm.lookups.WithLabelValues(r)
-		}
-		sm.write = map[[2]string]prometheus.Counter{}
-		for _, op := range []string{"set", "delete"} {
-			for _, r := range []string{sessionstore.WriteOK, sessionstore.WriteError, sessionstore.WriteRefused, sessionstore.WriteDropped, sessionstore.WriteUnavailable} {
-				sm.write[[2]string{op, r}] = sm.writes.WithLabelValues(op, r)
-			}
-		}
-		sm.lookupD = sm.duration.WithLabelValues("get")
-		sm.writeD = sm.duration.WithLabelValues("write")
-		m.Registry.MustRegister(sm.lookups, sm.writes, sm.duration, sm.up)
-	})
-	return sm
-}
-
-var _ sessionstore.Observer = (*storeMetrics)(nil)
-
-func (sm *storeMetrics) Lookup(result string, d time.Duration) {
-	if c := sm.lookup[result]; c != nil {
-		c.Inc()
-	}
-	if d > 0 {
-		sm.lookupD.Observe(d.Seconds())
-	}
-}
-
-func (sm *storeMetrics) Write(op, result string, n int, d time.Duration) {
-	if c := sm.write[[2]string{op, result}]; c != nil {
-		c.Add(float64(n))
-	}
-	if d > 0 {
-		sm.writeD.Observe(d.Seconds())
-	}
-}
-
-func (sm *storeMetrics) Up(up bool) {
-	if up {
-		sm.up.Set(1)
-	} else {
-		sm.up.Set(0)
-	}
 }

@@ -388,11 +388,11 @@ func TestReloadKeepsTheStore(t *testing.T) {
 	mr := miniredis.RunT(t)
 	keys := writeKeys(t, tempDir(t), "keys", testSealKey1)
 	s := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
-	before := s.gen.shared
+	before := s.current().shared
 	if err := s.Reload(sharedConfig(p, up, mr.Addr(), keys)); err != nil {
 		t.Fatal(err)
 	}
-	if s.gen.shared != before {
+	if s.current().shared != before {
 		t.Fatal("an unchanged session store was rebuilt")
 	}
 	changed := sharedConfig(p, up, mr.Addr(), keys)
@@ -400,7 +400,7 @@ func TestReloadKeepsTheStore(t *testing.T) {
 	if err := s.Reload(changed); err != nil {
 		t.Fatal(err)
 	}
-	if s.gen.shared == before {
+	if s.current().shared == before {
 		t.Fatal("a changed session store was kept")
 	}
 }

@@ -8,186 +8,16 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
-	"strings"
 
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/route"
 	"github.com/gmgate/gmgate/tlcp"
-	"github.com/prometheus/client_golang/prometheus"
 )
-
-// A site is one identity of a listener: the names it answers for, its
-// TLCP and TLS configurations (certificates, client authentication,
-// sessions) and its routes. The flat form of the configuration is one
-// implicit site that answers for every name.
-//
-// The site of a connection is chosen once, from the server name of its
-// ClientHello (SNI), by siteIndex.lookup, on both protocols through
-// GetConfigForClient; its requests must then name a host of the same site
-// (421 otherwise), so that a client that passed a lax site's handshake
-// cannot reach a strict site's routes.
-type site struct {
-	name     string
-	implicit bool
-	// source names the site's certificates in the certificate store (and
-	// ACME): the listener's name in the flat form, listener/site
-	// otherwise.
-	source string
-	// prefix is what the site's fieldErrors put before the field,
-	// relative to the listener ("" in the flat form, "sites[1].").
-	prefix    string
-	hosts     []string
-	isDefault bool
-	tlcp      *tlcp.Config // nil when the site serves no TLCP
-	tls       *tls.Config  // nil when the site serves no TLS
-	router    *router
-	headers   config.SessionHeaders
-	// forwarding is what the site does to the headers of the requests it
-	// forwards.
-	forwarding *headerPolicy
-	// requests observe request durations by HTTP version (1.x, 2).
-	requests [2]prometheus.Observer
-}
-
-// httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
-var httpVersions = [2]string{"1.1", "2"}
-
-// siteIndex finds the site for a server name among some of a listener's
-// sites: an exact name first, then the longest wildcard, then the
-// default. It is the one place where names select sites.
-type siteIndex struct {
-	exact     map[string]*site
-	wildcards []wildcardSite // longest suffix first
-	def       *site
-}
-
-type wildcardSite struct {
-	pattern string // "*.example.cn"
-	site    *site
-}
-
-func newSiteIndex(sites []*site, keep func(*site) bool) *siteIndex {
-	x := &siteIndex{exact: map[string]*site{}}
-	for _, s := range sites {
-		if !keep(s) {
-			continue
-		}
-		if s.isDefault {
-			x.def = s
-		}
-		for _, h := range s.hosts {
-			if strings.HasPrefix(h, "*") {
-				x.wildcards = append(x.wildcards, wildcardSite{pattern: h, site: s})
-			} else {
-				x.exact[h] = s
-			}
-		}
-	}
-	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].pattern) > len(x.wildcards[j].pattern) })
-	return x
-}
-
-// lookup returns the site for a canonical name (route.Host.Name, or what
-// route.ParseServerName returns; "" for none), or nil when no site
-// answers for it and there is no default. It does not allocate, as it
-// runs for every request.
-func (x *siteIndex) lookup(name string) *site {
-	if len(x.exact) == 0 && len(x.wildcards) == 0 {
-		return x.def
-	}
-	if s := x.exact[name]; s != nil {
-		return s
-	}
-	for _, w := range x.wildcards {
-		if route.Match(w.pattern, name) {
-			return w.site
-		}
-	}
-	return x.def
-}
-
-// lookupServerName returns the site for the server name of a ClientHello,
-// or nil when no site answers for it and there is no default, or when it
-// is not a host name (route.ParseServerName): such a name is refused with
-// unrecognized_name, as nginx refuses it, rather than given the default
-// site.
-func (x *siteIndex) lookupServerName(sni string) *site {
-	name, ok := route.ParseServerName(sni)
-	if !ok {
-		return nil
-	}
-	return x.lookup(name)
-}
-
-// siteTable is a listener's sites, indexed for each protocol and for
-// Host headers.
-type siteTable struct {
-	sites []*site
-	// all finds the site a request's Host names; tlcp and tls the site a
-	// handshake of that protocol serves.
-	all, tlcp, tls *siteIndex
-}
-
-func newSiteTable(sites []*site) *siteTable {
-	return &siteTable{
-		sites: sites,
-		all:   newSiteIndex(sites, func(*site) bool { return true }),
-		tlcp:  newSiteIndex(sites, func(s *site) bool { return s.tlcp != nil }),
-		tls:   newSiteIndex(sites, func(s *site) bool { return s.tls != nil }),
-	}
-}
-
-// errUnknownSite is the cause of a handshake whose server name no site
-// serves, on a listener without a default site.
-type errUnknownSite struct{ name string }
-
-func (e *errUnknownSite) Error() string {
-	if e.name == "" {
-		return "the client sent no server name and no site is the default"
-	}
-	return fmt.Sprintf("no site serves %q and none is the default", e.name)
-}
-
-// outerTLCP is the configuration a listener's TLCP handshakes start with:
-// it hands each ClientHello the configuration of its site, or ends the
-// handshake with unrecognized_name.
-func (t *siteTable) outerTLCP() *tlcp.Config {
-	return &tlcp.Config{
-		GetConfigForClient: func(hi *tlcp.ClientHelloInfo) (*tlcp.Config, error) {
-			if s := t.tlcp.lookupServerName(hi.ServerName); s != nil {
-				return s.tlcp, nil
-			}
-			return nil, &tlcp.AlertError{Alert: tlcp.AlertUnrecognizedName, Err: &errUnknownSite{hi.ServerName}}
-		},
-	}
-}
-
-// outerTLS is outerTLCP for TLS. crypto/tls sends unrecognized_name when
-// the configuration it is given has no certificate: a name no site serves
-// gets such a configuration, without session tickets, so that no ticket
-// resumes there either.
-func (t *siteTable) outerTLS() *tls.Config {
-	reject := &tls.Config{SessionTicketsDisabled: true, MinVersion: tls.VersionTLS12}
-	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		GetConfigForClient: func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
-			if s := t.tls.lookupServerName(hi.ServerName); s != nil {
-				return s.tls, nil
-			}
-			if rc, ok := hi.Conn.(*replayConn); ok {
-				rc.refusedName = hi.ServerName
-			}
-			return reject, nil
-		},
-	}
-}
-
-// errNoTLSCertificates is what crypto/tls returns for a configuration
-// without certificates, that is, for a name no site serves.
-const errNoTLSCertificates = "tls: no certificates configured"
 
 // siteSpec is what building a site needs from the configuration.
 type siteSpec struct {
@@ -207,13 +37,6 @@ func (sp siteSpec) source() string {
 // listener in the flat form, listener/site otherwise, so that a session
 // made on one site never resumes on another.
 func (sp siteSpec) sessionContext() string { return sp.source() }
-
-func (sp siteSpec) prefix() string {
-	if sp.cfg.Implicit {
-		return ""
-	}
-	return fmt.Sprintf("sites[%d].", sp.si)
-}
 
 // sites lists the sites of the listeners of cfg that serve TLCP or TLS.
 func tlsSites(cfg *config.Config) []siteSpec {
@@ -241,27 +64,26 @@ func (sp siteSpec) servesTLS() bool {
 
 // buildSite makes one site of a listener with its TLCP and TLS
 // configurations.
-func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
+func (s *Server) buildSite(sp siteSpec, gen *generation) (*route.Site, error) {
 	lc, sc := sp.lc, sp.cfg
-	st := &site{
-		name:      sc.Name,
-		implicit:  sc.Implicit,
-		source:    sp.source(),
-		prefix:    sp.prefix(),
-		isDefault: sc.Default,
-		router:    &router{},
+	st := &route.Site{
+		Name:      sc.Name,
+		Implicit:  sc.Implicit,
+		Source:    sp.source(),
+		IsDefault: sc.Default,
+		Router:    &route.Router{},
 	}
 	if sc.SessionHeaders != nil {
-		st.headers = *sc.SessionHeaders
+		st.Headers = *sc.SessionHeaders
 	}
-	st.forwarding = newHeaderPolicy(st.headers, identityHeaderNames(gen.cfg))
+	st.Forwarding = forward.NewHeaderPolicy(st.Headers, forward.IdentityHeaderNames(gen.cfg))
 	for _, h := range sc.Hosts {
-		st.hosts = append(st.hosts, route.Pattern(h))
+		st.Hosts = append(st.Hosts, hostname.Pattern(h))
 	}
-	for v := range st.requests {
-		st.requests[v] = s.metrics.requestDuration.WithLabelValues(lc.Name, sc.Name, httpVersions[v])
+	for v := range st.Requests {
+		st.Requests[v] = s.metrics.RequestDuration.WithLabelValues(lc.Name, sc.Name, route.HTTPVersions[v])
 	}
-	st.router.routes = compileRoutes(lc, sc.Routes, gen)
+	st.Router.Routes = compileRoutes(lc, sc.Routes, gen)
 	var protos []string
 	if lc.ServesHTTP2() {
 		protos = append(protos, "h2")
@@ -272,20 +94,20 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*site, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.tlcp = tc
+		st.TLCP = tc
 	}
 	if sp.servesTLS() {
 		tc, err := s.siteTLS(sp, gen, protos)
 		if err != nil {
 			return nil, err
 		}
-		st.tls = tc
+		st.TLS = tc
 	}
 	return st, nil
 }
 
-func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []routeEntry {
-	var out []routeEntry
+func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) []route.RouteEntry {
+	var out []route.RouteEntry
 	for _, rc := range routes {
 		p := gen.pools[rc.Upstream]
 		if p == nil {
@@ -293,12 +115,12 @@ func compileRoutes(lc config.Listener, routes []config.Route, gen *generation) [
 		}
 		// Routes to tcp:// upstreams, and every route of a tcp listener,
 		// take whole connections.
-		stream := p.scheme == "tcp" || lc.Protocol == config.ProtocolTCP
+		stream := p.Scheme == "tcp" || lc.Protocol == config.ProtocolTCP
 		path := rc.Path
 		if stream {
 			path = ""
 		}
-		out = append(out, routeEntry{host: route.Pattern(rc.Host), path: path, upstream: p, stream: stream})
+		out = append(out, route.RouteEntry{Host: hostname.Pattern(rc.Host), Path: path, Upstream: p, Stream: stream})
 	}
 	return out
 }
@@ -312,7 +134,7 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 			}
 			return nil, errors.New("no TLCP certificate for " + source)
 		},
-		ClientAuth:                  tlcpClientAuth(t.ClientAuth),
+		ClientAuth:                  edge.TlcpClientAuth(t.ClientAuth),
 		AcceptServerAuthClientCerts: t.AcceptServerAuthClientCerts,
 		SessionContext:              sp.sessionContext(),
 		NextProtos:                  protos,
@@ -328,9 +150,9 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 	}
 	tc.CipherSuites = suites
 	if t.ClientCA != "" {
-		pool, err := loadSMPool(t.ClientCA)
+		pool, err := edge.LoadSMPool(t.ClientCA)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tlcp.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tlcp.client_ca"), Err: err}
 		}
 		tc.ClientCAs = pool
 	}
@@ -348,11 +170,11 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 		},
 		MinVersion: tls.VersionTLS12,
 		NextProtos: protos,
-		ClientAuth: tlsClientAuth(t.ClientAuth),
+		ClientAuth: edge.TlsClientAuth(t.ClientAuth),
 	}
 	if a := gen.acme[source]; a != nil {
 		tc.GetCertificate = a.mgr.GetCertificate
-		tc.NextProtos = append(tc.NextProtos, acmeTLSProtocol)
+		tc.NextProtos = append(tc.NextProtos, edge.ACMETLSProtocol)
 	}
 	if t.MinVersion == "1.3" {
 		tc.MinVersion = tls.VersionTLS13
@@ -361,11 +183,11 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 	if t.ClientCA != "" {
 		pem, err := os.ReadFile(t.ClientCA)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tls.client_ca"), Err: err}
 		}
 		pool, err := certs.TLSCAPool(t.ClientCA, pem)
 		if err != nil {
-			return nil, &fieldError{sp.prefix() + "tls.client_ca", err}
+			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tls.client_ca"), Err: err}
 		}
 		tc.ClientCAs = pool
 		caPEM = pem
@@ -443,38 +265,9 @@ func (s *Server) siteSuites(sp siteSpec, store *certs.Store) ([]uint16, error) {
 		return suites, nil
 	}
 	if !t.SuitesDefaulted {
-		return nil, &fieldError{sp.prefix() + "tlcp.suites", accel.RequireKeyAgreement(t.EncKey, cert.EncKey)}
+		return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tlcp.suites"), Err: accel.RequireKeyAgreement(t.EncKey, cert.EncKey)}
 	}
 	kept := slices.DeleteFunc(suites, func(id uint16) bool { return slices.Contains(ecdhe, id) })
 	s.log.Info("ECDHE suites disabled: the encryption key cannot do SM2 key agreement", "listener", sp.lc.Name, "site", sp.cfg.Name, "suites", len(kept))
 	return kept, nil
-}
-
-// overlapWarnings are the host patterns of a listener's sites that more
-// than one site answers for: an exact name of one site under another's
-// wildcard (the exact name wins), which is worth a look.
-func overlapWarnings(cfg *config.Config, li int) []config.Problem {
-	lc := cfg.Listeners[li]
-	var out []config.Problem
-	for j, a := range lc.Sites {
-		for k, h := range a.Hosts {
-			if strings.HasPrefix(h, "*.") {
-				continue
-			}
-			name := route.Pattern(h)
-			for m, b := range lc.Sites {
-				if m == j {
-					continue
-				}
-				for _, w := range b.Hosts {
-					if pattern := route.Pattern(w); strings.HasPrefix(pattern, "*") && route.Match(pattern, name) {
-						out = append(out, cfg.Problem(fmt.Sprintf("listeners[%d].sites[%d].hosts[%d]", li, j, k),
-							fmt.Sprintf("%q is also under %q of sites[%d] (%s); the exact name wins, so site %s serves it", h, w, m, b.Name, a.Name),
-							"list each name under one site only, unless that is what you mean"))
-					}
-				}
-			}
-		}
-	}
-	return out
 }

@@ -1,0 +1,143 @@
+package route
+
+import (
+	"crypto/tls"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/hostname"
+	"github.com/gmgate/gmgate/tlcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A site is one identity of a listener: the names it answers for, its
+// TLCP and TLS configurations (certificates, client authentication,
+// sessions) and its routes. The flat form of the configuration is one
+// implicit site that answers for every name.
+//
+// The site of a connection is chosen once, from the server name of its
+// ClientHello (SNI), by siteIndex.lookup, on both protocols through
+// GetConfigForClient; its requests must then name a host of the same site
+// (421 otherwise), so that a client that passed a lax site's handshake
+// cannot reach a strict site's routes.
+type Site struct {
+	Name     string
+	Implicit bool
+	// source names the site's certificates in the certificate store (and
+	// ACME): the listener's name in the flat form, listener/site
+	// otherwise.
+	Source    string
+	Hosts     []string
+	IsDefault bool
+	TLCP      *tlcp.Config // nil when the site serves no TLCP
+	TLS       *tls.Config  // nil when the site serves no TLS
+	Router    *Router
+	Headers   config.SessionHeaders
+	// forwarding is what the site does to the headers of the requests it
+	// forwards.
+	Forwarding *forward.HeaderPolicy
+	// requests observe request durations by HTTP version (1.x, 2).
+	Requests [2]prometheus.Observer
+}
+
+// httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
+var HTTPVersions = [2]string{"1.1", "2"}
+
+// siteIndex finds the site for a server name among some of a listener's
+// sites: an exact name first, then the longest wildcard, then the
+// default. It is the one place where names select sites.
+type SiteIndex struct {
+	exact     map[string]*Site
+	wildcards []wildcardSite // longest suffix first
+	def       *Site
+}
+
+type wildcardSite struct {
+	pattern string // "*.example.cn"
+	site    *Site
+}
+
+func NewSiteIndex(sites []*Site, keep func(*Site) bool) *SiteIndex {
+	x := &SiteIndex{exact: map[string]*Site{}}
+	for _, s := range sites {
+		if !keep(s) {
+			continue
+		}
+		if s.IsDefault {
+			x.def = s
+		}
+		for _, h := range s.Hosts {
+			if strings.HasPrefix(h, "*") {
+				x.wildcards = append(x.wildcards, wildcardSite{pattern: h, site: s})
+			} else {
+				x.exact[h] = s
+			}
+		}
+	}
+	sort.SliceStable(x.wildcards, func(i, j int) bool { return len(x.wildcards[i].pattern) > len(x.wildcards[j].pattern) })
+	return x
+}
+
+// lookup returns the site for a canonical name (hostname.Host.Name, or what
+// hostname.ParseServerName returns; "" for none), or nil when no site
+// answers for it and there is no default. It does not allocate, as it
+// runs for every request.
+func (x *SiteIndex) Lookup(name string) *Site {
+	if len(x.exact) == 0 && len(x.wildcards) == 0 {
+		return x.def
+	}
+	if s := x.exact[name]; s != nil {
+		return s
+	}
+	for _, w := range x.wildcards {
+		if hostname.Match(w.pattern, name) {
+			return w.site
+		}
+	}
+	return x.def
+}
+
+// lookupServerName returns the site for the server name of a ClientHello,
+// or nil when no site answers for it and there is no default, or when it
+// is not a host name (hostname.ParseServerName): such a name is refused with
+// unrecognized_name, as nginx refuses it, rather than given the default
+// site.
+func (x *SiteIndex) LookupServerName(sni string) *Site {
+	name, ok := hostname.ParseServerName(sni)
+	if !ok {
+		return nil
+	}
+	return x.Lookup(name)
+}
+
+// siteTable is a listener's sites, indexed for each protocol and for
+// Host headers.
+type SiteTable struct {
+	Sites []*Site
+	// all finds the site a request's Host names; tlcp and tls the site a
+	// handshake of that protocol serves.
+	All, TLCP, TLS *SiteIndex
+}
+
+func NewSiteTable(sites []*Site) *SiteTable {
+	return &SiteTable{
+		Sites: sites,
+		All:   NewSiteIndex(sites, func(*Site) bool { return true }),
+		TLCP:  NewSiteIndex(sites, func(s *Site) bool { return s.TLCP != nil }),
+		TLS:   NewSiteIndex(sites, func(s *Site) bool { return s.TLS != nil }),
+	}
+}
+
+// errUnknownSite is the cause of a handshake whose server name no site
+// serves, on a listener without a default site.
+type ErrUnknownSite struct{ Name string }
+
+func (e *ErrUnknownSite) Error() string {
+	if e.Name == "" {
+		return "the client sent no server name and no site is the default"
+	}
+	return fmt.Sprintf("no site serves %q and none is the default", e.Name)
+}

@@ -1,0 +1,440 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/testlog"
+	"github.com/gmgate/gmgate/internal/testsession"
+	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/tlcp"
+)
+
+// siteCerts are a dual certificate and a TLS certificate for each of a
+// few site names, from the shared SM2 CA and one ECDSA CA.
+type siteCerts struct {
+	dual     map[string]pki.DualFiles
+	tls      map[string][2]string // cert, key
+	tlsRoots *x509.CertPool
+}
+
+var (
+	siteCertsOnce sync.Once
+	sharedSites   *siteCerts
+	siteCertsErr  error
+)
+
+// siteNames are the sites of the multi-site tests; each answers for
+// NAME.example.cn.
+var siteNames = []string{"api", "www", "pay"}
+
+func getSiteCerts(t testing.TB) *siteCerts {
+	t.Helper()
+	p := getPKI(t)
+	siteCertsOnce.Do(func() {
+		sc := &siteCerts{dual: map[string]pki.DualFiles{}, tls: map[string][2]string{}, tlsRoots: x509.NewCertPool()}
+		tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
+		if err != nil {
+			siteCertsErr = err
+			return
+		}
+		for _, name := range siteNames {
+			host := name + ".example.cn"
+			pair, err := p.ca.IssueDual(pki.IssueOptions{DNSNames: []string{host, "*." + host}})
+			if err != nil {
+				siteCertsErr = err
+				return
+			}
+			if sc.dual[name], err = pair.Write(p.dir, "site-"+name, nil); err != nil {
+				siteCertsErr = err
+				return
+			}
+			leaf, err := tlsCA.IssueTLS(pki.IssueOptions{DNSNames: []string{host, "*." + host}})
+			if err != nil {
+				siteCertsErr = err
+				return
+			}
+			c, k, err := leaf.Write(p.dir, "site-"+name+"-tls", nil)
+			if err != nil {
+				siteCertsErr = err
+				return
+			}
+			sc.tls[name] = [2]string{c, k}
+			if name == siteNames[0] {
+				root, _ := x509.ParseCertificate(leaf.Root.Raw)
+				sc.tlsRoots.AddCert(root)
+			}
+		}
+		sharedSites = sc
+	})
+	if siteCertsErr != nil {
+		t.Fatal(siteCertsErr)
+	}
+	return sharedSites
+}
+
+// siteConfig is an auto listener with a site for each name, each routed
+// to the upstream of its name; the first site is the default when
+// withDefault, and pay requires a verified TLCP client certificate.
+func siteConfig(t testing.TB, withDefault bool, upstreams map[string]string) *config.Config {
+	p := getPKI(t)
+	sc := getSiteCerts(t)
+	cfg := &config.Config{
+		Admin:     config.Admin{Listen: "127.0.0.1:0"},
+		Log:       config.Log{Access: "off"},
+		Upstreams: map[string]*config.Upstream{},
+	}
+	l := config.Listener{Name: "edge", Listen: "127.0.0.1:0", Protocol: config.ProtocolAuto,
+		SessionHeaders: config.SessionHeaders{Resumed: "X-TLCP-Resumed"}}
+	for i, name := range siteNames {
+		d, tc := sc.dual[name], sc.tls[name]
+		site := config.Site{
+			Name:    name,
+			Hosts:   []string{name + ".example.cn", "*." + name + ".example.cn"},
+			Default: withDefault && i == 0,
+			TLCP:    &config.TLCP{SignCert: d.SignCert, SignKey: d.SignKey, EncCert: d.EncCert, EncKey: d.EncKey},
+			TLS:     &config.TLS{Cert: tc[0], Key: tc[1]},
+			Routes:  []config.Route{{Upstream: name}},
+		}
+		if name == "pay" {
+			site.TLCP.ClientAuth = "require_and_verify"
+			site.TLCP.ClientCA = p.dual.CACert
+		}
+		l.Sites = append(l.Sites, site)
+		cfg.Upstreams[name] = &config.Upstream{Targets: []string{upstreams[name]}}
+	}
+	cfg.Listeners = []config.Listener{l}
+	config.Defaults(cfg)
+	return cfg
+}
+
+func siteUpstreams(t testing.TB) map[string]string {
+	out := map[string]string{}
+	for _, name := range siteNames {
+		out[name] = echoUpstream(t, name).URL
+	}
+	return out
+}
+
+// dialSite makes a TLCP (or TLS) connection to the gateway for the server
+// name sni ("" sends none) and returns it with the name its certificate
+// was issued for.
+func dialTLCPSite(t testing.TB, s *Server, sni string, tc *tlcp.Config) (*tlcp.Conn, error) {
+	t.Helper()
+	if tc == nil {
+		tc = &tlcp.Config{}
+	}
+	tc.RootCAs = getPKI(t).roots
+	if sni != "" {
+		tc.ServerName, tc.SendServerName = sni, true
+	} else {
+		// Without SNI the client still checks a name: the default
+		// site's.
+		tc.ServerName = "api.example.cn"
+	}
+	d := &tlcp.Dialer{Config: tc, NetDialer: &net.Dialer{Timeout: 10 * time.Second}}
+	c, err := d.DialContext(context.Background(), "tcp", s.Addr("edge").String())
+	if err != nil {
+		return nil, err
+	}
+	return c.(*tlcp.Conn), nil
+}
+
+// siteGet sends GET / with Host over conn and returns the response and
+// the upstream that answered.
+func siteGet(t testing.TB, conn net.Conn, host string) (*http.Response, string) {
+	t.Helper()
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return conn, nil }}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", "http://"+host+"/", nil)
+	resp, err := (&http.Client{Transport: tr, Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	return resp, resp.Header.Get("X-Upstream")
+}
+
+func TestSitesBySNI(t *testing.T) {
+	p := getPKI(t)
+	sc := getSiteCerts(t)
+	var access testlog.Buffer
+	s := startServer(t, siteConfig(t, true, siteUpstreams(t)), slog.New(slog.NewJSONHandler(&access, nil)))
+	teller, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "teller-7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		sni, host, want string
+		cert            *tlcp.Certificate
+	}{
+		{"api.example.cn", "api.example.cn", "api", nil},
+		{"www.example.cn", "www.example.cn", "www", nil},
+		{"img.www.example.cn", "img.www.example.cn", "www", nil},
+		{"WWW.Example.CN", "www.example.cn:443", "www", nil},
+		{"pay.example.cn", "pay.example.cn", "pay", teller.Certificate()},
+		// No SNI: the default site.
+		{"", "api.example.cn", "api", nil},
+		{"", "10.0.0.1", "api", nil},
+	} {
+		t.Run("tlcp/"+tc.sni, func(t *testing.T) {
+			cfg := &tlcp.Config{}
+			if tc.cert != nil {
+				cfg.Certificates = []tlcp.Certificate{*tc.cert}
+			}
+			conn, err := dialTLCPSite(t, s, tc.sni, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := conn.ConnectionState().PeerCertificates[0].DNSNames[0]; got != tc.want+".example.cn" {
+				t.Errorf("certificate for %s, want %s's", got, tc.want)
+			}
+			resp, up := siteGet(t, conn, tc.host)
+			if resp.StatusCode != http.StatusCreated || up != tc.want {
+				t.Errorf("status %d from upstream %q, want 201 from %s", resp.StatusCode, up, tc.want)
+			}
+		})
+	}
+	for _, name := range siteNames {
+		t.Run("tls/"+name, func(t *testing.T) {
+			host := "x." + name + ".example.cn"
+			conn, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{RootCAs: sc.tlsRoots, ServerName: host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := conn.ConnectionState().PeerCertificates[0].DNSNames[0]; got != name+".example.cn" {
+				t.Errorf("certificate for %s, want %s's", got, name)
+			}
+			if resp, up := siteGet(t, conn, host); resp.StatusCode != http.StatusCreated || up != name {
+				t.Errorf("status %d from %q", resp.StatusCode, up)
+			}
+		})
+	}
+
+	// The client-authentication site refuses a client without a
+	// certificate, while its neighbours take it.
+	if _, err := dialTLCPSite(t, s, "pay.example.cn", nil); err == nil {
+		t.Error("pay: a TLCP client without a certificate was served")
+	}
+
+	// A Host naming another site than the handshake's: 421, and no
+	// upstream sees the request.
+	for _, tc := range []struct{ sni, host string }{
+		{"api.example.cn", "pay.example.cn"},
+		{"", "pay.example.cn"},
+		{"www.example.cn", "api.example.cn"},
+	} {
+		conn, err := dialTLCPSite(t, s, tc.sni, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, up := siteGet(t, conn, tc.host); resp.StatusCode != http.StatusMisdirectedRequest || up != "" {
+			t.Errorf("SNI %q, Host %s: status %d from %q, want 421", tc.sni, tc.host, resp.StatusCode, up)
+		}
+	}
+	conn, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{RootCAs: sc.tlsRoots, ServerName: "www.example.cn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := siteGet(t, conn, "pay.example.cn"); resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("TLS: status %d, want 421", resp.StatusCode)
+	}
+
+	// The site is in the metrics and the access log.
+	mf := scrape(t, s)
+	if v, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"site": "www", "protocol": "tlcp", "result": "ok"}); v < 3 {
+		t.Errorf("handshakes of site www over TLCP: %v", v)
+	}
+	if v, _ := metricValue(mf, "gmgate_request_duration_seconds", map[string]string{"listener": "edge", "site": "pay", "http_version": "1.1"}); v != 2 {
+		t.Errorf("requests of site pay: %v, want 2 (TLCP and TLS)", v)
+	}
+	testwait.For(t, "access lines", func() bool { return strings.Contains(access.String(), `"status":421`) })
+	if !strings.Contains(access.String(), `"site":"pay"`) || !strings.Contains(access.String(), `"http":"HTTP/1.1"`) {
+		t.Errorf("access log lacks the site or the HTTP version:\n%s", access.String())
+	}
+}
+
+// Without a default site, a name no site serves, or none, is refused
+// with unrecognized_name on both protocols.
+func TestSitesUnrecognizedName(t *testing.T) {
+	sc := getSiteCerts(t)
+	s, logs := startLogged(t, siteConfig(t, false, siteUpstreams(t)), nil)
+	for _, sni := range []string{"", "other.example.com"} {
+		_, err := dialTLCPSite(t, s, sni, nil)
+		var ae *tlcp.AlertError
+		if !errors.As(err, &ae) || !ae.Remote || ae.Alert != tlcp.AlertUnrecognizedName {
+			t.Errorf("TLCP, SNI %q: %v, want the unrecognized_name alert", sni, err)
+		}
+		cfg := &tls.Config{RootCAs: sc.tlsRoots, ServerName: sni, InsecureSkipVerify: sni == ""}
+		if _, err := tls.Dial("tcp", s.Addr("edge").String(), cfg); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+			t.Errorf("TLS, SNI %q: %v, want the unrecognized_name alert", sni, err)
+		}
+	}
+	testwait.For(t, "the refusals in the metrics", func() bool {
+		mf := scrape(t, s)
+		a, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "tlcp", "result": "alert_sent_unrecognized_name"})
+		b, _ := metricValue(mf, "gmgate_handshakes_total", map[string]string{"protocol": "tls", "result": "alert_sent_unrecognized_name"})
+		return a == 2 && b == 2
+	})
+	if !strings.Contains(logs.String(), `no site serves \"other.example.com\"`) {
+		t.Errorf("the log does not name the refused name:\n%s", logs)
+	}
+}
+
+// A session made on one site resumes there and nowhere else, over TLCP
+// and TLS (1.2 tickets and 1.3 PSKs).
+func TestSitesSessionsStayOnTheirSite(t *testing.T) {
+	s := startServer(t, siteConfig(t, true, siteUpstreams(t)), nil)
+	resumedTLCP := func(cache tlcp.ClientSessionCache, sni string) bool {
+		t.Helper()
+		conn, err := dialTLCPSite(t, s, sni, &tlcp.Config{ClientSessionCache: cache, InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// A request answered means the server's handshake, which caches
+		// the session, is over.
+		siteGet(t, conn, sni)
+		return conn.ConnectionState().DidResume
+	}
+	cache := &testsession.One[tlcp.ClientSessionState]{}
+	if resumedTLCP(cache, "api.example.cn") || !resumedTLCP(cache, "api.example.cn") {
+		t.Fatal("TLCP: the session does not resume on its own site")
+	}
+	if resumedTLCP(cache, "www.example.cn") {
+		t.Error("TLCP: a session of site api resumed on site www")
+	}
+
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		cache := &testsession.One[tls.ClientSessionState]{}
+		resumed := func(sni string) bool {
+			t.Helper()
+			conn, err := tls.Dial("tcp", s.Addr("edge").String(), &tls.Config{ServerName: sni, InsecureSkipVerify: true,
+				MinVersion: version, MaxVersion: version, ClientSessionCache: cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A TLS 1.3 ticket comes before the response.
+			siteGet(t, conn, sni)
+			return conn.ConnectionState().DidResume
+		}
+		name := fmt.Sprintf("TLS %x", version)
+		if resumed("api.example.cn") || !resumed("api.example.cn") {
+			t.Fatalf("%s: the session does not resume on its own site", name)
+		}
+		if resumed("www.example.cn") {
+			t.Errorf("%s: a session of site api resumed on site www", name)
+		}
+	}
+}
+
+// config check warns once per listener about the ECDHE suites listed
+// under client_auth none without client_ca, naming the sites; about a
+// listener whose sites have no default, which refuses every client that
+// sends no SNI; and about an IP address in hosts, which never arrives as
+// SNI.
+func TestSitesCheckWarnsWhatClientsTripOver(t *testing.T) {
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	has := func(res *CheckResult, path, text string) bool {
+		for _, w := range res.Warnings {
+			if w.Path == path && strings.Contains(w.String(), text) {
+				return true
+			}
+		}
+		return false
+	}
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range res.Warnings {
+		if strings.Contains(w.Msg, "ECDHE") || strings.Contains(w.Msg, "default") || strings.Contains(w.Msg, "IP address") {
+			t.Errorf("a plain site configuration warns: %s", w)
+		}
+	}
+	cfg = siteConfig(t, true, siteUpstreams(t))
+	ss := cfg.Listeners[0].Sites
+	ecdhe := 0
+	for j := range ss {
+		if tc := ss[j].TLCP; tc != nil && (tc.ClientAuth == "none" || tc.ClientAuth == "") && tc.ClientCA == "" {
+			tc.Suites, tc.SuitesDefaulted = []string{"ECC_SM4_CBC_SM3", "ECDHE_SM4_CBC_SM3"}, false
+			ecdhe++
+		}
+	}
+	defaultAt := -1
+	for j := range ss {
+		if ss[j].Default {
+			defaultAt = j
+			ss[j].Default = false
+		}
+	}
+	if defaultAt < 0 {
+		t.Fatal("the test configuration has no default site")
+	}
+	ss[0].Hosts = append(ss[0].Hosts, "10.0.0.5")
+	res, err = Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range res.Warnings {
+		if strings.Contains(w.Msg, "ECDHE") {
+			n++
+		}
+	}
+	if ecdhe == 0 || n != 1 {
+		t.Errorf("%d sites list ECDHE under client_auth none: %d ECDHE warnings, want 1: %v", ecdhe, n, res.Warnings)
+	}
+	if !has(res, cfg.Listeners[0].Path()+".sites", "no site is the default") {
+		t.Errorf("no warning about the missing default site: %v", res.Warnings)
+	}
+	if !has(res, fmt.Sprintf("%s.hosts[%d]", ss[0].Path(), len(ss[0].Hosts)-1), "10.0.0.5 is an IP address, which never arrives as a server name (SNI)") {
+		t.Errorf("no warning about the IP address in hosts: %v", res.Warnings)
+	}
+}
+
+// config check loads every site's certificates as serve does, names a
+// site's field in what it finds, and warns of an exact name of one site
+// under another's wildcard.
+func TestSitesCheck(t *testing.T) {
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	ss := cfg.Listeners[0].Sites
+	ss[0].Hosts = append(ss[0].Hosts, "img.www.example.cn")
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range res.Warnings {
+		if w.Path == ss[0].Path()+".hosts[2]" && strings.Contains(w.Msg, `under "*.www.example.cn" of `+strings.TrimPrefix(ss[1].Path(), cfg.Listeners[0].Path()+".")+` (www)`) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no overlap warning: %v", res.Warnings)
+	}
+	ss[2].TLS.Cert = ss[2].TLS.Cert + ".missing"
+	ss[1].TLCP.ClientCA = ss[1].TLCP.SignCert + ".missing"
+	ss[1].TLCP.ClientAuth = "verify_if_given"
+	_, err = Check(cfg, CheckOptions{Offline: true})
+	for _, want := range []string{ss[2].Path() + ".tls.cert", ss[1].Path() + ".tlcp.client_ca"} {
+		if err == nil || !strings.Contains(err.Error(), want+":") {
+			t.Errorf("check: %v, want a problem at %s", err, want)
+		}
+	}
+}
