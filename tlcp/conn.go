@@ -1,5 +1,11 @@
 package tlcp
 
+// The connection: the record layer (reading, writing, batching, alerts,
+// buffers given back when idle) and the Conn API. It is one file, longer
+// than most, for the reason crypto/tls's conn.go is: the read and write
+// paths share the connection's state and locks, and split across files
+// they would be read apart from the invariants they keep together.
+
 import (
 	"bytes"
 	"context"

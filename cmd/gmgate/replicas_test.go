@@ -1,5 +1,11 @@
 package main
 
+// Several gmgate serve processes sharing sessions through Redis, end to
+// end: one Redis, a hung one, a full one, a Redis Cluster, Sentinel and
+// TLS. The file is longer than most because the scenarios share one
+// harness (replicas, Redis instances, a handshaking client) that is read
+// best beside them; each scenario is one test function.
+
 import (
 	"bufio"
 	"context"

@@ -1,5 +1,10 @@
 package tls13
 
+// The connection: the TLS 1.3 record layer (inner content types,
+// padding, KeyUpdate, pooled buffers) and the Conn API. One file, longer
+// than most, for the reason tlcp's conn.go is: the read and write paths
+// share the connection's state and locks.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,9 @@
 package tls13
 
+// Every handshake message's encoding and decoding, side by side: one file,
+// longer than most, so that a field's wire form is checked against the
+// same message's other direction and against the fuzz targets beside it.
+
 import (
 	"golang.org/x/crypto/cryptobyte"
 )
