@@ -225,17 +225,21 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 		o.mu.Unlock()
 
 		r, expires, err := o.fetch(ctx, responder, id, leaf, issuer, base)
+		// The outcome goes into the cache before the call leaves
+		// inflight: a check between the two would find neither and
+		// ask the responder again.
+		if err != nil {
+			var st SourceState
+			r, st = o.failed(base, key, err)
+			o.setState(responder, st, err)
+		} else {
+			o.setState(responder, SourceOK, nil)
+			o.store(&ocspEntry{key: key, result: r, expires: expires, refreshAt: minTime(expires, o.opts.Now().Add(o.opts.Refresh))})
+		}
 		o.mu.Lock()
 		delete(o.inflight, key)
 		close(call.done)
 		o.mu.Unlock()
-		if err != nil {
-			r, st := o.failed(base, key, err)
-			o.setState(responder, st, err)
-			return r
-		}
-		o.setState(responder, SourceOK, nil)
-		o.store(&ocspEntry{key: key, result: r, expires: expires, refreshAt: minTime(expires, o.opts.Now().Add(o.opts.Refresh))})
 		return r
 	}
 }

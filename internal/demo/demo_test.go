@@ -14,6 +14,7 @@ import (
 
 	"github.com/gmgate/gmgate/internal/probe"
 	"github.com/gmgate/gmgate/proxy"
+	"github.com/gmgate/gmgate/tlcp"
 	"go.uber.org/goleak"
 )
 
@@ -47,7 +48,7 @@ func TestDemoRunAndProbe(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: probe: %v", round, err)
 		}
-		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "through gmgate with tlcp (ECC_SM4_GCM_SM3)") {
+		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "through gmgate with tlcp ("+tlcp.CipherSuiteName(tlcp.DefaultCipherSuites[0])+")") {
 			t.Errorf("round %d: %d %s", round, res.Status, res.Body)
 		}
 		if !res.Resumed() {

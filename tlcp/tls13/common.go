@@ -92,6 +92,14 @@ var DefaultCurvePreferences = []CurveID{CurveSM2MLKEM768, CurveSM2}
 
 func supportedGroup(c CurveID) bool { return c == CurveSM2 || c == CurveSM2MLKEM768 }
 
+// usableGroup reports whether this process can compute c's key exchange:
+// the hybrid needs a CPU that gmsm's ML-KEM code runs on (mlkemUsable).
+// supportedGroup, not this, decides whether a hello is TLS 1.3 with SM
+// (route.go), so that the answer does not depend on the CPU.
+func usableGroup(c CurveID) bool {
+	return c == CurveSM2 || c == CurveSM2MLKEM768 && mlkemUsable
+}
+
 // Distinguishing identifiers of SM2 signatures (GB/T 32918.2 "ID").
 const (
 	// DefaultSignatureID is the ID of sm2sig_sm3 CertificateVerify

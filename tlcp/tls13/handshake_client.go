@@ -113,7 +113,7 @@ func (hs *clientHandshakeState) makeClientHello() error {
 		hasKeyShare:         true,
 	}
 	for _, g := range cfg.curvePreferences() {
-		if supportedGroup(g) {
+		if usableGroup(g) {
 			hello.supportedGroups = append(hello.supportedGroups, g)
 		}
 	}

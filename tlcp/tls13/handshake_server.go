@@ -182,7 +182,7 @@ func (hs *serverHandshakeState) processClientHello() error {
 	// client supports.
 	var retryGroup CurveID
 	for _, g := range hs.config.curvePreferences() {
-		if !supportedGroup(g) || !slices.Contains(ch.supportedGroups, g) {
+		if !usableGroup(g) || !slices.Contains(ch.supportedGroups, g) {
 			continue
 		}
 		if retryGroup == 0 {

@@ -181,3 +181,12 @@ func (fakeAddrConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: 
 func (fakeAddrConn) SetDeadline(time.Time) error      { return nil }
 func (fakeAddrConn) SetReadDeadline(time.Time) error  { return nil }
 func (fakeAddrConn) SetWriteDeadline(time.Time) error { return nil }
+
+// requireHybrid skips a test that needs curveSM2MLKEM768 on a CPU where
+// this build leaves the hybrid out (mlkemUsable).
+func requireHybrid(t *testing.T) {
+	t.Helper()
+	if !mlkemUsable {
+		t.Skip("curveSM2MLKEM768 is disabled on this CPU: gmsm's ML-KEM code needs the ARMv8.1 SQRDMLAH instruction")
+	}
+}

@@ -28,6 +28,9 @@ func connectAndRead(t *testing.T, scfg, ccfg *Config) (cli, srv ConnectionState,
 func TestResumption(t *testing.T) {
 	for _, group := range []CurveID{CurveSM2, CurveSM2MLKEM768} {
 		t.Run(group.String(), func(t *testing.T) {
+			if group == CurveSM2MLKEM768 {
+				requireHybrid(t)
+			}
 			scfg, ccfg := serverConfig(t), clientConfig(t)
 			ccfg.CurvePreferences = []CurveID{group}
 			ccfg.NextProtos = []string{"h2"}
@@ -54,6 +57,7 @@ func TestResumption(t *testing.T) {
 }
 
 func TestResumptionWithRetry(t *testing.T) {
+	requireHybrid(t)
 	scfg, ccfg := serverConfig(t), clientConfig(t)
 	ccfg.ClientSessionCache = NewLRUClientSessionCache(4)
 	if _, _, cerr, serr := connectAndRead(t, scfg, ccfg); cerr != nil || serr != nil {
