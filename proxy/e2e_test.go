@@ -85,7 +85,7 @@ func TestHTTPOverTLCP(t *testing.T) {
 		"X-Forwarded-Host":  "api.example.cn",
 		"Forwarded":         "for=127.0.0.1;host=api.example.cn;proto=https",
 		"X-Tlcp-Protocol":   "tlcp",
-		"X-Tlcp-Suite":      "ECC_SM4_GCM_SM3",
+		"X-Tlcp-Suite":      tlcp.CipherSuiteName(tlcp.DefaultCipherSuites[0]),
 		"X-Tlcp-Resumed":    "false",
 		"X-Hop":             "",
 		"X-Client-Subject":  "",
