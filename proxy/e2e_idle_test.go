@@ -164,7 +164,7 @@ func TestParkedConnectionsKeepIdleTimeout(t *testing.T) {
 }
 
 // streamingUpstream answers at once, while the request body may still be
-// on its way, with ?ticks= lines 50 ms apart, then "done", or with ?hang
+// on its way, with ?ticks= lines 100 ms apart, then "done", or with ?hang
 // nothing more until the request ends.
 func streamingUpstream(t *testing.T, h2c bool) *httptest.Server {
 	// An HTTP/1 server does not watch a full-duplex request's connection
@@ -180,7 +180,7 @@ func streamingUpstream(t *testing.T, h2c bool) *httptest.Server {
 			_, _ = io.WriteString(w, "tick\n")
 			_ = ctl.Flush()
 			select {
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(100 * time.Millisecond):
 			case <-r.Context().Done():
 				return
 			}
@@ -210,7 +210,10 @@ func streamingUpstream(t *testing.T, h2c bool) *httptest.Server {
 // only listens) is not cut while the response keeps coming; a stream
 // quiet both ways is.
 func TestRequestBodyIdleCountsResponse(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	// A second of idle: ten ticks of the response fit in it, so that a
+	// slow scheduler (a loaded CI machine, an emulated CPU) delaying one
+	// tick does not look like a quiet stream.
+	const idle = time.Second
 	p := getPKI(t)
 	for _, tc := range []struct {
 		name   string
@@ -257,8 +260,8 @@ func TestRequestBodyIdleCountsResponse(t *testing.T) {
 				return got.String(), err
 			}
 
-			// 30 lines, 1.5 s in all: five times request_body.
-			if got, err := call("ticks=30"); err != nil || got != strings.Repeat("tick\n", 30)+"done\n" {
+			// 25 lines, 2.5 s in all: two and a half times request_body.
+			if got, err := call("ticks=25"); err != nil || got != strings.Repeat("tick\n", 25)+"done\n" {
 				t.Errorf("a quiet client of a moving response: %q, %v; want the whole response", got, err)
 			}
 			got, err := call("ticks=1&hang")
