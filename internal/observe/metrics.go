@@ -52,6 +52,11 @@ type Metrics struct {
 	// not look its labels up again.
 	handshakeSeries sync.Map // handshakeLabels -> *handshakeHandles
 	resumedSeries   sync.Map // protocol -> prometheus.Counter
+
+	// gmCapable counts TLS ClientHellos that offered TLCP suites
+	// (gmcapable.go), with its series' handles by labels.
+	gmCapable       *prometheus.CounterVec
+	gmCapableSeries sync.Map // gmCapableLabels -> prometheus.Counter
 }
 
 type handshakeLabels struct{ protocol, suite, site, result string }
@@ -148,7 +153,9 @@ func NewMetrics() *Metrics {
 		Name: "gmgate_accel_pool_in_use",
 		Help: "Backend sessions in use.",
 	}, []string{"backend"})
+	m.gmCapable = newGMCapableCounter()
 	m.Registry.MustRegister(
+		m.gmCapable,
 		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
 		m.handshakesResumed, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
 		m.UpstreamConnsInUse, m.UpstreamWaiting, m.UpstreamRefused,
