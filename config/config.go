@@ -163,6 +163,9 @@ type Listener struct {
 	// ticket keys with the other replicas through the session store (for
 	// every site of the listener, each under its own context and keys).
 	SharedSessions bool `yaml:"shared_sessions,omitempty"`
+	// GMCapableTLSClients is the flat form's gm_capable_tls_clients
+	// (Site.GMCapableTLSClients).
+	GMCapableTLSClients string `yaml:"gm_capable_tls_clients,omitempty"`
 	// Sites are the listener's identities, chosen by the name a client
 	// asks for (SNI); each has its own certificates, client
 	// authentication, sessions and routes.
@@ -196,6 +199,10 @@ type Site struct {
 	// SessionHeaders replace the listener's session_headers for this
 	// site.
 	SessionHeaders *SessionHeaders `yaml:"session_headers"`
+	// GMCapableTLSClients is what a TLS ClientHello offering TLCP suites
+	// (a GM browser's first hello) gets from a site with a TLCP identity:
+	// GMCapableTLCP (the default) or GMCapableTLS (gmcapable.go).
+	GMCapableTLSClients string `yaml:"gm_capable_tls_clients,omitempty"`
 
 	// Implicit marks the one site of the flat form, which answers for
 	// every name and whose fields are the listener's.
@@ -214,7 +221,8 @@ func (l *Listener) SiteList() []Site {
 	return []Site{{
 		Name: DefaultSiteName, Default: true, Implicit: true,
 		TLCP: l.TLCP, TLS: l.TLS, Routes: l.Routes, SessionHeaders: &l.SessionHeaders,
-		path: l.path,
+		GMCapableTLSClients: l.GMCapableTLSClients,
+		path:                l.path,
 	}}
 }
 

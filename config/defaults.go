@@ -119,11 +119,13 @@ func Defaults(c *Config) {
 		defaultHeaders(&l.SessionHeaders)
 		if len(l.Sites) == 0 {
 			c.defaultSite(l.TLCP, l.TLS, l.Routes)
+			defaultGMCapable(l.Protocol, l.TLCP, &l.GMCapableTLSClients)
 			continue
 		}
 		for j := range l.Sites {
 			site := &l.Sites[j]
 			c.defaultSite(site.TLCP, site.TLS, site.Routes)
+			defaultGMCapable(l.Protocol, site.TLCP, &site.GMCapableTLSClients)
 			if site.SessionHeaders == nil {
 				h := l.SessionHeaders
 				site.SessionHeaders = &h

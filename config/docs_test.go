@@ -312,6 +312,7 @@ func TestConfigDocKeysRefuseWrongValues(t *testing.T) {
 		"listeners.tls.min_version": true, "listeners.tls.acme.challenges": true,
 		"listeners.tls.acme.key_type": true, "upstreams.NAME.policy": true,
 		"upstreams.NAME.tlcp.profile": true, "upstreams.NAME.tlcp.suites": true,
+		"listeners.gm_capable_tls_clients": true, "listeners.sites.gm_capable_tls_clients": true,
 	}
 	durationType := reflect.TypeOf(Duration(0))
 	for _, k := range keys {

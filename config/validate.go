@@ -178,6 +178,11 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && l.HTTP2 != nil && *l.HTTP2 {
 		v.add(p+".http2", "an "+l.Protocol+" listener does not offer HTTP/2", "remove http2")
 	}
+	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && l.GMCapableTLSClients != "" {
+		v.add(p+"."+gmCapableKey, "an "+l.Protocol+" listener makes no TLCP or TLS handshakes", "remove "+gmCapableKey)
+	} else {
+		v.gmCapable(p+"."+gmCapableKey, l.GMCapableTLSClients)
+	}
 	v.sessionHeaders(p+".session_headers", l.SessionHeaders)
 	if len(l.Sites) == 0 {
 		if len(l.Routes) == 0 && !l.RedirectHTTPS {
@@ -224,7 +229,7 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"tlcp", l.TLCP != nil}, {"tls", l.TLS != nil}, {"routes", len(l.Routes) > 0}} {
+	}{{"tlcp", l.TLCP != nil}, {"tls", l.TLS != nil}, {"routes", len(l.Routes) > 0}, {gmCapableKey, l.GMCapableTLSClients != ""}} {
 		if f.set {
 			v.add(p+"."+f.name, "a listener with sites keeps its "+f.name+" in each site", "move it under the site it belongs to, or remove sites to serve one identity")
 		}
@@ -311,6 +316,7 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 		if site.SessionHeaders != nil {
 			v.sessionHeaders(sp+".session_headers", *site.SessionHeaders)
 		}
+		v.gmCapable(sp+"."+gmCapableKey, site.GMCapableTLSClients)
 		if len(site.Routes) == 0 {
 			v.add(sp+".routes", "the site has no route", "add routes: with at least one upstream")
 		}

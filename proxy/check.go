@@ -315,6 +315,7 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 				"bind it to 127.0.0.1 for local applications, or keep the port behind a firewall"))
 		}
 	}
+	out = append(out, config.GMCapableWarnings(cfg)...)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
 		if t := cfg.Upstreams[name].TLCP; t != nil && t.InsecureSkipVerify {
 			out = append(out, cfg.Problem("upstreams."+name+".tlcp.insecure_skip_verify",

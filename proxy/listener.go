@@ -247,6 +247,7 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	info, site, established, err := edge.Handshake(ctx, st.protocol, st.sites, st.tls, st.tlcp, detected, conn)
 	st.handshakes.Release()
 	d := time.Since(start)
+	s.metrics.GMCapableHello(rl.name, info.Site, info.GMCapableHello)
 	if err != nil {
 		s.handshakeFailed(rl, client, info, err, d)
 		tc.Close()

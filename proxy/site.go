@@ -95,6 +95,7 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*route.Site, error) {
 			return nil, err
 		}
 		st.TLCP = tc
+		st.GMCapableTLCP = sc.GMCapableTLSClients != config.GMCapableTLS
 	}
 	if sp.servesTLS() {
 		tc, err := s.siteTLS(sp, gen, protos)

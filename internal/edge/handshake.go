@@ -66,20 +66,22 @@ func OuterTLS(t *route.SiteTable) *tls.Config {
 const errNoTLSCertificates = "tls: no certificates configured"
 
 // handshake runs the handshake of the listener's protocol, or on an auto
-// listener of the protocol the client's first record header names, and
-// returns the site it was made for. info.protocol (and info.sni and
+// listener of the protocol the client's first record header names (TLCP
+// for a GM-capable TLS hello its site takes, gmcapable.go), and returns the site it was made for. info.protocol (and info.sni and
 // info.site, once the ClientHello chose them) are set as far as they are
 // known, even on failure.
 // protocol is the listener's; tlsConf and tlcpConf start its handshakes
 // (outerTLS, outerTLCP of sites).
 func Handshake(ctx context.Context, protocol string, sites *route.SiteTable, tlsConf *tls.Config, tlcpConf *tlcp.Config, detected WireProtocol, c net.Conn) (*forward.ConnInfo, *route.Site, net.Conn, error) {
 	info := &forward.ConnInfo{Protocol: "unknown"}
+	gm := classifyGMCapable(protocol, sites, detected, c)
+	gm.note(info)
 	proto := WireTLCP
 	switch protocol {
 	case config.ProtocolTLS:
 		proto = WireTLS
 	case config.ProtocolAuto:
-		proto = detected
+		proto = gm.wire(detected)
 	}
 	if proto == WireTLS {
 		info.Protocol = "tls"
@@ -110,7 +112,7 @@ func Handshake(ctx context.Context, protocol string, sites *route.SiteTable, tls
 		return info, site, tc, nil
 	}
 	info.Protocol = "tlcp"
-	tc := tlcp.Server(c, tlcpConf)
+	tc := gm.tlcpServer(c, tlcpConf)
 	err := tc.HandshakeContext(ctx)
 	cs := tc.ConnectionState()
 	info.SNI = cs.ServerName
@@ -172,6 +174,9 @@ func HandshakeFailed(log *slog.Logger, failLog *observe.RateLimitedLog, m *obser
 	}
 	if dir, alert, ok := observe.HandshakeAlert(err); ok {
 		attrs = append(attrs, slog.String("alert_"+dir, alert))
+	}
+	if info.GMCapableHello != "" {
+		attrs = append(attrs, slog.String("gm_capable_tls_hello", info.GMCapableHello))
 	}
 	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", observe.Millis(d)))
 	if errors.Is(err, io.EOF) {

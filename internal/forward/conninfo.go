@@ -40,6 +40,9 @@ type ConnInfo struct {
 	AmbiguousFraming atomic.Bool
 	// clientVerified is set when the client's certificate was verified.
 	clientVerified bool
+	// GMCapableHello is set when the ClientHello was a TLS hello that
+	// offered TLCP suites, to what it got: tlcp, tls or refused.
+	GMCapableHello string
 
 	clientOnce sync.Once
 	clientText string
@@ -92,6 +95,9 @@ func (ci *ConnInfo) Fields(w observe.FieldWriter) {
 	w.Str("suite", ci.Suite)
 	w.Bool("resumed", ci.Resumed)
 	w.Float("handshake_ms", observe.Millis(ci.Handshake))
+	if ci.GMCapableHello != "" {
+		w.Str("gm_capable_tls_hello", ci.GMCapableHello)
+	}
 }
 
 // clientString is the client's address as text, made once per

@@ -41,6 +41,9 @@ type Site struct {
 	Forwarding *forward.HeaderPolicy
 	// requests observe request durations by HTTP version (1.x, 2).
 	Requests [2]prometheus.Observer
+	// GMCapableTLCP answers a TLS ClientHello that offers TLCP suites in
+	// TLCP (gm_capable_tls_clients: tlcp); only a site with TLCP can.
+	GMCapableTLCP bool
 }
 
 // httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
