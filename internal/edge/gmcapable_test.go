@@ -14,7 +14,7 @@ import (
 
 // gmHello reads a ClientHello vector of tlcp/testdata/gm-capable-hellos
 // (its records, in hex).
-func gmHello(t *testing.T, file string) []byte {
+func gmHello(t testing.TB, file string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "tlcp", "testdata", "gm-capable-hellos", file))
 	if err != nil {
@@ -109,5 +109,20 @@ func TestClassifyGMCapable(t *testing.T) {
 				t.Errorf("%s on %s: outcome %q", tc.name, protocol, ch.outcome)
 			}
 		}
+	}
+}
+
+// BenchmarkClassifyGMCapable is what every TLS hello on a tlcp or auto
+// listener now costs before its handshake: a parse of the bytes read.
+func BenchmarkClassifyGMCapable(b *testing.B) {
+	sites := route.NewSiteTable([]*route.Site{{Name: "gm", Hosts: []string{"server.test"}, TLCP: &tlcp.Config{}, GMCapableTLCP: true}})
+	for _, file := range []string{"360-chromium86-gm-last.hex", "chromium86-no-gm.hex"} {
+		b.Run(file, func(b *testing.B) {
+			wire := gmHello(b, file)
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = classifyGMCapable(config.ProtocolAuto, sites, WireTLS, &ReplayConn{Prefix: wire})
+			}
+		})
 	}
 }
