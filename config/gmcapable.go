@@ -43,8 +43,8 @@ func (v *validator) gmCapable(path, value string) {
 	}
 }
 
-// GMCapableWarnings are the gm_capable_tls_clients settings of cfg that
-// have no effect: on a site (or flat-form listener) without a TLCP
+// GMCapableWarnings are the gm_capable_tls_clients settings of cfg's file
+// that have no effect: on a site (or flat-form listener) without a TLCP
 // identity, every TLS hello goes to TLS whatever the setting says. They
 // serve, so they are warnings, not problems.
 func GMCapableWarnings(cfg *Config) []Problem {
@@ -55,14 +55,17 @@ func GMCapableWarnings(cfg *Config) []Problem {
 			continue // refused by the validator
 		}
 		for _, site := range l.SiteList() {
-			if site.GMCapableTLSClients == "" || servesTLCP(l.Protocol, site.TLCP) {
+			path := Field(site.Path(), gmCapableKey)
+			// Where the file sets it: a configuration built in code may
+			// hold the default of a protocol it had before.
+			if !cfg.InFile(path) || servesTLCP(l.Protocol, site.TLCP) {
 				continue
 			}
 			why, fix := "the site has no tlcp section", "remove it, or give the site its TLCP certificates (a tlcp section)"
 			if l.Protocol == ProtocolTLS {
 				why, fix = "a tls listener speaks no TLCP", "remove it, or set protocol: auto and add the TLCP certificates (a tlcp section)"
 			}
-			out = append(out, cfg.Problem(Field(site.Path(), gmCapableKey),
+			out = append(out, cfg.Problem(path,
 				fmt.Sprintf("has no effect: %s, so TLS clients that offer TLCP suites get TLS", why), fix))
 		}
 	}

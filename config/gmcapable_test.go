@@ -131,3 +131,23 @@ upstreams:
 		}
 	}
 }
+
+// A configuration built in code keeps the default of the protocol a
+// listener had before it was changed: that is not a setting to refuse.
+func TestGMCapableDefaultOfAnotherProtocol(t *testing.T) {
+	c := &Config{
+		Listeners: []Listener{{Name: "edge", Listen: "127.0.0.1:0", TLCP: &TLCP{SignCert: "s.crt", SignKey: "s.key", EncCert: "e.crt", EncKey: "e.key"}, Routes: []Route{{Upstream: "app"}}}},
+		Upstreams: map[string]*Upstream{"app": {Targets: []string{"http://127.0.0.1:8080"}}},
+	}
+	Defaults(c)
+	if c.Listeners[0].GMCapableTLSClients != GMCapableTLCP {
+		t.Fatalf("default %q", c.Listeners[0].GMCapableTLSClients)
+	}
+	c.Listeners[0].Protocol, c.Listeners[0].TLCP, c.Listeners[0].HTTP2 = ProtocolHTTP, nil, nil
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if w := GMCapableWarnings(c); len(w) != 0 {
+		t.Errorf("warnings %v", w)
+	}
+}

@@ -178,7 +178,9 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && l.HTTP2 != nil && *l.HTTP2 {
 		v.add(p+".http2", "an "+l.Protocol+" listener does not offer HTTP/2", "remove http2")
 	}
-	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && l.GMCapableTLSClients != "" {
+	// Only where the file sets it: a configuration built in code may hold
+	// the default of the protocol it had before.
+	if (l.Protocol == ProtocolHTTP || l.Protocol == ProtocolTCP) && v.idx.has(p+"."+gmCapableKey) {
 		v.add(p+"."+gmCapableKey, "an "+l.Protocol+" listener makes no TLCP or TLS handshakes", "remove "+gmCapableKey)
 	} else {
 		v.gmCapable(p+"."+gmCapableKey, l.GMCapableTLSClients)
