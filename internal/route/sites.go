@@ -10,6 +10,7 @@ import (
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,6 +42,14 @@ type Site struct {
 	Forwarding *forward.HeaderPolicy
 	// requests observe request durations by HTTP version (1.x, 2).
 	Requests [2]prometheus.Observer
+
+	// tls13 serves TLS 1.3 ClientHellos that offer the ShangMi suites
+	// (RFC 8998) with the site's SM2 signing pair; nil when the site
+	// serves none. tls13Preferred says whether it serves those that
+	// offer the standard TLS 1.3 suites too (tls13_shangmi: prefer) or
+	// only those that offer nothing else (accept).
+	TLS13          *tls13.Config
+	TLS13Preferred bool
 }
 
 // httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
