@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,10 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"golang.org/x/sys/cpu"
 
 	"github.com/gmgate/gmgate/certs/pki"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/testlog"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp"
@@ -291,4 +294,210 @@ func TestShangMiOff(t *testing.T) {
 		t.Error("a TLS 1.3 ShangMi client was served with tls13_shangmi: off")
 	}
 	mustServeTLCP(t, p, s)
+}
+
+// A TLS 1.3 ShangMi client that chooses h2 by ALPN speaks HTTP/2.
+func TestShangMiHTTP2(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	var access testlog.Buffer
+	s := startServer(t, testConfig(p, up.URL), slog.New(slog.NewJSONHandler(&access, nil)))
+	var mu sync.Mutex
+	var chosen []string
+	tr := &http.Transport{Protocols: &http.Protocols{}, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := &tls13.Dialer{Config: &tls13.Config{RootCAs: p.roots, ServerName: "localhost", NextProtos: []string{"h2"}}}
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		chosen = append(chosen, c.(*tls13.Conn).ConnectionState().NegotiatedProtocol)
+		mu.Unlock()
+		return c, nil
+	}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tlcpRoundTripper{tr}}
+	resp, err := client.Get(gatewayURL(s, "/over-h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.ProtoMajor != 2 || len(chosen) != 1 || chosen[0] != "h2" {
+		t.Fatalf("response over %s, ALPN %q", resp.Proto, chosen)
+	}
+	if line := accessLine(t, &access, "/over-h2"); line["http"] != "HTTP/2.0" || line["protocol"] != "tls1.3-sm" {
+		t.Errorf("access log: %v", line)
+	}
+}
+
+// smResumes sends a request to s over TLS 1.3 ShangMi with cache and
+// reports whether the handshake resumed.
+func smResumes(t *testing.T, p *testPKI, s *Server, cfg *tls13.Config) bool {
+	t.Helper()
+	c := newShangMiClient(t, p, cfg)
+	getEchoed(t, c.Client, gatewayURL(s, "/"))
+	return c.last().DidResume
+}
+
+// TLS 1.3 ShangMi tickets resume on another replica with
+// shared_sessions (their keys derive from the session store's), not on a
+// replica without it, survive a reload, and stop resuming when the
+// site's client certificate policy changes.
+func TestShangMiTicketsAcrossReplicas(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app").URL
+	mr := miniredis.RunT(t)
+	keys := writeKeys(t, tempDir(t), "keys", testSealKey1)
+	s1 := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+	s2 := startServer(t, sharedConfig(p, up, mr.Addr(), keys), nil)
+	private := sharedConfig(p, up, mr.Addr(), keys)
+	private.Listeners[0].SharedSessions = false
+	s3 := startServer(t, private, nil)
+
+	cfg := &tls13.Config{ClientSessionCache: tls13.NewLRUClientSessionCache(4)}
+	if smResumes(t, p, s1, cfg) {
+		t.Fatal("the first handshake resumed")
+	}
+	if !smResumes(t, p, s2, cfg) {
+		t.Fatal("a ticket from replica 1 did not resume on replica 2")
+	}
+	if smResumes(t, p, s3, cfg) {
+		t.Fatal("a listener without shared_sessions resumed another replica's ticket")
+	}
+	// s3's own ticket resumes on s3 after a reload of the same
+	// configuration: its key is kept.
+	if err := s3.Reload(private); err != nil {
+		t.Fatal(err)
+	}
+	if !smResumes(t, p, s3, cfg) {
+		t.Fatal("a ticket did not resume after a reload")
+	}
+	// A stricter client certificate policy: the ticket made under the
+	// laxer one does not resume.
+	strict := sharedConfig(p, up, mr.Addr(), keys)
+	strict.Listeners[0].SharedSessions = false
+	strict.Listeners[0].TLCP.ClientAuth, strict.Listeners[0].TLCP.ClientCA = "verify_if_given", p.dual.CACert
+	if err := s3.Reload(strict); err != nil {
+		t.Fatal(err)
+	}
+	if smResumes(t, p, s3, cfg) {
+		t.Fatal("a ticket made without client authentication resumed under verify_if_given")
+	}
+}
+
+// fragmentingConn splits the records of its first write into records of
+// at most size bytes, as a client that sends its ClientHello in many
+// records does.
+type fragmentingConn struct {
+	net.Conn
+	size int
+	done bool
+}
+
+func (c *fragmentingConn) Write(b []byte) (int, error) {
+	if c.done {
+		return c.Conn.Write(b)
+	}
+	c.done = true
+	var out []byte
+	for rest := b; len(rest) >= 5; {
+		n := int(rest[3])<<8 | int(rest[4])
+		out = append(out, records([2]byte{rest[1], rest[2]}, rest[5:5+n], c.size)...)
+		rest = rest[5+n:]
+	}
+	if _, err := c.Conn.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Hostile and unusual first flights of TLS 1.3 ShangMi clients: a hello
+// split into many records is served; a malformed record after the hello
+// ends the handshake with an alert; a client that stops after its hello
+// is cut off at the handshake timeout; none of them leaks a goroutine
+// (TestMain checks).
+func TestShangMiHostileFirstFlights(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Timeouts.Handshake = config.Duration(time.Second)
+	s := startServer(t, cfg, nil)
+	addr := s.Addr("edge").String()
+	result := func(r string) float64 {
+		v, _ := metricValue(scrape(t, s), "gmgate_handshakes_total", map[string]string{"protocol": "tls1.3-sm", "result": r})
+		return v
+	}
+
+	t.Run("hello in many records", func(t *testing.T) {
+		raw, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		c := tls13.Client(&fragmentingConn{Conn: raw, size: 16}, &tls13.Config{RootCAs: p.roots, ServerName: "localhost", CurvePreferences: []tls13.CurveID{tls13.CurveSM2}})
+		if err := c.Handshake(); err != nil {
+			t.Fatal(err)
+		}
+		if st := c.ConnectionState(); st.Group != tls13.CurveSM2 {
+			t.Fatalf("state %+v", st)
+		}
+	})
+
+	// The first flight of a ShangMi client, as records.
+	hello := func(t *testing.T) []byte {
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			defer b.Close()
+			_ = tls13.Client(b, &tls13.Config{RootCAs: p.roots, ServerName: "localhost"}).Handshake()
+		}()
+		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, h, err := edge.ReadClientHello(a, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	t.Run("malformed record after the hello", func(t *testing.T) {
+		before := result("alert_sent_unexpected_message") + result("alert_sent_bad_record_MAC") + result("alert_sent_decode_error")
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// A handshake record where the client's protected Finished
+		// should come, with a body that is no handshake message.
+		flight := append(hello(t), 22, 3, 3, 0, 3, 0xff, 0xff, 0xff)
+		if _, err := c.Write(flight); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatalf("the server did not close the connection: %v", err)
+		}
+		testwait.For(t, "the handshake counted as failed with an alert", func() bool {
+			return result("alert_sent_unexpected_message")+result("alert_sent_bad_record_MAC")+result("alert_sent_decode_error") > before
+		})
+	})
+
+	t.Run("silent after the hello", func(t *testing.T) {
+		before := result("timeout")
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(hello(t)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Fatalf("the server did not close the connection: %v", err)
+		}
+		testwait.For(t, "the handshake counted as timed out", func() bool { return result("timeout") > before })
+	})
 }
