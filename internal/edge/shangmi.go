@@ -37,11 +37,11 @@ type shangMiHello struct {
 // TLS 1.3 ShangMi, and for which site. ok false leaves it to crypto/tls.
 func routeShangMi(sites *route.SiteTable, c net.Conn) (h shangMiHello, ok bool) {
 	rc, isReplay := c.(*ReplayConn)
-	if !isReplay {
+	if !isReplay || !sites.ServesTLS13 {
 		return h, false
 	}
 	msg := helloMessage(rc.Prefix)
-	if msg == nil {
+	if msg == nil || !offersShangMiSuite(msg) {
 		return h, false
 	}
 	hello, parsed := tls13.ParseClientHello(msg)
@@ -57,7 +57,7 @@ func routeShangMi(sites *route.SiteTable, c net.Conn) (h shangMiHello, ok bool) 
 	case site == nil:
 		// A client that offers only ShangMi learns that the name is
 		// unknown in its own protocol; crypto/tls answers the others so.
-		return h, tls13.OffersOnlyShangMi(hello) && servesShangMi(sites)
+		return h, tls13.OffersOnlyShangMi(hello)
 	case site.TLS13 == nil:
 		return h, false
 	case site.TLS13Preferred, site.TLS == nil, tls13.OffersOnlyShangMi(hello):
@@ -67,11 +67,26 @@ func routeShangMi(sites *route.SiteTable, c net.Conn) (h shangMiHello, ok bool) 
 	return h, false
 }
 
-// servesShangMi reports whether any site of the listener serves TLS 1.3
-// ShangMi.
-func servesShangMi(sites *route.SiteTable) bool {
-	for _, s := range sites.Sites {
-		if s.TLS13 != nil {
+// offersShangMiSuite reports whether a ClientHello message lists a
+// ShangMi suite (TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3): a look at its cipher
+// suites alone, so that the hellos of other clients (nearly all) are not
+// parsed twice. A hello too short to say is not one.
+func offersShangMiSuite(msg []byte) bool {
+	at := 4 + 2 + 32 // header, legacy_version, random
+	if len(msg) <= at {
+		return false
+	}
+	at += 1 + int(msg[at]) // legacy_session_id
+	if len(msg) < at+2 {
+		return false
+	}
+	n := int(msg[at])<<8 | int(msg[at+1])
+	suites := msg[at+2:]
+	if n > len(suites) {
+		return false
+	}
+	for i := 0; i+1 < n; i += 2 {
+		if id := uint16(suites[i])<<8 | uint16(suites[i+1]); id == tls13.TLS_SM4_GCM_SM3 || id == tls13.TLS_SM4_CCM_SM3 {
 			return true
 		}
 	}

@@ -2,8 +2,11 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"errors"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -137,7 +140,17 @@ func FuzzHelloMessage(f *testing.F) {
 	f.Add([]byte{22, 3, 1, 0xff, 0xff, 1})
 	f.Add([]byte{23, 3, 3, 0, 1, 0})
 	f.Add(inRecords([]byte{1, 0, 0, 5, 1, 2, 3, 4, 5}, 2))
+	msg := helloMessage(shangMiFlight(f, "sm.example"))
+	f.Add(msg)
+	f.Add(withStandardSuite(f, msg))
 	f.Fuzz(func(t *testing.T, flight []byte) {
+		// The quick look at the suites agrees with the whole parse.
+		if hello, ok := tls13.ParseClientHello(flight); ok {
+			sm := slices.Contains(hello.CipherSuites, tls13.TLS_SM4_GCM_SM3) || slices.Contains(hello.CipherSuites, tls13.TLS_SM4_CCM_SM3)
+			if sm != offersShangMiSuite(flight) {
+				t.Fatalf("offersShangMiSuite = %v, the parsed suites %x", !sm, hello.CipherSuites)
+			}
+		}
 		msg := helloMessage(flight)
 		if msg == nil {
 			return
@@ -146,4 +159,35 @@ func FuzzHelloMessage(f *testing.F) {
 			t.Fatalf("message of %d bytes with header %x", len(msg), msg[:min(4, len(msg))])
 		}
 	})
+}
+
+// A ShangMi-only hello for a name no site serves is refused with
+// unrecognized_name by the ShangMi stack, and counted as such.
+func TestShangMiUnknownName(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	done := make(chan error, 1)
+	go func() {
+		defer b.Close()
+		done <- tls13.Client(b, &tls13.Config{ServerName: "nobody.example", InsecureSkipVerify: true}).Handshake()
+	}()
+	_ = a.SetDeadline(time.Now().Add(10 * time.Second))
+	_, flight, err := ReadClientHello(a, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := route.NewSiteTable([]*route.Site{{Name: "sm", Hosts: []string{"sm.example"}, TLS13: &tls13.Config{}}})
+	c := &ReplayConn{Conn: a, Prefix: flight}
+	h, ok := routeShangMi(sites, c)
+	if !ok || h.site != nil {
+		t.Fatalf("routed %v to %+v", ok, h)
+	}
+	info, site, _, err := handshakeShangMi(context.Background(), h, c)
+	if site != nil || info.Protocol != ProtocolTLS13SM || info.SNI != "nobody.example" || HandshakeResult(err) != "alert_sent_unrecognized_name" {
+		t.Fatalf("info %+v site %v result %s (%v)", info, site, HandshakeResult(err), err)
+	}
+	var ae *tls13.AlertError
+	if cerr := <-done; !errors.As(cerr, &ae) || !ae.Remote || ae.Alert != tls13.AlertUnrecognizedName {
+		t.Fatalf("client: %v", cerr)
+	}
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -129,6 +130,9 @@ type SiteTable struct {
 	// all finds the site a request's Host names; tlcp and tls the site a
 	// handshake of that protocol serves.
 	All, TLCP, TLS *SiteIndex
+	// servesTLS13 is set when a site serves TLS 1.3 ShangMi, so that the
+	// TLS hellos of a listener without one are not looked at for it.
+	ServesTLS13 bool
 }
 
 func NewSiteTable(sites []*Site) *SiteTable {
@@ -137,6 +141,8 @@ func NewSiteTable(sites []*Site) *SiteTable {
 		All:   NewSiteIndex(sites, func(*Site) bool { return true }),
 		TLCP:  NewSiteIndex(sites, func(s *Site) bool { return s.TLCP != nil }),
 		TLS:   NewSiteIndex(sites, func(s *Site) bool { return s.TLS != nil }),
+
+		ServesTLS13: slices.ContainsFunc(sites, func(s *Site) bool { return s.TLS13 != nil }),
 	}
 }
 
