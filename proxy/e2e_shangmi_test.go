@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
@@ -500,4 +501,28 @@ func TestShangMiHostileFirstFlights(t *testing.T) {
 		}
 		testwait.For(t, "the handshake counted as timed out", func() bool { return result("timeout") > before })
 	})
+}
+
+// A keep-alive TLS 1.3 ShangMi connection that stays idle is parked and
+// served again on its next request, also after a KeyUpdate from the
+// client that asks the server to update its keys too.
+func TestShangMiIdleConnectionParks(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "app")
+	s := startServer(t, testConfig(p, up.URL), nil)
+	conn, err := tls13.Dial("tcp", s.Addr("edge").String(), &tls13.Config{RootCAs: p.roots, ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := &rawClient{t: t, conn: conn, br: bufio.NewReader(conn)}
+	c.get(getRequest, 1)
+	testwait.For(t, "the idle connection to be parked", func() bool { return parkedCount(s) == 1 })
+	c.get(getRequest, 1)
+	testwait.For(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+	if err := conn.KeyUpdate(true); err != nil {
+		t.Fatal(err)
+	}
+	c.get(getRequest+getRequest, 2)
+	testwait.For(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
 }
