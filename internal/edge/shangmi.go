@@ -9,7 +9,8 @@ import (
 	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
-// TLS 1.3 with the ShangMi suites (RFC 8998) on tls and auto listeners.
+// TLS 1.3 with the ShangMi suites (RFC 8998) on auto listeners (a tls
+// listener's sites have no SM2 identity, so none of them serves it).
 //
 // A TLS ClientHello that offers TLS 1.3, a ShangMi suite, sm2sig_sm3 and
 // curveSM2 (or the hybrid) is served by package tls13 with the SM2
