@@ -191,3 +191,42 @@ func TestShangMiUnknownName(t *testing.T) {
 		t.Fatalf("client: %v", cerr)
 	}
 }
+
+// standardFlight is the first flight of a crypto/tls client.
+func standardFlight(tb testing.TB) []byte {
+	tb.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		defer b.Close()
+		_ = tls.Client(b, &tls.Config{ServerName: "sm.example", InsecureSkipVerify: true}).Handshake()
+	}()
+	_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, flight, err := ReadClientHello(a, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bytes.Clone(flight)
+}
+
+// BenchmarkRouteShangMi is what the ShangMi decision costs a TLS hello
+// on a listener with a ShangMi site: a standard client's (a look at its
+// suites) and a ShangMi client's (a whole parse).
+func BenchmarkRouteShangMi(b *testing.B) {
+	sites := route.NewSiteTable([]*route.Site{{Name: "sm", Hosts: []string{"sm.example"}, TLS13: &tls13.Config{}, TLS13Preferred: true, TLS: &tls.Config{}}})
+	for _, bc := range []struct {
+		name   string
+		flight []byte
+		want   bool
+	}{{"standard", standardFlight(b), false}, {"shangmi", shangMiFlight(b, "sm.example"), true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := &ReplayConn{Prefix: bc.flight}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := routeShangMi(sites, c); ok != bc.want {
+					b.Fatal("routed the wrong way")
+				}
+			}
+		})
+	}
+}
