@@ -275,7 +275,30 @@ type TLCP struct {
 	AcceptServerAuthClientCerts bool `yaml:"accept_server_auth_client_certs"`
 	// SessionCache bounds the sessions kept for resumption.
 	SessionCache *SessionCache `yaml:"session_cache"`
+	// TLS13ShangMi says whether the site answers TLS 1.3 ClientHellos
+	// that offer the ShangMi suites of RFC 8998 with its signing pair on
+	// an auto listener: prefer, accept or off (TLS13ShangMi* below).
+	TLS13ShangMi string `yaml:"tls13_shangmi"`
+	// TLS13Groups are the key exchange groups of TLS 1.3 ShangMi
+	// handshakes in preference order: curveSM2MLKEM768, curveSM2.
+	TLS13Groups []string `yaml:"tls13_groups"`
 }
+
+// Values of tlcp.tls13_shangmi.
+const (
+	// TLS13ShangMiPrefer serves every hello that offers the ShangMi
+	// suites over TLS 1.3 ShangMi, even one that offers the standard
+	// TLS 1.3 suites too.
+	TLS13ShangMiPrefer = "prefer"
+	// TLS13ShangMiAccept serves only hellos that offer no standard TLS
+	// 1.3 suite over TLS 1.3 ShangMi; the others go to the tls section.
+	TLS13ShangMiAccept = "accept"
+	// TLS13ShangMiOff leaves every TLS hello to the tls section.
+	TLS13ShangMiOff = "off"
+)
+
+// TLS13ShangMiModes are the values of tlcp.tls13_shangmi.
+var TLS13ShangMiModes = []string{TLS13ShangMiPrefer, TLS13ShangMiAccept, TLS13ShangMiOff}
 
 // SessionCache is a listener's TLCP session cache.
 type SessionCache struct {

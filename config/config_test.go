@@ -120,6 +120,16 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			"listeners[0].tlcp: a tlcp listener needs a tlcp section",
 			"listeners[0].tls: a tlcp listener does not use a tls section",
 		}},
+		{"tls13 shangmi", `
+listeners:
+  - listen: ":1"
+    tlcp: {sign_cert: a, sign_key: "file:k", enc_cert: b, enc_key: "file:k2", tls13_shangmi: always, tls13_groups: [curveSM2, X25519]}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			`listeners[0].tlcp.tls13_groups[1]: unknown TLS 1.3 ShangMi group "X25519"; use curveSM2MLKEM768 or curveSM2`,
+			`listeners[0].tlcp.tls13_shangmi: unknown tls13_shangmi "always"; use one of prefer, accept, off`,
+		}},
 		{"inline secrets", `
 listeners:
   - listen: ":1"

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // Default values, applied by Defaults.
@@ -185,6 +186,12 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 			}
 		}
 		setString(&tc.ClientAuth, "none")
+		setString(&tc.TLS13ShangMi, TLS13ShangMiPrefer)
+		if len(tc.TLS13Groups) == 0 {
+			for _, g := range tls13.DefaultCurvePreferences {
+				tc.TLS13Groups = append(tc.TLS13Groups, g.String())
+			}
+		}
 		if tc.SessionCache == nil {
 			tc.SessionCache = &SessionCache{}
 		}

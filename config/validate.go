@@ -18,6 +18,7 @@ import (
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/keyref"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // Validate checks a configuration built in code (Parse validates what it
@@ -458,6 +459,25 @@ func (v *validator) tlcp(p string, t *TLCP) {
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
 	v.sessionCache(p, t.SessionCache)
+	if t.TLS13ShangMi != "" && !slices.Contains(TLS13ShangMiModes, t.TLS13ShangMi) {
+		v.add(p+".tls13_shangmi", fmt.Sprintf("unknown tls13_shangmi %q", t.TLS13ShangMi), "use one of "+strings.Join(TLS13ShangMiModes, ", "))
+	}
+	for i, g := range t.TLS13Groups {
+		if _, ok := TLS13Group(g); !ok {
+			v.add(fmt.Sprintf("%s.tls13_groups[%d]", p, i), fmt.Sprintf("unknown TLS 1.3 ShangMi group %q", g), "use curveSM2MLKEM768 or curveSM2")
+		}
+	}
+}
+
+// TLS13Group returns the TLS 1.3 ShangMi group a tls13_groups entry
+// names.
+func TLS13Group(name string) (tls13.CurveID, bool) {
+	for _, g := range []tls13.CurveID{tls13.CurveSM2MLKEM768, tls13.CurveSM2} {
+		if g.String() == name {
+			return g, true
+		}
+	}
+	return 0, false
 }
 
 func (v *validator) sessionCache(p string, sc *SessionCache) {

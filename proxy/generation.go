@@ -40,6 +40,8 @@ type generation struct {
 	// configuration that fails leaves the sessions in service alone.
 	sessionCaches map[string]*sessionCache
 	ticketers     map[string]*tls.Config
+	// shangMiTicketKeys are the server's likewise (Server).
+	shangMiTicketKeys map[string][32]byte
 }
 
 // buildOptions say what a generation is built for.
@@ -131,6 +133,8 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 
 		sessionCaches: maps.Clone(s.sessionCaches),
 		ticketers:     maps.Clone(s.ticketers),
+
+		shangMiTicketKeys: maps.Clone(s.shangMiTicketKeys),
 	}
 	for _, lc := range cfg.Listeners {
 		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
@@ -179,6 +183,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 func (s *Server) adopt(gen *generation) {
 	s.gen = gen
 	s.sessionCaches, s.ticketers = gen.sessionCaches, gen.ticketers
+	s.shangMiTicketKeys = gen.shangMiTicketKeys
 }
 
 // acmeCollectors are the metrics of g's ACME managers.

@@ -260,6 +260,9 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	if info.Resumed {
 		s.metrics.Resumed(info.Protocol)
 	}
+	if info.Group != "" {
+		s.metrics.HandshakeGroup(info.Protocol, info.Group)
+	}
 	_ = established.SetDeadline(time.Time{})
 
 	// The handshake took the server name (lookupServerName): it is valid.

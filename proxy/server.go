@@ -88,6 +88,9 @@ type Server struct {
 	// source, see site.source) with keys of their own, kept across
 	// reloads like the TLCP session caches.
 	ticketers map[string]*tls.Config
+	// shangMiTicketKeys seal the TLS 1.3 ShangMi tickets of each site
+	// (without shared_sessions), kept across reloads in the same way.
+	shangMiTicketKeys map[string][32]byte
 
 	// retired are listeners removed by a reload whose connections may
 	// still be finishing.
@@ -183,6 +186,7 @@ func newServer(cfg *config.Config, opts Options) *Server {
 		ticketers:     map[string]*tls.Config{},
 		conns:         map[*trackedConn]struct{}{},
 	}
+	s.shangMiTicketKeys = map[string][32]byte{}
 	s.log = opts.Logger
 	if s.log == nil {
 		s.level.Set(parseLevel(cfg.Log.Level))

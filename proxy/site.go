@@ -104,6 +104,9 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*route.Site, error) {
 		}
 		st.TLS = tc
 	}
+	if sp.servesShangMi() {
+		st.TLS13, st.TLS13Preferred = s.siteShangMi(sp, gen, protos, st.TLCP), sp.cfg.TLCP.TLS13ShangMi == config.TLS13ShangMiPrefer
+	}
 	return st, nil
 }
 

@@ -84,6 +84,9 @@ func Handshake(ctx context.Context, protocol string, sites *route.SiteTable, tls
 		proto = gm.wire(detected)
 	}
 	if proto == WireTLS {
+		if h, ok := routeShangMi(sites, c); ok {
+			return handshakeShangMi(ctx, h, c)
+		}
 		info.Protocol = "tls"
 		tc := tls.Server(c, tlsConf)
 		err := tc.HandshakeContext(ctx)
@@ -106,6 +109,9 @@ func Handshake(ctx context.Context, protocol string, sites *route.SiteTable, tls
 		}
 		info.Protocol = observe.TLSVersionName(cs.Version)
 		info.Suite = tls.CipherSuiteName(cs.CipherSuite)
+		if cs.Version == tls.VersionTLS13 {
+			info.Group = cs.CurveID.String()
+		}
 		info.ALPN = cs.NegotiatedProtocol
 		info.Resumed = cs.DidResume
 		info.SetTLSClient(cs)

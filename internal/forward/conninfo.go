@@ -12,6 +12,7 @@ import (
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // connInfo describes an established client connection: what the
@@ -20,11 +21,14 @@ import (
 type ConnInfo struct {
 	Listener string
 	Client   net.Addr // after the PROXY header, when one was used
-	Protocol string   // tlcp, tls1.2, tls1.3
+	Protocol string   // tlcp, tls1.2, tls1.3, tls1.3-sm
 	Suite    string
 	SNI      string
 	// site is the name of the site the handshake was made for.
 	Site string
+	// Group is the key exchange group of a TLS 1.3 handshake
+	// (curveSM2, curveSM2MLKEM768, X25519MLKEM768, ...); "" otherwise.
+	Group string
 	// alpn is the application protocol the handshake chose ("" for none).
 	ALPN      string
 	Resumed   bool
@@ -75,6 +79,17 @@ func (ci *ConnInfo) SetTLSClient(cs tls.ConnectionState) {
 	ci.peerCertDER = cert.Raw
 }
 
+// SetTLS13Client records the client's identity from a TLS 1.3 ShangMi
+// handshake.
+func (ci *ConnInfo) SetTLS13Client(cs tls13.ConnectionState) {
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return
+	}
+	ci.clientVerified = true
+	ci.peerCert = cs.PeerCertificates[0]
+	ci.peerCertDER = cs.PeerCertificates[0].Raw
+}
+
 type ConnInfoKey = upstream.ClientKey
 
 func InfoFrom(ctx context.Context) *ConnInfo {
@@ -93,6 +108,7 @@ func (ci *ConnInfo) Fields(w observe.FieldWriter) {
 	w.Str("sni", ci.SNI)
 	w.Str("protocol", ci.Protocol)
 	w.Str("suite", ci.Suite)
+	w.Str("group", ci.Group)
 	w.Bool("resumed", ci.Resumed)
 	w.Float("handshake_ms", observe.Millis(ci.Handshake))
 	if ci.GMCapableHello != "" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // sentAlertError is a handshake failure that crypto/tls ended with an
@@ -43,6 +44,14 @@ func HandshakeAlert(err error) (dir, alert string, ok bool) {
 			dir = "received"
 		}
 		return dir, strings.ReplaceAll(ae.Alert.String(), " ", "_"), true
+	}
+	var ae13 *tls13.AlertError
+	if errors.As(err, &ae13) {
+		dir = "sent"
+		if ae13.Remote {
+			dir = "received"
+		}
+		return dir, strings.ReplaceAll(ae13.Alert.String(), " ", "_"), true
 	}
 	// crypto/tls reports an alert from the peer as an OpError "remote
 	// error" around the alert; the alert names are a small fixed set.

@@ -22,6 +22,7 @@ type Metrics struct {
 	ConnsActive       *prometheus.GaugeVec
 	ConnsRefused      *prometheus.CounterVec
 	handshakesResumed *prometheus.CounterVec
+	handshakeGroups   *prometheus.CounterVec
 	UpstreamRequests  *prometheus.CounterVec
 	upstreamFailures  *prometheus.CounterVec
 	UpstreamTLCP      *prometheus.CounterVec
@@ -57,7 +58,10 @@ type Metrics struct {
 	// (gmcapable.go), with its series' handles by labels.
 	gmCapable       *prometheus.CounterVec
 	gmCapableSeries sync.Map // gmCapableLabels -> prometheus.Counter
+	groupSeries     sync.Map // groupLabels -> prometheus.Counter
 }
+
+type groupLabels struct{ protocol, group string }
 
 type handshakeLabels struct{ protocol, suite, site, result string }
 
@@ -97,6 +101,10 @@ func NewMetrics() *Metrics {
 		Name: "gmgate_handshakes_resumed_total",
 		Help: "Client handshakes that resumed a session, by protocol; a part of the ok handshakes of gmgate_handshakes_total.",
 	}, []string{"protocol"})
+	m.handshakeGroups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gmgate_handshake_groups_total",
+		Help: "Client TLS 1.3 handshakes by protocol (tls1.3, tls1.3-sm) and key exchange group (curveSM2, curveSM2MLKEM768, X25519MLKEM768, X25519, ...); a part of the ok handshakes of gmgate_handshakes_total.",
+	}, []string{"protocol", "group"})
 	m.upstreamFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_upstream_failures_total",
 		Help: "Requests (or TCP connections) that got no response from an upstream target, by upstream, the step that failed (connect, handshake, request) and why (timeout, refused, closed, alert_sent_X or alert_received_X for a handshake alert, ...).",
@@ -157,7 +165,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		m.gmCapable,
 		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
-		m.handshakesResumed, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
+		m.handshakesResumed, m.handshakeGroups, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
 		m.UpstreamConnsInUse, m.UpstreamWaiting, m.UpstreamRefused,
 		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
 		collectors.NewGoCollector(),
@@ -208,6 +216,17 @@ func (m *Metrics) Resumed(protocol string) {
 	c, ok := m.resumedSeries.Load(protocol)
 	if !ok {
 		c, _ = m.resumedSeries.LoadOrStore(protocol, m.handshakesResumed.WithLabelValues(protocol))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+// HandshakeGroup counts a handshake of protocol that agreed its keys
+// over group.
+func (m *Metrics) HandshakeGroup(protocol, group string) {
+	key := groupLabels{protocol, group}
+	c, ok := m.groupSeries.Load(key)
+	if !ok {
+		c, _ = m.groupSeries.LoadOrStore(key, m.handshakeGroups.WithLabelValues(protocol, group))
 	}
 	c.(prometheus.Counter).Inc()
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -44,6 +46,14 @@ type Site struct {
 	// GMCapableTLCP answers a TLS ClientHello that offers TLCP suites in
 	// TLCP (gm_capable_tls_clients: tlcp); only a site with TLCP can.
 	GMCapableTLCP bool
+
+	// tls13 serves TLS 1.3 ClientHellos that offer the ShangMi suites
+	// (RFC 8998) with the site's SM2 signing pair; nil when the site
+	// serves none. tls13Preferred says whether it serves those that
+	// offer the standard TLS 1.3 suites too (tls13_shangmi: prefer) or
+	// only those that offer nothing else (accept).
+	TLS13          *tls13.Config
+	TLS13Preferred bool
 }
 
 // httpVersions label the request metrics: index 0 HTTP/1.x, 1 HTTP/2.
@@ -123,6 +133,9 @@ type SiteTable struct {
 	// all finds the site a request's Host names; tlcp and tls the site a
 	// handshake of that protocol serves.
 	All, TLCP, TLS *SiteIndex
+	// servesTLS13 is set when a site serves TLS 1.3 ShangMi, so that the
+	// TLS hellos of a listener without one are not looked at for it.
+	ServesTLS13 bool
 }
 
 func NewSiteTable(sites []*Site) *SiteTable {
@@ -131,6 +144,8 @@ func NewSiteTable(sites []*Site) *SiteTable {
 		All:   NewSiteIndex(sites, func(*Site) bool { return true }),
 		TLCP:  NewSiteIndex(sites, func(s *Site) bool { return s.TLCP != nil }),
 		TLS:   NewSiteIndex(sites, func(s *Site) bool { return s.TLS != nil }),
+
+		ServesTLS13: slices.ContainsFunc(sites, func(s *Site) bool { return s.TLS13 != nil }),
 	}
 }
 
