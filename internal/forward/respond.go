@@ -119,7 +119,7 @@ func FailureAttrs(p *upstream.Pool, err error, extra ...slog.Attr) []slog.Attr {
 	if !upstream.NoTargetFault(err) {
 		stage, reason := upstream.Failure(err)
 		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
-		if hint := upstream.FailureHint(stage, reason); hint != "" {
+		if hint := upstream.FailureHint(err); hint != "" {
 			attrs = append(attrs, slog.String("hint", hint))
 		}
 	}
