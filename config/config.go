@@ -488,8 +488,8 @@ type UpstreamTLCP struct {
 	// refused.
 	SuitesDefaulted bool `yaml:"-"`
 	// Profile is the client's wire profile: standard (Tongsuo, gotlcp,
-	// gmgate and most peers) or gmssl (GmSSL 3 servers that ask for a
-	// client certificate).
+	// gmgate and most peers), gmssl (GmSSL 3 servers that ask for a
+	// client certificate) or auto (UpstreamProfileAuto).
 	Profile string `yaml:"profile"`
 	// InsecureSkipVerify accepts any server certificate. For tests only;
 	// logged as a warning at every start and reload.

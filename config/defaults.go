@@ -43,6 +43,12 @@ const (
 	DefaultUpstreamSessions = 256
 	// DefaultUpstreamProfile is the client profile of tlcp:// upstreams.
 	DefaultUpstreamProfile = tlcp.ProfileStandard
+	// UpstreamProfileAuto tries the standard profile with each target and
+	// the gmssl profile where the target refuses the standard one's
+	// answer to its CertificateRequest, and remembers which one worked.
+	// Not the default: a target that refuses the client certificate
+	// itself would cost two handshakes per connection.
+	UpstreamProfileAuto = "auto"
 	// DefaultClientVerifiedHeader is the client_verified session header
 	// of a listener that names a client identity header and not this one.
 	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"

@@ -106,7 +106,7 @@ upstreams:
 		{21, "upstreams.partner.tlcp.enc_key: the encryption key has no certificate: enc_cert is not set"},
 		{21, "upstreams.partner.tlcp.enc_key: the password is written in the configuration"},
 		{22, `upstreams.partner.tlcp.suites[1]: unknown cipher suite "RC4"`},
-		{23, `upstreams.partner.tlcp.profile: unknown profile "tongsuo"; use standard or gmssl`},
+		{23, `upstreams.partner.tlcp.profile: unknown profile "tongsuo"; use standard, gmssl or auto`},
 		{24, "upstreams.partner.tlcp.session_cache.size: -1 is out of range"},
 		{27, "upstreams.other.tlcp: tlcp settings apply to tlcp:// targets only"},
 		{30, "upstreams.ecdhe.tlcp.suites[0]: ECDHE_SM4_CBC_SM3 needs the client's encryption certificate"},

@@ -135,7 +135,7 @@ upstreams:
       server_name: api.partner.cn
       sign_cert: /etc/gmgate/client.sign.crt    # when the partner asks for a client certificate
       sign_key: /etc/gmgate/client.sign.key
-      profile: standard           # standard | gmssl (GmSSL 3 servers that ask for a client certificate)
+      profile: standard           # standard | gmssl (GmSSL 3 servers that ask for a client certificate) | auto
 limits:
   max_connections: 20000         # per listener
   max_handshakes: 512            # per listener, taken once a ClientHello is in

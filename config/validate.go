@@ -914,8 +914,8 @@ func (v *validator) upstreamTLCP(p string, t *UpstreamTLCP) {
 			v.add(sp, s+" needs the client's encryption certificate, and none is configured", "set enc_cert and enc_key, or offer the ECC suites only")
 		}
 	}
-	if !slices.Contains(tlcp.ClientProfiles, t.Profile) {
-		v.add(p+".profile", fmt.Sprintf("unknown profile %q", t.Profile), "use "+strings.Join(tlcp.ClientProfiles, " or ")+" (gmssl for GmSSL 3 servers that ask for a client certificate)")
+	if !slices.Contains(tlcp.ClientProfiles, t.Profile) && t.Profile != UpstreamProfileAuto {
+		v.add(p+".profile", fmt.Sprintf("unknown profile %q", t.Profile), "use "+strings.Join(tlcp.ClientProfiles, ", ")+" or "+UpstreamProfileAuto+" (gmssl for GmSSL 3 servers that ask for a client certificate, auto to find out per target)")
 	}
 	v.sessionCache(p, t.SessionCache)
 }

@@ -70,9 +70,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// fall to the default site, and reach an upstream that reads
 		// it otherwise (as pay.example.cn).
 		forward.PlainError(rec, http.StatusBadRequest, "the host (Host, :authority or the request target) is not a valid host[:port]")
+	case route.HostConflict(r, host):
+		forward.PlainError(rec, http.StatusBadRequest, "the Host header names another host than :authority")
 	case st.plain != nil && st.plain.intercept(rec, r, host):
 	case site == nil || site.Name != ci.Site:
-		forward.PlainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+host.Name)
+		forward.PlainError(rec, http.StatusMisdirectedRequest, st.sites.Misdirected(host.Name, ci.Site, ci.Protocol))
 	case route.HasDotSegment(r.URL.Path):
 		forward.PlainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")
 	default:

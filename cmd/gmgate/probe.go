@@ -124,7 +124,7 @@ until it closes the connection is printed.`,
 	f.StringVar(&o.EncCert, "enc-cert", "", "client encryption certificate (PEM), needed for ECDHE suites")
 	f.StringVar(&o.EncKey, "enc-key", "", "client encryption key: a file or key reference")
 	f.StringSliceVar(&o.Suites, "suite", nil, "offer only these cipher suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3)")
-	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake)")
+	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake), or auto (standard, then gmssl if the server refuses its answer to a CertificateRequest)")
 	f.BoolVar(&o.HTTP2, "http2", false, "offer HTTP/2 by ALPN (h2, http/1.1) and speak it if the server chooses h2 (GmSSL 3.1 servers refuse ALPN)")
 	f.BoolVar(&o.Resume, "resume", false, "connect a second time, report whether the session was resumed, and send the request again")
 	f.StringArrayVar(&o.ResumeAt, "resume-at", nil, "check resumption at ADDR (host:port, or a host with the URL's port) instead: another replica sharing sessions; repeatable, one connection each")

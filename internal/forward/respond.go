@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,9 +106,78 @@ func (f *Forwarder) upstreamFailed(w http.ResponseWriter, r *http.Request, p *up
 	if rec, ok := w.(*Recorder); ok {
 		rec.Target = target
 	}
-	p.FailLog.Log("upstream failed", FailureAttrs(p, err, slog.String("target", target), slog.Int("status", status),
-		slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path))...)
+	attrs := []slog.Attr{slog.String("target", target), slog.Int("status", status),
+		slog.String("method", r.Method), slog.String("host", r.Host), slog.String("path", r.URL.Path)}
+	if GRPCRequest(r) {
+		code := grpcCode(status)
+		attrs = append(attrs, slog.Int("grpc_status", code))
+		p.FailLog.Log("upstream failed", FailureAttrs(p, err, attrs...)...)
+		GRPCError(w, code, what)
+		return
+	}
+	p.FailLog.Log("upstream failed", FailureAttrs(p, err, attrs...)...)
 	PlainError(w, status, what)
+}
+
+// gRPC status codes of the failures gmgate answers itself.
+const (
+	grpcDeadlineExceeded = 4
+	grpcUnavailable      = 14
+)
+
+// grpcCode is the gRPC status of an upstream failure answered with the
+// HTTP status status, as gRPC maps HTTP statuses (and as Envoy answers
+// them): a timeout is DEADLINE_EXCEEDED, anything else (no target, a
+// full queue, a failed connection) UNAVAILABLE, which a client may retry.
+func grpcCode(status int) int {
+	if status == http.StatusGatewayTimeout {
+		return grpcDeadlineExceeded
+	}
+	return grpcUnavailable
+}
+
+// GRPCRequest reports whether r is a gRPC call: its content type is
+// application/grpc, alone or with a codec (+proto) or parameters. gRPC-Web
+// (application/grpc-web) is not: its answers take another form.
+func GRPCRequest(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	rest, ok := strings.CutPrefix(ct, "application/grpc")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// GRPCError answers a gRPC call that gmgate fails itself as a gRPC
+// server would: HTTP 200, content type application/grpc, and the status
+// in a trailers-only response (one HEADERS frame that ends the stream).
+// A gRPC client reads an HTTP error status as UNAVAILABLE with "unexpected
+// HTTP status code", which hides the cause and the difference between a
+// timeout and an outage.
+func GRPCError(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	for k := range h {
+		delete(h, k)
+	}
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(code))
+	h.Set("Grpc-Message", grpcMessage(msg))
+	w.WriteHeader(http.StatusOK)
+}
+
+// grpcMessage percent-encodes msg as grpc-message wants: every byte
+// outside printable ASCII, and '%'.
+func grpcMessage(msg string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c < ' ' || c > '~' || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // failureAttrs are the log fields of a failure to reach an upstream: the
@@ -119,7 +189,7 @@ func FailureAttrs(p *upstream.Pool, err error, extra ...slog.Attr) []slog.Attr {
 	if !upstream.NoTargetFault(err) {
 		stage, reason := upstream.Failure(err)
 		attrs = append(attrs, slog.String("stage", stage), slog.String("reason", reason))
-		if hint := upstream.FailureHint(stage, reason); hint != "" {
+		if hint := upstream.FailureHint(err); hint != "" {
 			attrs = append(attrs, slog.String("hint", hint))
 		}
 	}

@@ -26,8 +26,10 @@ type Metrics struct {
 	UpstreamRequests  *prometheus.CounterVec
 	upstreamFailures  *prometheus.CounterVec
 	UpstreamTLCP      *prometheus.CounterVec
-	upstreamDuration  *prometheus.HistogramVec
-	UpstreamHealthy   *prometheus.GaugeVec
+	// UpstreamTLCPProfile is the client profile each tlcp:// target takes.
+	UpstreamTLCPProfile *prometheus.GaugeVec
+	upstreamDuration    *prometheus.HistogramVec
+	UpstreamHealthy     *prometheus.GaugeVec
 	// upstreamConnsInUse, upstreamWaiting and upstreamRefused are the
 	// slots of max_conns_per_target (targetslots.go).
 	UpstreamConnsInUse *prometheus.GaugeVec
@@ -113,6 +115,10 @@ func NewMetrics() *Metrics {
 		Name: "gmgate_upstream_handshakes_total",
 		Help: "TLCP handshakes completed with tlcp:// upstream targets, by upstream, cipher suite and whether a session was resumed.",
 	}, []string{"upstream", "suite", "resumed"})
+	m.UpstreamTLCPProfile = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gmgate_upstream_tlcp_profile",
+		Help: "1 for the client profile (standard, gmssl) each tlcp:// upstream target takes: the configured one, or with profile auto the one its last handshake took (0 for both until one did).",
+	}, []string{"upstream", "target", "profile"})
 	m.upstreamDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gmgate_upstream_response_duration_seconds",
 		Help:    "Time from sending a request to an upstream to its response header.",
@@ -165,7 +171,7 @@ func NewMetrics() *Metrics {
 	m.Registry.MustRegister(
 		m.gmCapable,
 		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
-		m.handshakesResumed, m.handshakeGroups, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
+		m.handshakesResumed, m.handshakeGroups, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.UpstreamTLCPProfile, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
 		m.UpstreamConnsInUse, m.UpstreamWaiting, m.UpstreamRefused,
 		m.accelOps, m.accelDuration, m.accelWait, m.accelInUse,
 		collectors.NewGoCollector(),

@@ -6,6 +6,7 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -404,8 +405,10 @@ func (o Options) tlcpConfig(host string) (*tlcp.Config, error) {
 		}
 		cfg.CipherSuites = append(cfg.CipherSuites, id)
 	}
-	if err := cfg.SetClientProfile(o.Profile); err != nil {
-		return nil, fmt.Errorf("--profile: %w", err)
+	if o.Profile != tlcphint.ProfileAuto {
+		if err := cfg.SetClientProfile(o.Profile); err != nil {
+			return nil, fmt.Errorf("--profile: %w (or %s)", err, tlcphint.ProfileAuto)
+		}
 	}
 	if o.HTTP2 && !o.Raw {
 		cfg.NextProtos = []string{"h2", "http/1.1"}
@@ -443,6 +446,8 @@ type prober struct {
 	url  *url.URL
 	info io.Writer
 	sent []byte // raw mode: what to send, read once
+	// took is the profile the last handshake took ("" before one did).
+	took string
 }
 
 // run makes one connection to addr and its exchange; check names a
@@ -454,28 +459,41 @@ func (p *prober) run(ctx context.Context, addr, check string) (*exchange, error)
 	return p.http(ctx, addr, check)
 }
 
-// dial connects and completes the handshake, reporting both.
+// dial connects and completes the handshake, reporting both. With
+// --profile auto a server that refuses the standard profile's answer to
+// its CertificateRequest is tried again with gmssl, on a new connection,
+// and the profile it took is used for the connections that follow.
 func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*tlcp.Conn, error) {
-	t0 := time.Now()
-	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	profile := p.o.Profile
+	if profile == tlcphint.ProfileAuto {
+		profile = cmp.Or(p.took, tlcp.ProfileStandard)
+	}
+	c, facts, err := p.handshake(ctx, ex, addr, check, profile)
+	if err != nil && facts != nil && p.o.Profile == tlcphint.ProfileAuto && profile == tlcp.ProfileStandard && tlcphint.ProfileRefused(err, *facts) && !timedOut(ctx) {
+		fmt.Fprintf(p.info, "* profile standard refused (%v): trying gmssl\n", err)
+		c2, facts2, err2 := p.handshake(ctx, ex, addr, check, tlcp.ProfileGmSSL)
+		switch {
+		case err2 == nil:
+			c, err, profile = c2, nil, tlcp.ProfileGmSSL
+		case facts2 != nil && tlcphint.ProfileRefused(err2, *facts2):
+			facts.Profile = tlcphint.ProfileAuto
+		default:
+			c, facts, err = nil, facts2, err2
+		}
+	}
 	if err != nil {
-		return nil, p.overTime(ctx, err, "could not connect to "+addr)
-	}
-	ex.connect = time.Since(t0)
-	if check == "" {
-		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(ex.connect))
-	}
-	t1 := time.Now()
-	cfg, facts := tlcphint.Record(p.cfg, p.o.Profile)
-	c := tlcp.Client(raw, cfg)
-	if err := c.HandshakeContext(ctx); err != nil {
-		raw.Close()
+		if facts == nil {
+			return nil, err
+		}
 		if timedOut(ctx) {
 			return nil, fmt.Errorf("the TLCP handshake with %s did not finish within --timeout %s: the server took the connection and did not answer as a TLCP server; it may speak another protocol on this port, or be overloaded", addr, p.o.Timeout)
 		}
 		return nil, p.describeHandshakeError(err, *facts)
 	}
-	ex.handshake = time.Since(t1)
+	if p.o.Profile == tlcphint.ProfileAuto && check == "" {
+		fmt.Fprintf(p.info, "* client profile: %s (--profile auto)\n", profile)
+	}
+	p.took = profile
 	ex.state = c.ConnectionState()
 	if check != "" {
 		verdict := "no (full handshake)"
@@ -487,6 +505,31 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 		writeState(p.info, ex.state, ex.handshake, !p.o.Insecure)
 	}
 	return c, nil
+}
+
+// handshake connects to addr and completes a handshake under profile;
+// facts is nil when the connection failed, what the client saw of the
+// handshake otherwise.
+func (p *prober) handshake(ctx context.Context, ex *exchange, addr, check, profile string) (*tlcp.Conn, *tlcphint.Facts, error) {
+	t0 := time.Now()
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, p.overTime(ctx, err, "could not connect to "+addr)
+	}
+	ex.connect = time.Since(t0)
+	if check == "" {
+		fmt.Fprintf(p.info, "* connected to %s (%s) in %s\n", addr, raw.RemoteAddr(), round(ex.connect))
+	}
+	t1 := time.Now()
+	cfg, facts := tlcphint.Record(p.cfg, profile)
+	_ = cfg.SetClientProfile(profile) // checked by newConfig
+	c := tlcp.Client(raw, cfg)
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, facts, err
+	}
+	ex.handshake = time.Since(t1)
+	return c, facts, nil
 }
 
 func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error) {

@@ -69,6 +69,29 @@ func RequestHost(r *http.Request) (h hostname.Host, ok bool) {
 	return hostname.ParseAuthority(r.Host)
 }
 
+// HostConflict reports whether an HTTP/2 request carries a Host header
+// that names another host than its :authority, or several Host headers:
+// RFC 9113 §8.3.1 has a server treat it as malformed, and nginx answers
+// 400. Go's HTTP/2 server takes :authority and leaves Host in the
+// header, so the site and route would be chosen by one name while an
+// application behind that reads Host saw the other. The two are compared
+// in canonical form (case and a trailing dot do not count; a port does).
+// h is the request's host (RequestHost).
+func HostConflict(r *http.Request, h hostname.Host) bool {
+	if r.ProtoMajor != 2 {
+		return false
+	}
+	hosts := r.Header["Host"]
+	switch len(hosts) {
+	case 0:
+		return false
+	case 1:
+		other, ok := hostname.ParseAuthority(hosts[0])
+		return !ok || other.Authority != h.Authority
+	}
+	return true
+}
+
 // hasDotSegment reports whether a request's path (decoded: %2e%2e is
 // "..") has a "." or ".." segment. Routes match path prefixes, and an
 // upstream that resolves such a segment would serve "/public/../admin",

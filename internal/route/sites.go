@@ -149,6 +149,24 @@ func NewSiteTable(sites []*Site) *SiteTable {
 	}
 }
 
+// Misdirected is the body of the 421 answer to a request for host (a
+// canonical name) on a connection made for another site (connSite) over
+// protocol (ConnInfo.Protocol: tlcp, or a TLS version). A request for a
+// site that has no identity in the connection's protocol cannot be
+// served on a new connection of that protocol either: the client needs
+// the other protocol, and is told so.
+func (t *SiteTable) Misdirected(host, connSite, protocol string) string {
+	s := t.All.Lookup(host)
+	tlcpConn := protocol == "tlcp"
+	switch {
+	case s != nil && tlcpConn && s.TLCP == nil:
+		return host + " is not served over TLCP, only over TLS (its site " + s.Name + " has no tlcp identity); this TLCP connection was made for site " + connSite
+	case s != nil && !tlcpConn && s.TLS == nil:
+		return host + " is not served over TLS, only over TLCP (its site " + s.Name + " has no tls identity); this TLS connection was made for site " + connSite
+	}
+	return "this connection was made for another site; open a new one to " + host
+}
+
 // errUnknownSite is the cause of a handshake whose server name no site
 // serves, on a listener without a default site.
 type ErrUnknownSite struct{ Name string }

@@ -18,10 +18,17 @@ import (
 	"github.com/gmgate/gmgate/tlcp"
 )
 
+// ProfileAuto is the choice of a client that tries the standard profile
+// and, when the server refuses its answer to a CertificateRequest
+// (ProfileRefused), the gmssl profile. Facts of a handshake whose every
+// profile was refused carry it.
+const ProfileAuto = "auto"
+
 // Facts are what the client saw during one handshake, recorded by the
 // hooks Record installs.
 type Facts struct {
-	// Profile is the client profile of the handshake ("" is standard).
+	// Profile is the client profile of the handshake ("" is standard;
+	// ProfileAuto when both were tried and refused).
 	Profile string
 	// ServerCertificates reports that the server's certificates arrived
 	// and were accepted: the server answered the ClientHello.
@@ -110,6 +117,13 @@ func Hint(err error, f Facts, n Names) string {
 		// without a key) says what is wrong itself.
 		return ""
 	}
+	// GmSSL 3 takes the ECDHE suites only when it has a CA file for
+	// client certificates, and answers internal_error without one,
+	// whatever the profile.
+	gmsslNoCA := ""
+	if f.ECDHE && remote && ae.Alert == tlcp.AlertInternalError {
+		gmsslNoCA = "; a GmSSL server without a CA file answers the ECDHE suites with internal_error: offer the ECC suites"
+	}
 	switch {
 	case !f.ServerCertificates:
 		// The ClientHello was refused; what it carried is the caller's
@@ -117,16 +131,31 @@ func Hint(err error, f Facts, n Names) string {
 		return ""
 	case f.CertificateRequested && !f.ClientCert:
 		return "the server asked for a client certificate and none was given: give " + n.Cert + " (and " + n.EncCert + " for the ECDHE suites)"
+	case f.CertificateRequested && profile == ProfileAuto:
+		return "the server asked for a client certificate and refused the answers of both profiles (standard and gmssl): check that it trusts the issuer of " + n.Cert + gmsslNoCA
 	case f.CertificateRequested && profile == tlcp.ProfileGmSSL:
-		h := "the server asked for a client certificate and refused the answer of profile gmssl, which only GmSSL 3 servers take: for Tongsuo, gotlcp, gmgate and most servers use " + n.Profile(tlcp.ProfileStandard) + "; for a GmSSL server check that it trusts the issuer of " + n.Cert
-		if f.ECDHE && remote && ae.Alert == tlcp.AlertInternalError {
-			h += "; a GmSSL server without a CA file answers the ECDHE suites with internal_error: offer the ECC suites"
-		}
-		return h
+		return "the server asked for a client certificate and refused the answer of profile gmssl, which only GmSSL 3 servers take: for Tongsuo, gotlcp, gmgate and most servers use " + n.Profile(tlcp.ProfileStandard) + "; for a GmSSL server check that it trusts the issuer of " + n.Cert + gmsslNoCA
 	case f.CertificateRequested:
-		return "the server asked for a client certificate and refused the answer of profile standard: check that it trusts the issuer of " + n.Cert + "; a GmSSL 3 server needs " + n.Profile(tlcp.ProfileGmSSL)
+		return "the server asked for a client certificate and refused the answer of profile standard: check that it trusts the issuer of " + n.Cert + "; a GmSSL 3 server needs " + n.Profile(tlcp.ProfileGmSSL) + gmsslNoCA
 	}
 	return "the server refused the key exchange without asking for a client certificate, so the profile plays no part: its encryption certificate may not belong to its encryption key"
+}
+
+// ProfileRefused reports whether err, the error of a client handshake
+// that saw f, is the server refusing the client's answer to its
+// CertificateRequest (an alert, or a close without one, as a GmSSL 3
+// server answers a CertificateVerify of the standard form): the one
+// failure the other client profile may avoid. Without a request, or
+// without a certificate to give, both profiles send the same.
+func ProfileRefused(err error, f Facts) bool {
+	if err == nil || !f.ServerCertificates || !f.CertificateRequested || !f.ClientCert {
+		return false
+	}
+	var ae *tlcp.AlertError
+	if errors.As(err, &ae) {
+		return ae.Remote && ae.Alert != tlcp.AlertProtocolVersion
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func isECDHE(id uint16) bool {

@@ -64,7 +64,11 @@ func (p *Pool) record(t *Target, err error) {
 		t.checkFails++
 		if t.checkFails >= p.Cfg.Health.Fails && t.healthy.Load() {
 			t.healthy.Store(false)
-			p.log.Warn("upstream target down", "target", t.Addr, "cause", err.Error())
+			attrs := []any{"target", t.Addr, "cause", err.Error()}
+			if hint := FailureHint(err); hint != "" {
+				attrs = append(attrs, "hint", hint)
+			}
+			p.log.Warn("upstream target down", attrs...)
 		}
 		return
 	}

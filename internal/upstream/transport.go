@@ -157,6 +157,9 @@ const (
 type stageError struct {
 	stage string
 	err   error
+	// hint explains a failed TLCP handshake from what the client saw
+	// (tlcphint), "" when the error says enough.
+	hint string
 }
 
 func (e *stageError) Error() string {
@@ -206,9 +209,17 @@ func Failure(err error) (stage, reason string) {
 	return stage, "error"
 }
 
-// failureHint explains the failures whose label alone may puzzle an
-// operator; "" for the others.
-func FailureHint(stage, reason string) string {
+// FailureHint explains the failures whose label alone may puzzle an
+// operator; "" for the others. A tlcp:// target's refused handshake is
+// explained from what the client saw (the profile in use, whether the
+// target asked for a client certificate), in the words gmgate probe
+// uses too (tlcphint).
+func FailureHint(err error) string {
+	var se *stageError
+	if errors.As(err, &se) && se.hint != "" {
+		return se.hint
+	}
+	stage, reason := Failure(err)
 	if stage != stageHandshake {
 		return ""
 	}
@@ -217,9 +228,6 @@ func FailureHint(stage, reason string) string {
 		return "the target refused TLCP 1.1; it may speak TLS only"
 	case "alert_sent_unexpected_message":
 		return "the target's first answer was not TLCP; it may speak plain HTTP or another protocol"
-	case "alert_received_handshake_failure", "alert_received_bad_certificate", "alert_received_unknown_certificate_authority",
-		"alert_received_error_decrypting_message", "alert_received_error_decoding_message":
-		return "the target refused the handshake; if it asks for a client certificate, check sign_cert and enc_cert under tlcp, and use profile: gmssl for a GmSSL server"
 	case "alert_sent_unknown_certificate_authority", "alert_sent_bad_certificate", "alert_sent_expired_certificate", "alert_sent_unsupported_certificate":
 		return "the target's certificate did not verify; check tlcp.ca and tlcp.server_name"
 	case "timeout":

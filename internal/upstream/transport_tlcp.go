@@ -23,6 +23,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/keyref"
+	"github.com/gmgate/gmgate/internal/tlcphint"
 	"github.com/gmgate/gmgate/tlcp"
 )
 
@@ -58,6 +59,16 @@ type tlcpTransport struct {
 	// caFile and caDigest are the CA file read and its contents' digest.
 	caFile   string
 	caDigest [sha256.Size]byte
+	// profiles are the client profiles the targets take.
+	profiles *targetProfiles
+}
+
+// hintNames are the configuration's words for what a handshake hint
+// names.
+var hintNames = tlcphint.Names{
+	Profile: func(p string) string { return "profile: " + p },
+	Cert:    "tlcp.sign_cert",
+	EncCert: "tlcp.enc_cert",
 }
 
 // upstreamSource names a tlcp:// upstream's client identity in the
@@ -116,11 +127,14 @@ func newTLCPTransport(p *Pool, uc *config.Upstream, ts transportSettings) (*tlcp
 		if tc.HasIdentity() {
 			cfg.GetClientCertificate = tr.clientCertificate
 		}
-		if err := cfg.SetClientProfile(tc.Profile); err != nil {
-			return nil, &config.FieldError{Field: "tlcp.profile", Err: err}
+		if tc.Profile != config.UpstreamProfileAuto {
+			if err := cfg.SetClientProfile(tc.Profile); err != nil {
+				return nil, &config.FieldError{Field: "tlcp.profile", Err: err}
+			}
 		}
 		tr.configs[t.Addr] = cfg
 	}
+	tr.profiles = newTargetProfiles(p, tc.Profile, p.Targets)
 	if uc.HTTP2 {
 		tr.h2 = newTLCPHTTP2(tr, p)
 	}
@@ -247,24 +261,65 @@ func (tr *tlcpTransport) dialWith(ctx context.Context, addr string, cfg *tlcp.Co
 	if cfg == nil {
 		return nil, fmt.Errorf("%s is not a target of this upstream", addr)
 	}
+	// One bound for connecting and the handshake, a second try under
+	// the other profile included.
 	ctx, cancel := context.WithTimeout(ctx, tr.handshake)
 	defer cancel()
+	profile := tr.profiles.first(addr)
+	c, facts, err := tr.handshakeWith(ctx, addr, cfg, profile)
+	if err != nil && ctx.Err() == nil {
+		if other := tr.profiles.retry(profile, err, facts); other != "" {
+			c2, facts2, err2 := tr.handshakeWith(ctx, addr, cfg, other)
+			switch {
+			case err2 == nil:
+				c, err, profile = c2, nil, other
+			case tlcphint.ProfileRefused(err2, facts2):
+				// Both answers refused: the certificate itself, most
+				// likely. The first failure is reported, with a hint
+				// for both.
+				facts.Profile = tlcphint.ProfileAuto
+			}
+		}
+	}
+	if err != nil {
+		var se *stageError
+		if errors.As(err, &se) && se.stage == stageHandshake {
+			tr.profiles.refused(addr)
+			se.hint = tlcphint.Hint(se.err, facts, hintNames)
+			if se.hint == "" && !facts.ServerCertificates && cfg.SendServerName && refusedByTarget(se.err) {
+				se.hint = "the target refused the ClientHello, which carried SNI; GmSSL 3.1 servers refuse any extension: turn send_server_name off for it"
+			}
+		}
+		return nil, err
+	}
+	tr.profiles.took(addr, profile)
+	if tr.handshakeDone != nil {
+		tr.handshakeDone(c.ConnectionState())
+	}
+	return c, nil
+}
+
+// handshakeWith connects to addr and completes a handshake under
+// profile, recording what the client saw.
+func (tr *tlcpTransport) handshakeWith(ctx context.Context, addr string, cfg *tlcp.Config, profile string) (*tlcp.Conn, tlcphint.Facts, error) {
 	raw, err := tr.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, &stageError{stage: stageConnect, err: err}
+		return nil, tlcphint.Facts{}, &stageError{stage: stageConnect, err: err}
 	}
-	c := tlcp.Client(raw, cfg)
+	rec, facts := tlcphint.Record(cfg, profile)
+	if err := rec.SetClientProfile(profile); err != nil {
+		raw.Close()
+		return nil, *facts, &stageError{stage: stageHandshake, err: err}
+	}
+	c := tlcp.Client(raw, rec)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		if len(cfg.NextProtos) > 0 && refusedByTarget(err) {
 			err = &alpnRefusedError{err}
 		}
-		return nil, &stageError{stage: stageHandshake, err: err}
+		return nil, *facts, &stageError{stage: stageHandshake, err: err}
 	}
-	if tr.handshakeDone != nil {
-		tr.handshakeDone(c.ConnectionState())
-	}
-	return c, nil
+	return c, *facts, nil
 }
 
 func (tr *tlcpTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {

@@ -306,8 +306,14 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	tried := triedBuf[:0]
 	var lastErr, busy error
 	client := req.Context().Value(ClientKey{})
+	// next is the target a retry chose, nil to pick one.
+	var next *Target
 	for attempt := 0; ; attempt++ {
-		t := p.Pick(tried)
+		t := next
+		next = nil
+		if t == nil {
+			t = p.Pick(tried)
+		}
 		if t == nil {
 			if lastErr != nil {
 				// Every other target was tried; the last failure stands.
@@ -385,7 +391,13 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.failed(t, err)
 		lastErr = &Error{Pool: p.Name, Target: t.Addr, Err: err}
 		if attempt < p.retries && notSent(err) && Retryable(req) && req.Context().Err() == nil {
-			p.log.Debug("retrying on another target", "target", t.Addr, "cause", err.Error())
+			// The next target is chosen before the retry is announced:
+			// on a pool of one, or once every target was tried, there is
+			// none, and this failure stands.
+			if next = p.Pick(tried); next == nil {
+				return nil, lastErr
+			}
+			p.log.Debug("retrying on another target", "target", t.Addr, "next", next.Addr, "cause", err.Error())
 			continue
 		}
 		return nil, lastErr
