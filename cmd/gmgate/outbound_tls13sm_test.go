@@ -202,4 +202,26 @@ upstreams:
 	if v := metricSum(t, gw.admin, "gmgate_upstream_handshakes_total", `upstream="partner-echo"`); v < 2 {
 		t.Errorf("partner-echo: %v handshakes counted", v)
 	}
+	// gmgate probe speaks it too: the suite, the group and resumption on
+	// a second connection; a missing client certificate is named.
+	probeArgs := []string{"probe", "--protocol", "tls13-sm", "--ca", srv.CACert, "--sni", "localhost", "--cert", cli.SignCert, "--key", cli.SignKey}
+	out, code := runGmgate(t, nil, append(probeArgs, "--resume", "https://"+partner.api+"/probe")...)
+	for _, want := range []string{
+		"* TLS 1.3 ShangMi handshake done in", "TLS_SM4_GCM_SM3, group curveSM2MLKEM768 (resumed: no)",
+		"* second connection resumed the session: yes (TLS_SM4_GCM_SM3, group curveSM2MLKEM768",
+		"GET /probe for billing suite=TLS_SM4_GCM_SM3 group=curveSM2MLKEM768 resumed=false",
+		"GET /probe for billing suite=TLS_SM4_GCM_SM3 group=curveSM2MLKEM768 resumed=true",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("probe --protocol tls13-sm --resume: exit %d, no %q in\n%s", code, want, out)
+		}
+	}
+	out, code = runGmgate(t, nil, append(probeArgs, "--group", "curveSM2", "--suite", "TLS_SM4_CCM_SM3", "https://"+partner.api+"/ccm")...)
+	if code != 0 || !strings.Contains(out, "TLS_SM4_CCM_SM3, group curveSM2 (resumed: no)") || !strings.Contains(out, "GET /ccm for billing suite=TLS_SM4_CCM_SM3 group=curveSM2 resumed=false") {
+		t.Errorf("probe --group curveSM2: exit %d\n%s", code, out)
+	}
+	out, code = runGmgate(t, nil, "probe", "--protocol", "tls13-sm", "--ca", srv.CACert, "--sni", "localhost", "https://"+partner.api+"/")
+	if code == 0 || !strings.Contains(out, "certificate required") || !strings.Contains(out, "give --cert and --key") {
+		t.Errorf("probe without a client certificate: exit %d\n%s", code, out)
+	}
 }
