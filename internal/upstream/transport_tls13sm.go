@@ -277,12 +277,14 @@ type ticketShelf struct {
 	cache    tls13.ClientSessionCache
 	lifetime time.Duration
 	capacity int
-	mu       sync.Mutex
-	stored   map[string]time.Time
+	// now is the clock (time.Now; a test's own).
+	now    func() time.Time
+	mu     sync.Mutex
+	stored map[string]time.Time
 }
 
 func newTicketShelf(size int, lifetime time.Duration) *ticketShelf {
-	return &ticketShelf{cache: tls13.NewLRUClientSessionCache(size), lifetime: lifetime, capacity: size, stored: map[string]time.Time{}}
+	return &ticketShelf{cache: tls13.NewLRUClientSessionCache(size), lifetime: lifetime, capacity: size, now: time.Now, stored: map[string]time.Time{}}
 }
 
 // shelf returns the part of the cache that belongs to prefix (a target
@@ -301,7 +303,7 @@ func (p shelfPart) Get(key string) (*tls13.ClientSessionState, bool) {
 	p.s.mu.Lock()
 	at, ok := p.s.stored[k]
 	p.s.mu.Unlock()
-	if !ok || p.s.lifetime > 0 && time.Since(at) > p.s.lifetime {
+	if !ok || p.s.lifetime > 0 && p.s.now().Sub(at) > p.s.lifetime {
 		return nil, false
 	}
 	return p.s.cache.Get(k)
@@ -316,7 +318,7 @@ func (p shelfPart) Put(key string, cs *tls13.ClientSessionState) {
 		delete(p.s.stored, k)
 		return
 	}
-	p.s.stored[k] = time.Now()
+	p.s.stored[k] = p.s.now()
 	if len(p.s.stored) > 2*p.s.capacity {
 		// The LRU dropped the oldest tickets: forget their times too.
 		for old := range p.s.stored {
