@@ -17,6 +17,7 @@ import (
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
@@ -223,5 +224,41 @@ upstreams:
 	out, code = runGmgate(t, nil, "probe", "--protocol", "tls13-sm", "--ca", srv.CACert, "--sni", "localhost", "https://"+partner.api+"/")
 	if code == 0 || !strings.Contains(out, "certificate required") || !strings.Contains(out, "give --cert and --key") {
 		t.Errorf("probe without a client certificate: exit %d\n%s", code, out)
+	}
+
+	// A rotated client certificate (files replaced, as a renewal does) is
+	// presented from the next connection on, in a full handshake: no
+	// ticket made for the old one is offered with it.
+	newPair, err := ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "billing-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := newPair.Write(t.TempDir(), "billing-2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range [][2]string{{next.SignKey, cli.SignKey}, {next.SignCert, cli.SignCert}} {
+		data, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := f[1] + ".new"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rotated string
+	testwait.For(t, "the partner to see the new client certificate", func() bool {
+		rotated = get("app", "/rotated")
+		return strings.Contains(rotated, " for billing-2 ")
+	})
+	if !strings.HasSuffix(rotated, "resumed=false") {
+		t.Errorf("the first connection with the new certificate: %q, want a full handshake", rotated)
+	}
+	if got := get("app", "/rotated"); got != "GET /rotated for billing-2 suite=TLS_SM4_GCM_SM3 group=curveSM2MLKEM768 resumed=true" {
+		t.Errorf("the next connection: %q", got)
 	}
 }
