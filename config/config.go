@@ -417,8 +417,10 @@ type Upstream struct {
 	Policy string       `yaml:"policy"`
 	TLS    *UpstreamTLS `yaml:"tls"`
 	// TLCP configures the client side of tlcp:// targets.
-	TLCP   *UpstreamTLCP `yaml:"tlcp"`
-	Health Health        `yaml:"health"`
+	TLCP *UpstreamTLCP `yaml:"tlcp"`
+	// TLS13SM configures the client side of tls13sm:// targets.
+	TLS13SM *UpstreamTLS13SM `yaml:"tls13sm"`
+	Health  Health           `yaml:"health"`
 	// Passive health: targets that fail MaxFails times in a row are left
 	// out for EjectFor.
 	Passive Passive `yaml:"passive"`

@@ -162,6 +162,7 @@ func Defaults(c *Config) {
 			setIntPtr(&u.QueueSize, *u.MaxConnsPerTarget)
 			setDuration(&u.QueueTimeout, DefaultQueueTimeout)
 		}
+		u.tls13SMDefaults()
 		if t := u.TLCP; t != nil {
 			if len(t.Suites) == 0 {
 				// The ECDHE suites need the client's encryption pair.

@@ -33,6 +33,7 @@ var docSections = map[string]string{
 	"routes":              "listeners.routes",
 	"upstreams":           "upstreams.NAME",
 	"upstreams.*.tls":     "upstreams.NAME.tls",
+	"upstreams.*.tls13sm": "upstreams.NAME.tls13sm",
 	"upstreams.*.tlcp":    "upstreams.NAME.tlcp",
 	"upstreams.*.health":  "upstreams.NAME.health",
 	"upstreams.*.passive": "upstreams.NAME.passive",
@@ -191,7 +192,7 @@ func defaultsExample() *Config {
 		}, {
 			Sites: []Site{{TLCP: &TLCP{}, TLS: &TLS{}, Routes: []Route{{}}}},
 		}},
-		Upstreams:    map[string]*Upstream{"NAME": {TLS: &UpstreamTLS{}, TLCP: &UpstreamTLCP{}}},
+		Upstreams:    map[string]*Upstream{"NAME": {TLS: &UpstreamTLS{}, TLCP: &UpstreamTLCP{}, TLS13SM: &UpstreamTLS13SM{}}},
 		SessionStore: &SessionStore{Redis: &Redis{}},
 	}
 	Defaults(c)

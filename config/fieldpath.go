@@ -100,6 +100,10 @@ func (c *Config) SourcePath(source, side string, sourceOf func(upstream string) 
 	}
 	for name, u := range c.Upstreams {
 		if u != nil && sourceOf(name) == source {
+			if side == "tlcp" && u.Scheme() == SchemeTLS13SM {
+				// Its identity is loaded as a sign-only TLCP pair.
+				side = SchemeTLS13SM
+			}
 			return Field(u.Path(), side)
 		}
 	}

@@ -411,8 +411,8 @@ func (v *validator) routes(c *Config, p string, l *Listener, routes []Route) {
 // of a tcp listener).
 func (v *validator) routeKind(rp string, l *Listener, r Route, scheme string) {
 	switch {
-	case l.Protocol == ProtocolTCP && scheme != "" && scheme != "tcp" && scheme != "tlcp":
-		v.add(rp+".upstream", fmt.Sprintf("a tcp listener forwards whole connections, which %s:// targets do not take", scheme), "route it to an upstream of tcp:// or tlcp:// targets, or use protocol: http")
+	case l.Protocol == ProtocolTCP && scheme != "" && scheme != "tcp" && scheme != "tlcp" && scheme != SchemeTLS13SM:
+		v.add(rp+".upstream", fmt.Sprintf("a tcp listener forwards whole connections, which %s:// targets do not take", scheme), "route it to an upstream of tcp://, tlcp:// or tls13sm:// targets, or use protocol: http")
 		return
 	case l.Protocol == ProtocolHTTP && scheme == "tcp":
 		v.add(rp+".upstream", "an http listener forwards HTTP requests, and tcp:// targets take whole connections", "use protocol: tcp for plain TCP clients, or an upstream of http://, https:// or tlcp:// targets")
@@ -751,7 +751,7 @@ func (v *validator) upstream(p string, u *Upstream) {
 		tp := fmt.Sprintf("%s.targets[%d]", p, i)
 		s, err := ParseTarget(t)
 		if err != nil {
-			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https, h2c, tlcp or tcp`)
+			v.add(tp, err.Error(), `write scheme://host:port with scheme http, https, h2c, tlcp, tls13sm or tcp`)
 			continue
 		}
 		if scheme == "" {
@@ -804,6 +804,9 @@ func (v *validator) upstream(p string, u *Upstream) {
 			v.add(p+".tlcp", "tlcp settings apply to tlcp:// targets only", "remove tlcp, or use tlcp:// targets")
 		}
 		v.upstreamTLCP(p+".tlcp", u.TLCP)
+	}
+	if u.TLS13SM != nil {
+		v.upstreamTLS13SM(p+".tls13sm", scheme, u.TLS13SM)
 	}
 	if u.Health.Path != "" {
 		if scheme == "tcp" {
@@ -955,7 +958,7 @@ func ParseTarget(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q is not scheme://host:port", s)
 	}
 	switch u.Scheme {
-	case "http", "https", "h2c", "tlcp", "tcp":
+	case "http", "https", "h2c", "tlcp", SchemeTLS13SM, "tcp":
 	default:
 		return nil, fmt.Errorf("unknown scheme %q in %q", u.Scheme, s)
 	}

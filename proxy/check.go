@@ -322,6 +322,11 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 				"the targets' certificates are not verified: anyone on the way can read and change the traffic",
 				"set ca (and server_name when the targets are reached by address) and remove insecure_skip_verify"))
 		}
+		if t := cfg.Upstreams[name].TLS13SM; t != nil && t.InsecureSkipVerify {
+			out = append(out, cfg.Problem("upstreams."+name+".tls13sm.insecure_skip_verify",
+				"the targets' certificates are not verified: anyone on the way can read and change the traffic",
+				"set ca (and server_name when the targets are reached by address) and remove insecure_skip_verify"))
+		}
 	}
 	if gen.store != nil {
 		for _, w := range gen.store.Warnings() {

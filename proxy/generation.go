@@ -74,7 +74,7 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *ce
 	// timeouts.upstream_connect.
 	retries := 1
 	for _, uc := range cfg.Upstreams {
-		if uc != nil && uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() && uc.Retries != nil {
+		if uc != nil && (uc.Scheme() == "tlcp" && uc.TLCP.HasIdentity() || uc.Scheme() == config.SchemeTLS13SM && uc.TLS13SM.HasIdentity()) && uc.Retries != nil {
 			retries = max(retries, *uc.Retries)
 		}
 	}
@@ -112,6 +112,12 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 			t := uc.TLCP
 			sources = append(sources, certs.Source{Name: upstream.Source(name), SignOnly: true,
 				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}})
+		}
+		// Those of tls13sm:// upstreams are a signing pair alone.
+		if uc := cfg.Upstreams[name]; uc != nil && uc.Scheme() == config.SchemeTLS13SM && uc.TLS13SM.HasIdentity() {
+			t := uc.TLS13SM
+			sources = append(sources, certs.Source{Name: upstream.Source(name), SignOnly: true,
+				TLCP: &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey}})
 		}
 	}
 	return sources, paths

@@ -44,6 +44,7 @@ add +resumed to a suite for a run in which every connection resumes.
 Examples:
   gmgate bench handshake
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --concurrency 256 --duration 30s
+  gmgate bench handshake --suite ECDHE_SM4_GCM_SM3,TLS1.3-SM,TLS1.3-SM+resumed,TLS1.3-SM-MLKEM,TLS1.3 --rounds 3
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --resume 0.8 --http / --rate 500
   gmgate bench handshake --suite ECC_SM4_GCM_SM3,TLS1.2 --server-profile prof && go tool pprof -top prof/ECC_SM4_GCM_SM3.cpu.pprof
   gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2&key=enc&pin-env=SDF_PIN'

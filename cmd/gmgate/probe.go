@@ -20,10 +20,18 @@ func init() {
 	)
 	cmd := &cobra.Command{
 		Use:   "probe https://host:port/path | host:port --send DATA",
-		Short: "Connect with TLCP, show what was negotiated, and fetch a URL",
+		Short: "Connect with TLCP (or TLS 1.3 ShangMi), show what was negotiated, and fetch a URL",
 		Long: `Connect to a TLCP server, print the cipher suite, the server's signing and
 encryption certificates and the time each step took (on stderr), then send
 one HTTP request and print the response body (on stdout), as curl -v does.
+
+--protocol tls13-sm speaks TLS 1.3 with the ShangMi suites of RFC 8998
+instead (TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3, sm2sig_sm3), as a tls13sm://
+upstream does, and prints the suite, the key exchange group (curveSM2 or
+curveSM2MLKEM768), whether the server asked again for a key share
+(HelloRetryRequest) and, with --resume, whether the ticket resumed. --group
+restricts the groups offered (the first gets the key share), --suite the
+suites; the client certificate is --cert and --key alone.
 
 -H "Host: name" sets the request's Host (for a site routed by name, probed
 by address); other -H headers are sent as given. --resolve host:port:addr
@@ -61,6 +69,8 @@ until it closes the connection is printed.`,
       --enc-cert client.enc.crt --enc-key client.enc.key https://127.0.0.1:8443/
   gmgate probe --ca ca.crt --profile gmssl --cert client.sign.crt --key client.sign.key \
       --enc-cert client.enc.crt --enc-key client.enc.key https://gmssl-server.example.cn/
+  gmgate probe --ca ca.crt --protocol tls13-sm --resume https://partner.example.cn/
+  gmgate probe --ca ca.crt --protocol tls13-sm --group curveSM2 --cert client.sign.crt --key client.sign.key https://127.0.0.1:4443/
   gmgate probe --ca ca.crt --send 'PING\r\n' 10.0.0.7:6380
   printf 'QUIT\r\n' | gmgate probe --ca ca.crt --raw db.example.cn:5433`,
 		Args: cobra.ExactArgs(1),
@@ -123,7 +133,9 @@ until it closes the connection is printed.`,
 	f.StringVar(&o.SignKey, "key", "", "client signing key: a file or key reference")
 	f.StringVar(&o.EncCert, "enc-cert", "", "client encryption certificate (PEM), needed for ECDHE suites")
 	f.StringVar(&o.EncKey, "enc-key", "", "client encryption key: a file or key reference")
-	f.StringSliceVar(&o.Suites, "suite", nil, "offer only these cipher suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3)")
+	f.StringSliceVar(&o.Suites, "suite", nil, "offer only these cipher suites (ECC_SM4_GCM_SM3, ECC_SM4_CBC_SM3, ECDHE_SM4_GCM_SM3, ECDHE_SM4_CBC_SM3; with --protocol tls13-sm TLS_SM4_GCM_SM3, TLS_SM4_CCM_SM3)")
+	f.StringVar(&o.Protocol, "protocol", probe.ProtocolTLCP, "protocol to speak: tlcp, or tls13-sm (TLS 1.3 with the ShangMi suites of RFC 8998)")
+	f.StringSliceVar(&o.Groups, "group", nil, "with --protocol tls13-sm: offer only these key exchange groups, in order (curveSM2MLKEM768, curveSM2)")
 	f.StringVar(&o.Profile, "profile", "standard", "client profile: standard (Tongsuo, gotlcp, gmgate and most servers) or gmssl (GmSSL 3 servers that ask for a client certificate: signing certificate alone with the ECC suites, 71-byte ECDHE key exchange, CertificateVerify over the raw handshake), or auto (standard, then gmssl if the server refuses its answer to a CertificateRequest)")
 	f.BoolVar(&o.HTTP2, "http2", false, "offer HTTP/2 by ALPN (h2, http/1.1) and speak it if the server chooses h2 (GmSSL 3.1 servers refuse ALPN)")
 	f.BoolVar(&o.Resume, "resume", false, "connect a second time, report whether the session was resumed, and send the request again")

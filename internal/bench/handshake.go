@@ -486,9 +486,13 @@ func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids
 		Protocol: "tls", CPUs: serverCPUs, GOMAXPROCS: len(serverCPUs),
 		TLSCert: ids.tlsCert, TLSKey: ids.tlsKey, HTTPBody: opts.HTTPBody, HandshakeTimeout: opts.Timeout,
 	}
-	if sc.Protocol == ProtoTLCP {
+	switch sc.Protocol {
+	case ProtoTLCP:
 		cfg.Protocol = "tlcp"
 		cfg.SignCert, cfg.SignKey, cfg.EncCert, cfg.EncKey = ids.tlcp.SignCert, ids.tlcp.SignKey, ids.tlcp.EncCert, ids.tlcp.EncKey
+	case ProtoTLS13SM:
+		cfg.Protocol = "tls13sm"
+		cfg.SignCert, cfg.SignKey = ids.tlcp.SignCert, ids.tlcp.SignKey
 	}
 	if opts.ServerProfileDir != "" {
 		var err error

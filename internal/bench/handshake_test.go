@@ -588,6 +588,8 @@ func TestParseScenarios(t *testing.T) {
 		{"ECC_SM4_GCM_SM3", ProtoTLCP, 0},
 		{"ECDHE_SM4_GCM_SM3", ProtoTLCP, 0},
 		{"ECC_SM4_GCM_SM3 resumed", ProtoTLCP, 1},
+		{"TLS1.3-SM curveSM2", ProtoTLS13SM, 0},
+		{"TLS1.3-SM curveSM2 resumed", ProtoTLS13SM, 1},
 		{"TLS1.3 X25519", ProtoTLS13, 0},
 		{"TLS1.2 P-256", ProtoTLS12, 0},
 	}

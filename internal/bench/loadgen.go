@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // record is what one connection did; times are offsets from the start of
@@ -364,6 +365,30 @@ func (g *loadGen) one(ctx context.Context, resume bool) (rec record) {
 	return rec
 }
 
+// setTLS13SMClient prepares a TLS 1.3 ShangMi scenario's client. A
+// ticket arrives after the handshake; the orderly close of one (which
+// reads until the server's close) takes it in for the next.
+func (g *loadGen) setTLS13SMClient(roots *certRoots, serverName string) {
+	full := &tls13.Config{
+		CipherSuites: []uint16{tls13.TLS_SM4_GCM_SM3}, CurvePreferences: g.sc.smGroups,
+		ServerName: serverName, InsecureSkipVerify: roots == nil,
+	}
+	if roots != nil {
+		full.RootCAs = roots.sm
+		if serverName == "" {
+			full.ServerName = g.host
+		}
+	}
+	resumed := full.Clone()
+	resumed.ClientSessionCache = tls13.NewLRUClientSessionCache(16)
+	g.client = func(raw net.Conn, resume bool) handshaker {
+		if resume {
+			return tls13.Client(raw, resumed)
+		}
+		return tls13.Client(raw, full)
+	}
+}
+
 // get sends the HTTP request and reads the whole response.
 func (g *loadGen) get(c net.Conn) error {
 	if _, err := c.Write(g.request); err != nil {
@@ -409,6 +434,10 @@ func (g *loadGen) setClient(roots *certRoots, clientCert *tlcp.Certificate, serv
 			}
 			return tlcp.Client(raw, full)
 		}
+		return nil
+	}
+	if sc.Protocol == ProtoTLS13SM {
+		g.setTLS13SMClient(roots, serverName)
 		return nil
 	}
 	v := tlsVersion(sc.Protocol)

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // negotiated describes what a handshake agreed on, in the words of the
@@ -20,6 +21,9 @@ func negotiated(c handshaker) string {
 	switch c := c.(type) {
 	case *tlcp.Conn:
 		return tlcp.CipherSuiteName(c.ConnectionState().CipherSuite)
+	case *tls13.Conn:
+		st := c.ConnectionState()
+		return "TLS1.3-SM " + st.Group.String()
 	case *tls.Conn:
 		st := c.ConnectionState()
 		var leaf *x509.Certificate

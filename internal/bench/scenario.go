@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // Protocols a scenario speaks.
@@ -14,6 +15,9 @@ const (
 	ProtoTLCP  = "tlcp"
 	ProtoTLS12 = "tls1.2"
 	ProtoTLS13 = "tls1.3"
+	// ProtoTLS13SM is TLS 1.3 with the ShangMi suites of RFC 8998
+	// (package tlcp/tls13), SM2 certificate and sm2sig_sm3 signatures.
+	ProtoTLS13SM = "tls1.3-sm"
 )
 
 // Scenario is one line of a handshake run: a protocol and suite, and how
@@ -31,6 +35,8 @@ type Scenario struct {
 	tlcpSuite uint16
 	tlsSuites []uint16
 	curves    []tls.CurveID
+	// smGroups is the group a TLS 1.3 ShangMi scenario offers.
+	smGroups []tls13.CurveID
 }
 
 // resumeSuffix is what the scenario's name says of resumption.
@@ -52,7 +58,7 @@ func (s Scenario) needsClientCert() bool {
 
 // DefaultComparison is what a run without --suite measures against a
 // server it starts itself.
-const DefaultComparison = "ECC_SM4_GCM_SM3,ECDHE_SM4_GCM_SM3,ECC_SM4_GCM_SM3+resumed,TLS1.3,TLS1.2"
+const DefaultComparison = "ECC_SM4_GCM_SM3,ECDHE_SM4_GCM_SM3,ECC_SM4_GCM_SM3+resumed,TLS1.3-SM,TLS1.3-SM+resumed,TLS1.3,TLS1.2"
 
 // ScenarioNames lists the names ParseScenarios accepts.
 func ScenarioNames() []string {
@@ -60,7 +66,7 @@ func ScenarioNames() []string {
 	for _, s := range tlcp.CipherSuites() {
 		names = append(names, s.Name)
 	}
-	return append(names, "TLS1.2", "TLS1.2-X25519", "TLS1.3", "TLS1.3-MLKEM")
+	return append(names, "TLS1.2", "TLS1.2-X25519", "TLS1.3", "TLS1.3-MLKEM", "TLS1.3-SM", "TLS1.3-SM-MLKEM")
 }
 
 // ParseScenarios reads a comma-separated list of suite names, each
@@ -129,6 +135,20 @@ func scenarioFor(name string) (Scenario, error) {
 			Name: "TLS1.3 X25519", Protocol: ProtoTLS13,
 			Suite:  "TLS_AES_128_GCM_SHA256 X25519",
 			curves: []tls.CurveID{tls.X25519},
+		}, nil
+	case "TLS1.3-SM", "TLS13-SM":
+		// TLS 1.3 ShangMi offers TLS_SM4_GCM_SM3 and one group; the
+		// server's SM2 certificate signs with sm2sig_sm3.
+		return Scenario{
+			Name: "TLS1.3-SM curveSM2", Protocol: ProtoTLS13SM,
+			Suite:    "TLS_SM4_GCM_SM3 curveSM2",
+			smGroups: []tls13.CurveID{tls13.CurveSM2},
+		}, nil
+	case "TLS1.3-SM-MLKEM", "TLS13-SM-MLKEM":
+		return Scenario{
+			Name: "TLS1.3-SM curveSM2MLKEM768", Protocol: ProtoTLS13SM,
+			Suite:    "TLS_SM4_GCM_SM3 curveSM2MLKEM768",
+			smGroups: []tls13.CurveID{tls13.CurveSM2MLKEM768},
 		}, nil
 	case "TLS1.3-MLKEM", "TLS13-MLKEM":
 		return Scenario{

@@ -24,12 +24,14 @@ import (
 	"github.com/gmgate/gmgate/internal/connworkers"
 	"github.com/gmgate/gmgate/internal/tcplisten"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // childConfig is what the parent tells the server child, as JSON in its
 // command line.
 type childConfig struct {
-	// Protocol is "tlcp" or "tls" (TLS 1.2 and 1.3).
+	// Protocol is "tlcp", "tls" (TLS 1.2 and 1.3) or "tls13sm" (TLS 1.3
+	// ShangMi, with the TLCP signing pair).
 	Protocol string `json:"protocol"`
 	// CPUs the child binds itself to; none leaves it unbound.
 	CPUs []int `json:"cpus,omitempty"`
@@ -191,6 +193,8 @@ func didResume(c handshaker) bool {
 		return c.ConnectionState().DidResume
 	case *tls.Conn:
 		return c.ConnectionState().DidResume
+	case *tls13.Conn:
+		return c.ConnectionState().DidResume
 	}
 	return false
 }
@@ -226,6 +230,20 @@ func startChildServer(ctx context.Context, cfg childConfig) (*childServer, child
 		ready.KeyBackend = keyBackend(cert.SignKey) + "/" + keyBackend(cert.EncKey)
 		tc := &tlcp.Config{Certificates: []tlcp.Certificate{*cert}}
 		s.wrap = func(c net.Conn) handshaker { return tlcp.Server(c, tc) }
+	case "tls13sm":
+		// TLS 1.3 has one certificate a side: the TLCP signing pair.
+		cert, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: cfg.SignCert, SignKey: cfg.SignKey},
+			certs.LoadOptions{SignOnly: true, Names: certs.FieldNames{SignCert: "--sign-cert", SignKey: "--sign-key"}})
+		if err != nil {
+			return nil, ready, fmt.Errorf("loading the server's SM2 signing certificate: %w", err)
+		}
+		signer, ok := cert.SignKey.(crypto.Signer)
+		if !ok {
+			return nil, ready, fmt.Errorf("the server's signing key (%s) cannot sign", keyBackend(cert.SignKey))
+		}
+		ready.KeyBackend = keyBackend(cert.SignKey)
+		tc := &tls13.Config{Certificates: []tls13.Certificate{{Certificate: cert.SignCertificate, PrivateKey: signer, Leaf: cert.SignLeaf}}}
+		s.wrap = func(c net.Conn) handshaker { return tls13.Server(c, tc) }
 	case "tls":
 		cert, err := certs.LoadTLS(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {

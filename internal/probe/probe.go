@@ -30,6 +30,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/internal/tlcphint"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // Options describe one probe.
@@ -92,6 +93,13 @@ type Options struct {
 	Raw   bool
 	Send  []byte
 	Stdin io.Reader
+	// Protocol is the protocol spoken: ProtocolTLCP (the default, also
+	// when empty) or ProtocolTLS13SM (TLS 1.3 with the ShangMi suites of
+	// RFC 8998, see tls13sm.go).
+	Protocol string
+	// Groups restrict the key exchange groups offered over TLS 1.3
+	// ShangMi (curveSM2, curveSM2MLKEM768), in preference order.
+	Groups []string
 	// Timeout bounds the whole probe; 30s when zero.
 	Timeout time.Duration
 	// MaxBody bounds the body read; 10 MiB when zero.
@@ -100,8 +108,11 @@ type Options struct {
 
 // Result is what a probe found.
 type Result struct {
-	Addr      string
+	Addr string
+	// State is what a TLCP handshake negotiated; TLS13 what a TLS 1.3
+	// ShangMi one did (Options.Protocol).
 	State     tlcp.ConnectionState
+	TLS13     tls13.ConnectionState
 	Connect   time.Duration
 	Handshake time.Duration
 	FirstByte time.Duration
@@ -142,7 +153,11 @@ func (r *Result) Resumed() bool {
 
 // exchange is one connection's outcome.
 type exchange struct {
-	state                                tlcp.ConnectionState
+	state   tlcp.ConnectionState
+	state13 tls13.ConnectionState
+	// resumed, suite and alpn are what either protocol negotiated.
+	resumed                              bool
+	suite, alpn                          string
 	connect, handshake, firstByte, total time.Duration
 	status                               int
 	proto                                string
@@ -166,6 +181,14 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	switch o.Protocol {
+	case "", ProtocolTLCP, ProtocolTLS13SM:
+	default:
+		return nil, fmt.Errorf("--protocol: unknown protocol %q (known: %s, %s)", o.Protocol, ProtocolTLCP, ProtocolTLS13SM)
+	}
+	if len(o.Groups) > 0 && !o.tls13SM() {
+		return nil, fmt.Errorf("--group chooses TLS 1.3 key exchange groups: give --protocol %s too", ProtocolTLS13SM)
+	}
 	u, err := o.target()
 	if err != nil {
 		return nil, err
@@ -182,19 +205,28 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := o.tlcpConfig(u.Hostname())
-	if err != nil {
-		return nil, err
-	}
 	// Every connection offers the session the first one made, and only it:
 	// a check that ends in a full handshake does not hand its new session
 	// to the next.
-	session := &firstSession{}
-	cfg.ClientSessionCache = session
-	p := &prober{o: o, cfg: cfg, url: u, info: info}
+	var session interface{ freeze() }
+	p := &prober{o: o, url: u, info: info}
+	if o.tls13SM() {
+		if p.cfg13, err = o.tls13Config(u.Hostname()); err != nil {
+			return nil, err
+		}
+		ticket := &firstTicket{}
+		p.cfg13.ClientSessionCache, session = ticket, ticket
+	} else {
+		if p.cfg, err = o.tlcpConfig(u.Hostname()); err != nil {
+			return nil, err
+		}
+		first := &firstSession{}
+		p.cfg.ClientSessionCache, session = first, first
+	}
 	res := &Result{Addr: addr}
 	first, err := p.run(ctx, addr, "")
 	if first != nil {
+		res.TLS13 = first.state13
 		res.State, res.Connect, res.Handshake, res.FirstByte, res.Total = first.state, first.connect, first.handshake, first.firstByte, first.total
 		res.Status, res.Proto, res.Header, res.Body = first.status, first.proto, first.header, first.body
 	}
@@ -222,8 +254,8 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 		ex, err := p.run(ctx, check, label)
 		if ex != nil {
 			res.Resumptions = append(res.Resumptions, Resumption{
-				Addr: check, Resumed: ex.state.DidResume, Handshake: ex.handshake,
-				Suite:  tlcp.CipherSuiteName(ex.state.CipherSuite),
+				Addr: check, Resumed: ex.resumed, Handshake: ex.handshake,
+				Suite:  ex.suite,
 				Status: ex.status, Header: ex.header, Body: ex.body,
 			})
 		}
@@ -441,11 +473,12 @@ func (o Options) sniReason(host string) string {
 
 // prober makes the probe's connections.
 type prober struct {
-	o    Options
-	cfg  *tlcp.Config
-	url  *url.URL
-	info io.Writer
-	sent []byte // raw mode: what to send, read once
+	o     Options
+	cfg   *tlcp.Config
+	cfg13 *tls13.Config // instead of cfg, for TLS 1.3 ShangMi
+	url   *url.URL
+	info  io.Writer
+	sent  []byte // raw mode: what to send, read once
 	// took is the profile the last handshake took ("" before one did).
 	took string
 }
@@ -463,7 +496,10 @@ func (p *prober) run(ctx context.Context, addr, check string) (*exchange, error)
 // --profile auto a server that refuses the standard profile's answer to
 // its CertificateRequest is tried again with gmssl, on a new connection,
 // and the profile it took is used for the connections that follow.
-func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*tlcp.Conn, error) {
+func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (net.Conn, error) {
+	if p.cfg13 != nil {
+		return p.dial13(ctx, ex, addr, check)
+	}
 	profile := p.o.Profile
 	if profile == tlcphint.ProfileAuto {
 		profile = cmp.Or(p.took, tlcp.ProfileStandard)
@@ -495,6 +531,7 @@ func (p *prober) dial(ctx context.Context, ex *exchange, addr, check string) (*t
 	}
 	p.took = profile
 	ex.state = c.ConnectionState()
+	ex.resumed, ex.suite, ex.alpn = ex.state.DidResume, tlcp.CipherSuiteName(ex.state.CipherSuite), ex.state.NegotiatedProtocol
 	if check != "" {
 		verdict := "no (full handshake)"
 		if ex.state.DidResume {
@@ -554,7 +591,7 @@ func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error
 	}
 	tr := &http.Transport{DialTLSContext: dial, DisableCompression: true}
 	version := "HTTP/1.1"
-	if ex.state.NegotiatedProtocol == "h2" {
+	if ex.alpn == "h2" {
 		// An https:// request over a connection that is not a *tls.Conn
 		// is spoken to in HTTP/2 from the first byte when that is the
 		// transport's only protocol.
@@ -607,7 +644,7 @@ func (p *prober) http(ctx context.Context, addr, check string) (*exchange, error
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
-		return ex, p.overTime(ctx, err, "no response from "+addr)
+		return ex, p.overTime(ctx, p.afterHandshake(err), "no response from "+addr)
 	}
 	defer resp.Body.Close()
 	ex.status, ex.proto, ex.header = resp.StatusCode, resp.Proto, resp.Header
@@ -655,10 +692,11 @@ func (p *prober) raw(ctx context.Context, addr, check string) (*exchange, error)
 		return ex, fmt.Errorf("sending: %w", err)
 	}
 	fmt.Fprintf(p.info, "> %d bytes sent; closing the sending side\n", len(p.sent))
-	if err := c.CloseWrite(); err != nil {
+	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		return ex, fmt.Errorf("closing the sending side: %w", err)
 	}
 	ex.body, err = readUntilClose(c, p.o.MaxBody, &ex.firstByte, start)
+	err = p.afterHandshake(err)
 	ex.total = time.Since(start)
 	fmt.Fprintf(p.info, "< %d bytes received in %s\n", len(ex.body), round(ex.total))
 	return ex, p.overTime(ctx, err, "the answer from "+addr+" did not end")
@@ -767,16 +805,22 @@ func writeState(w io.Writer, st tlcp.ConnectionState, d time.Duration, verified 
 	if st.NegotiatedProtocol != "" {
 		fmt.Fprintf(w, "* ALPN: %s\n", st.NegotiatedProtocol)
 	}
-	for i, c := range st.PeerCertificates {
-		role := "chain"
-		switch i {
-		case 0:
-			role = "sign"
-		case 1:
-			if len(st.PeerCertificates) > 1 && c.KeyUsage&smx509.KeyUsageDigitalSignature == 0 {
-				role = "enc"
-			}
+	writeCertificates(w, st.PeerCertificates, st.VerifiedChains, verified, func(i int, c *smx509.Certificate) string {
+		switch {
+		case i == 0:
+			return "sign"
+		case i == 1 && c.KeyUsage&smx509.KeyUsageDigitalSignature == 0:
+			return "enc"
 		}
+		return "chain"
+	})
+}
+
+// writeCertificates describes the server's certificates, each with the
+// role that role gives it, and whether they were verified.
+func writeCertificates(w io.Writer, peer []*smx509.Certificate, chains [][]*smx509.Certificate, verified bool, role func(int, *smx509.Certificate) string) {
+	for i, c := range peer {
+		role := role(i, c)
 		sum := sha256.Sum256(c.Raw)
 		fmt.Fprintf(w, "* certificate %d (%s): subject %q\n", i, role, c.Subject.String())
 		fmt.Fprintf(w, "*   issuer %q, serial %s\n", c.Issuer.String(), strings.ToUpper(c.SerialNumber.Text(16)))
@@ -796,8 +840,8 @@ func writeState(w io.Writer, st tlcp.ConnectionState, d time.Duration, verified 
 	switch {
 	case !verified:
 		fmt.Fprintln(w, "* server certificate NOT verified (--insecure)")
-	case len(st.VerifiedChains) > 0:
-		chain := st.VerifiedChains[0]
+	case len(chains) > 0:
+		chain := chains[0]
 		fmt.Fprintf(w, "* server certificate verified up to %q\n", chain[len(chain)-1].Subject.String())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // transport reaches the targets of one pool in the pool's scheme. The
@@ -133,6 +134,8 @@ func newTransport(p *Pool, uc *config.Upstream, ts transportSettings) (transport
 		return newHTTPTransport(p.Scheme, uc, ts)
 	case "tlcp":
 		return newTLCPTransport(p, uc, ts)
+	case config.SchemeTLS13SM:
+		return newTLS13SMTransport(p, uc, ts)
 	case "tcp":
 		return newTCPTransport(ts), nil
 	}
@@ -156,6 +159,8 @@ const (
 // stageError is a failure to reach a target, with the step that failed.
 type stageError struct {
 	stage string
+	// proto names the handshake's protocol; TLCP when empty.
+	proto string
 	err   error
 	// hint explains a failed TLCP handshake from what the client saw
 	// (tlcphint), "" when the error says enough.
@@ -167,7 +172,11 @@ func (e *stageError) Error() string {
 	case stageConnect:
 		return "TCP connect failed: " + e.err.Error()
 	case stageHandshake:
-		return "TLCP handshake failed: " + e.err.Error()
+		proto := e.proto
+		if proto == "" {
+			proto = "TLCP"
+		}
+		return proto + " handshake failed: " + e.err.Error()
 	}
 	return "request failed: " + e.err.Error()
 }
@@ -188,6 +197,14 @@ func Failure(err error) (stage, reason string) {
 		stage = stageConnect
 	case tlsHandshakeFailure(err):
 		stage = stageHandshake
+	}
+	var alert13 *tls13.AlertError
+	if errors.As(err, &alert13) {
+		dir := "sent"
+		if alert13.Remote {
+			dir = "received"
+		}
+		return stage, "alert_" + dir + "_" + strings.ReplaceAll(alert13.Alert.String(), " ", "_")
 	}
 	if dir, alert, ok := observe.HandshakeAlert(err); ok {
 		return stage, "alert_" + dir + "_" + alert

@@ -108,7 +108,7 @@ func NoTargetFault(err error) bool {
 // the transport that reaches them.
 type Pool struct {
 	Name    string
-	Scheme  string // http, https, h2c, tlcp or tcp
+	Scheme  string // http, https, h2c, tlcp, tls13sm or tcp
 	Cfg     config.Upstream
 	Targets []*Target
 	policy  selectionPolicy
@@ -166,7 +166,7 @@ func NewPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 		addr := u.Host
 		if u.Port() == "" {
 			port := "80"
-			if u.Scheme == "https" || u.Scheme == "tlcp" {
+			if u.Scheme == "https" || u.Scheme == "tlcp" || u.Scheme == config.SchemeTLS13SM {
 				port = "443"
 			}
 			addr = net.JoinHostPort(u.Hostname(), port)
@@ -202,7 +202,7 @@ func NewPool(name string, uc *config.Upstream, timeouts config.Timeouts, maxResp
 // without the port when it is the scheme's default.
 func TargetHost(u *url.URL) string {
 	def := "80"
-	if u.Scheme == "https" || u.Scheme == "tlcp" {
+	if u.Scheme == "https" || u.Scheme == "tlcp" || u.Scheme == config.SchemeTLS13SM {
 		def = "443"
 	}
 	if u.Port() != def {
@@ -218,7 +218,7 @@ func TargetHost(u *url.URL) string {
 // its start (a tlcp:// upstream's CA file) still hold the same, so that a
 // reload may keep the pool.
 func (p *Pool) FilesUnchanged() bool {
-	if tr, ok := p.Transport.(*tlcpTransport); ok {
+	if tr, ok := p.Transport.(interface{ FilesUnchanged() bool }); ok {
 		return tr.FilesUnchanged()
 	}
 	return true
