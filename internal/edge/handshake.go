@@ -67,9 +67,10 @@ const errNoTLSCertificates = "tls: no certificates configured"
 
 // handshake runs the handshake of the listener's protocol, or on an auto
 // listener of the protocol the client's first record header names (TLCP
-// for a GM-capable TLS hello its site takes, gmcapable.go), and returns the site it was made for. info.protocol (and info.sni and
-// info.site, once the ClientHello chose them) are set as far as they are
-// known, even on failure.
+// for a GM-capable TLS hello its site takes, gmcapable.go), and returns
+// the site it was made for. info.protocol (and info.sni and info.site,
+// once the ClientHello chose them) are set as far as they are known, even
+// on failure.
 // protocol is the listener's; tlsConf and tlcpConf start its handshakes
 // (outerTLS, outerTLCP of sites).
 func Handshake(ctx context.Context, protocol string, sites *route.SiteTable, tlsConf *tls.Config, tlcpConf *tlcp.Config, detected WireProtocol, c net.Conn) (*forward.ConnInfo, *route.Site, net.Conn, error) {
