@@ -40,6 +40,8 @@ type generation struct {
 	// configuration that fails leaves the sessions in service alone.
 	sessionCaches map[string]*sessionCache
 	ticketers     map[string]*tls.Config
+	// revocation are the revocation checkers of sites and upstreams.
+	revocation *revocationSet
 }
 
 // buildOptions say what a generation is built for.
@@ -131,6 +133,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 
 		sessionCaches: maps.Clone(s.sessionCaches),
 		ticketers:     maps.Clone(s.ticketers),
+		revocation:    newRevocationSet(bo.check, prev, s.metrics.Revocation),
 	}
 	for _, lc := range cfg.Listeners {
 		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
@@ -154,6 +157,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		gen.pools[name] = p
 	}
+	s.upstreamRevocation(cfg, prev, gen)
 	shared, storeProbs, storeWarnings := s.sessionStore(cfg, prev, bo)
 	gen.shared = shared
 	probs = append(probs, storeProbs...)
@@ -166,6 +170,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		gen.states[lc.Name] = st
 	}
+	probs = append(probs, gen.revocation.probs...)
 	if len(probs) > 0 {
 		gen.release(prev, false)
 		return nil, configError(probs)
@@ -200,6 +205,7 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 			p.Start()
 		}
 	}
+	g.revocation.start(prev)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.storeCancel = cancel
 	go func() {
@@ -230,6 +236,7 @@ func (g *generation) release(keep *generation, served bool) {
 			site.mgr.Stop()
 		}
 	}
+	g.revocation.release(keep)
 	if keep == nil {
 		g.shared.closeUnless(nil)
 	} else {

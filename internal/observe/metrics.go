@@ -34,6 +34,8 @@ type Metrics struct {
 	UpstreamRefused    *prometheus.CounterVec
 	RequestDuration    *prometheus.HistogramVec
 	Reloads            *prometheus.CounterVec
+	// Revocation are the revocation checks' metrics.
+	Revocation *RevocationMetrics
 
 	accelOps      *prometheus.CounterVec
 	accelDuration *prometheus.HistogramVec
@@ -148,6 +150,8 @@ func NewMetrics() *Metrics {
 		Name: "gmgate_accel_pool_in_use",
 		Help: "Backend sessions in use.",
 	}, []string{"backend"})
+	m.Revocation = newRevocationMetrics()
+	m.Registry.MustRegister(m.Revocation.collectors()...)
 	m.Registry.MustRegister(
 		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
 		m.handshakesResumed, m.UpstreamRequests, m.upstreamFailures, m.UpstreamTLCP, m.upstreamDuration, m.UpstreamHealthy, m.RequestDuration, m.Reloads,
