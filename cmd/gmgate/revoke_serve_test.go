@@ -76,8 +76,13 @@ func (f *revokeFixture) listener(name, tlcpRevocation, tlsRevocation string) str
 // serve writes the configuration with listeners and starts gmgate serve.
 func (f *revokeFixture) serve(t *testing.T, listeners string, names ...string) *served {
 	t.Helper()
-	cfg := "admin: {listen: \"127.0.0.1:0\"}\nlog: {access: \"off\"}\nlisteners:\n" + listeners +
-		fmt.Sprintf("upstreams:\n  app: {targets: [%q]}\n", f.upstream)
+	return f.serveUpstreams(t, listeners, fmt.Sprintf("  app: {targets: [%q]}\n", f.upstream), names...)
+}
+
+// serveUpstreams is serve with the upstreams section's body.
+func (f *revokeFixture) serveUpstreams(t *testing.T, listeners, upstreams string, names ...string) *served {
+	t.Helper()
+	cfg := "admin: {listen: \"127.0.0.1:0\"}\nlog: {access: \"off\"}\nlisteners:\n" + listeners + "upstreams:\n" + upstreams
 	file := f.path("gmgate.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
