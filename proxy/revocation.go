@@ -252,12 +252,22 @@ func (rs *revocationSet) release(keep *generation) {
 	}
 }
 
+// verifyTimeout bounds the wait of one handshake for its revocation
+// answer (an OCSP responder's, or a place among the requests in flight):
+// the callbacks get no handshake context.
+const verifyTimeout = revocation.DefaultOCSPTimeout + time.Second
+
 // verifyTLCPRevocation returns a VerifyConnection that checks a TLCP
 // peer's signing and encryption certificates, on full and resumed
 // handshakes.
 func verifyTLCPRevocation(chk *revocation.Checker) func(tlcp.ConnectionState) error {
 	return func(cs tlcp.ConnectionState) error {
-		return chk.VerifyTLCP(context.Background(), cs.PeerCertificates, cs.VerifiedChains)
+		if len(cs.VerifiedChains) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+		defer cancel()
+		return chk.VerifyTLCP(ctx, cs.PeerCertificates, cs.VerifiedChains)
 	}
 }
 
@@ -267,7 +277,12 @@ func verifyTLCPRevocation(chk *revocation.Checker) func(tlcp.ConnectionState) er
 // handshake's metrics and log learn it from the wrapping.
 func verifyTLSRevocation(chk *revocation.Checker) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
-		if err := chk.VerifyX509(context.Background(), cs.VerifiedChains); err != nil {
+		if len(cs.VerifiedChains) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+		defer cancel()
+		if err := chk.VerifyX509(ctx, cs.VerifiedChains); err != nil {
 			return &observe.SentAlertError{Alert: "bad_certificate", Err: err}
 		}
 		return nil
