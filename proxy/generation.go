@@ -176,6 +176,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		return nil, configError(probs)
 	}
 	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
+	gen.warnings = append(gen.warnings, gen.revocation.warnings...)
 	return gen, nil
 }
 

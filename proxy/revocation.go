@@ -33,6 +33,9 @@ type revocationSet struct {
 	m     *observe.RevocationMetrics
 	runs  map[string]*revocationRun
 	probs []config.Problem
+	// warnings are CRL files out of date: they refuse or admit (by the
+	// policy) every certificate they cover until a new one is made.
+	warnings []config.Problem
 	// prev is the set in service, whose checkers are kept when their
 	// settings and CAs are the same.
 	prev *revocationSet
@@ -84,9 +87,16 @@ func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revoc
 		if config.RevocationURL(src) {
 			continue
 		}
-		if msg, fix := crlFileProblem(src, issuers, caFile != ""); msg != "" {
+		crl, msg, fix := crlFileProblem(src, issuers, caFile != "")
+		if msg != "" {
 			rs.probs = append(rs.probs, cfg.Problem(fmt.Sprintf("%s.crl[%d]", path, i), msg, fix))
 			bad = true
+		} else if crl != nil {
+			if err := crl.CheckTime(time.Now(), max(graceOf(rc), 0)); err != nil {
+				rs.warnings = append(rs.warnings, cfg.Problem(fmt.Sprintf("%s.crl[%d]", path, i),
+					fmt.Sprintf("CRL file %s: %v, so the certificates of its CA have an unknown revocation status (policy %s)", src, err, rc.Policy),
+					"make a new CRL (gmgate cert crl --ca DIR) and reload"))
+			}
 		}
 	}
 	if bad || rs.check {
@@ -171,26 +181,26 @@ func checkerOptions(rc *config.Revocation, issuers []*smx509.Certificate, obs re
 
 // crlFileProblem reads a CRL file as the checker will and says what is
 // wrong with it: unreadable, too large, not a CRL, or (when the CAs are
-// known) signed by none of them.
-func crlFileProblem(file string, issuers []*smx509.Certificate, checkIssuer bool) (msg, fix string) {
+// known) signed by none of them. It returns the CRL when it was parsed.
+func crlFileProblem(file string, issuers []*smx509.Certificate, checkIssuer bool) (crl *revocation.CRL, msg, fix string) {
 	st, err := os.Stat(file)
 	if err != nil {
-		return fmt.Sprintf("CRL file: %v", err), "give the path of a CRL file (PEM or DER) that gmgate may read, such as the crl.pem that gmgate cert crl writes"
+		return nil, fmt.Sprintf("CRL file: %v", err), "give the path of a CRL file (PEM or DER) that gmgate may read, such as the crl.pem that gmgate cert crl writes"
 	}
 	if st.Size() > revocation.DefaultMaxCRLBytes {
-		return fmt.Sprintf("CRL file %s is %d bytes, more than the %d allowed", file, st.Size(), revocation.DefaultMaxCRLBytes), "give the CA's complete CRL; a CRL this large is not one gmgate takes"
+		return nil, fmt.Sprintf("CRL file %s is %d bytes, more than the %d allowed", file, st.Size(), revocation.DefaultMaxCRLBytes), "give the CA's complete CRL; a CRL this large is not one gmgate takes"
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return fmt.Sprintf("CRL file: %v", err), "check that gmgate may read it"
+		return nil, fmt.Sprintf("CRL file: %v", err), "check that gmgate may read it"
 	}
 	if !checkIssuer {
-		return "", ""
+		return nil, "", ""
 	}
-	if _, err := revocation.ParseCRL(data, issuers); err != nil {
-		return fmt.Sprintf("CRL file %s: %v", file, err), "give the CRL that a CA of the section's CA file issues (gmgate cert crl --ca DIR writes one), or add the CRL's issuing CA to that file"
+	if crl, err = revocation.ParseCRL(data, issuers); err != nil {
+		return nil, fmt.Sprintf("CRL file %s: %v", file, err), "give the CRL that a CA of the section's CA file issues (gmgate cert crl --ca DIR writes one), or add the CRL's issuing CA to that file"
 	}
-	return "", ""
+	return crl, "", ""
 }
 
 // pemCertificates parses the certificates of a PEM file, skipping what

@@ -238,3 +238,32 @@ func TestConfigCheckCRLProblems(t *testing.T) {
 		}
 	}
 }
+
+// A CRL file past its nextUpdate and grace loads with a warning that
+// says what the policy will do and how to make a new one; config check
+// passes.
+func TestConfigCheckWarnsOfOutOfDateCRL(t *testing.T) {
+	f := newRevokeFixture(t)
+	caCert, caKey := f.caOf(t, "tls-ca")
+	old, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
+		Number: big.NewInt(7), ThisUpdate: time.Now().Add(-3 * time.Hour), NextUpdate: time.Now().Add(-2 * time.Hour),
+	}, caCert, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.path("old.crl"), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "admin: {listen: \"127.0.0.1:0\"}\nlisteners:\n" + f.listener("edge", "null", "{crl: [old.crl]}") +
+		fmt.Sprintf("upstreams:\n  app: {targets: [%q]}\n", f.upstream)
+	file := f.path("gmgate.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustGmgate(t, f.dir, "config", "check", "--config", file)
+	for _, want := range []string{"listeners[0].tls.client_revocation.crl[0]: CRL file " + f.path("old.crl") + ": the CRL expired", "policy fail_closed", "gmgate cert crl --ca DIR"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}
