@@ -67,9 +67,10 @@ func siteScope(sp siteSpec, protocol string) string { return sp.source() + "/" +
 // the field path) with the CAs of caFile as the CRLs' issuers; a
 // problem with a CRL file is kept in the set's problems. It reuses the
 // checker in service when nothing it was built from changed, and reads
-// its CRLs again; a new one reads them before it serves. Nil for a nil
-// rc, or when a problem was found.
-func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revocation, caFile string, cfg *config.Config) *revocation.Checker {
+// its CRLs again, and always with keep (the configuration it was hooked
+// into is kept too); a new one reads them before it serves. Nil for a
+// nil rc, or when a problem was found.
+func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revocation, caFile string, cfg *config.Config, keep bool) *revocation.Checker {
 	if rc == nil {
 		return nil
 	}
@@ -110,7 +111,7 @@ func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revoc
 	ctx, cancel := context.WithTimeout(context.Background(), firstRefreshTimeout)
 	defer cancel()
 	if rs.prev != nil {
-		if old := rs.prev.runs[scope]; old != nil && old.key == key {
+		if old := rs.prev.runs[scope]; old != nil && (old.key == key || keep) {
 			rs.runs[scope] = old
 			if err := old.chk.Refresh(ctx); err != nil {
 				s.log.Warn("CRLs not read again on reload; the last good ones stay", "scope", scope, "cause", err.Error())
@@ -148,8 +149,9 @@ func (s *Server) upstreamRevocation(cfg *config.Config, prev *generation, gen *g
 		case p.Scheme == "tlcp" && uc.TLCP != nil:
 			rc, field, caFile = uc.TLCP.Revocation, "tlcp.revocation", uc.TLCP.CA
 		}
-		chk := gen.revocation.checker(s, upstream.Source(name), config.Field(uc.Path(), field), rc, caFile, cfg)
-		if chk == nil || (prev != nil && prev.pools[name] == p) {
+		kept := prev != nil && prev.pools[name] == p
+		chk := gen.revocation.checker(s, upstream.Source(name), config.Field(uc.Path(), field), rc, caFile, cfg, kept)
+		if chk == nil || kept {
 			continue
 		}
 		p.CheckServerCertificates(verifyTLSRevocation(chk), verifyTLCPRevocation(chk))
