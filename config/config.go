@@ -12,6 +12,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -273,6 +274,9 @@ type TLCP struct {
 	// extended key usage allows serverAuth but not clientAuth, as some GM
 	// CAs issue them.
 	AcceptServerAuthClientCerts bool `yaml:"accept_server_auth_client_certs"`
+	// ClientRevocation checks verified client certificates against
+	// CRLs and OCSP responders (none when nil).
+	ClientRevocation *Revocation `yaml:"client_revocation"`
 	// SessionCache bounds the sessions kept for resumption.
 	SessionCache *SessionCache `yaml:"session_cache"`
 	// TLS13ShangMi says whether the site answers TLS 1.3 ClientHellos
@@ -300,6 +304,54 @@ const (
 // TLS13ShangMiModes are the values of tlcp.tls13_shangmi.
 var TLS13ShangMiModes = []string{TLS13ShangMiPrefer, TLS13ShangMiAccept, TLS13ShangMiOff}
 
+// Revocation values of ocsp.
+const (
+	// RevocationOCSPOff asks no OCSP responder.
+	RevocationOCSPOff = "off"
+	// RevocationOCSPAIA asks the responder each certificate names in
+	// its authorityInfoAccess extension.
+	RevocationOCSPAIA = "aia"
+	// RevocationFailClosed refuses a certificate whose status is
+	// unknown; RevocationFailOpen admits it.
+	RevocationFailClosed = "fail_closed"
+	RevocationFailOpen   = "fail_open"
+)
+
+// RevocationURL reports whether a CRL source or responder is written as
+// a URL (it has a scheme) rather than a file path.
+func RevocationURL(s string) bool { return strings.Contains(s, "://") }
+
+// OCSPResponder is the responder URL of ocsp, or "" for off and aia.
+func (r *Revocation) OCSPResponder() string {
+	if r == nil || r.OCSP == RevocationOCSPOff || r.OCSP == RevocationOCSPAIA {
+		return ""
+	}
+	return r.OCSP
+}
+
+// Revocation is how certificates verified against a CA are checked for
+// revocation: a client's certificate on a site (client_revocation), an
+// upstream target's on a https:// or tlcp:// pool (revocation).
+type Revocation struct {
+	// CRL are CRL files (PEM or DER) and http(s) URLs, each holding the
+	// complete CRL of one CA.
+	CRL []string `yaml:"crl"`
+	// OCSP is off, aia (the responder each certificate names) or the
+	// http(s) URL of a responder asked for every certificate.
+	OCSP string `yaml:"ocsp"`
+	// Refresh is how often the CRLs are read again (also at each CRL's
+	// nextUpdate and on every reload).
+	Refresh Duration `yaml:"refresh"`
+	// Grace is how long after its nextUpdate the last good CRL or OCSP
+	// answer is still used while its source cannot be read; 0s for no
+	// grace.
+	Grace *Duration `yaml:"grace"`
+	// Policy is fail_closed (refuse a certificate whose status nothing
+	// current can tell) or fail_open (admit it). A revoked certificate
+	// is refused either way.
+	Policy string `yaml:"policy"`
+}
+
 // SessionCache is a listener's TLCP session cache.
 type SessionCache struct {
 	// Size is how many sessions are kept; 0 turns resumption off.
@@ -319,6 +371,8 @@ type TLS struct {
 	MinVersion string `yaml:"min_version"`
 	ClientAuth string `yaml:"client_auth"`
 	ClientCA   string `yaml:"client_ca"`
+	// ClientRevocation is as for TLCP.
+	ClientRevocation *Revocation `yaml:"client_revocation"`
 }
 
 // ACME challenge types.
@@ -458,6 +512,9 @@ type UpstreamTLS struct {
 	// InsecureSkipVerify disables verification of the targets'
 	// certificates. For tests only.
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	// Revocation checks the targets' certificates for revocation (off
+	// when nil).
+	Revocation *Revocation `yaml:"revocation"`
 }
 
 // UpstreamTLCP configures tlcp:// targets: gmgate as a TLCP client,
@@ -499,6 +556,9 @@ type UpstreamTLCP struct {
 	// SessionCache bounds the sessions kept to resume with the targets
 	// (one per target is used); size 0 turns resumption off.
 	SessionCache *SessionCache `yaml:"session_cache"`
+	// Revocation checks the targets' signing and encryption
+	// certificates for revocation (off when nil).
+	Revocation *Revocation `yaml:"revocation"`
 }
 
 // HasIdentity reports whether a client certificate is configured.

@@ -65,6 +65,14 @@ const (
 	// DefaultACMECA is Let's Encrypt's production directory.
 	DefaultACMECA      = "https://acme-v02.api.letsencrypt.org/directory"
 	DefaultACMEKeyType = "p256"
+	// DefaultRevocationRefresh is how often CRLs are read again.
+	DefaultRevocationRefresh = time.Hour
+	// DefaultRevocationGrace is how long a CRL or OCSP answer past its
+	// nextUpdate still serves while its source cannot be read.
+	DefaultRevocationGrace = time.Hour
+	// DefaultRevocationPolicy refuses certificates whose revocation
+	// status is unknown.
+	DefaultRevocationPolicy = RevocationFailClosed
 )
 
 // Defaults fills in every value the file leaves out. It is the only place
@@ -179,8 +187,26 @@ func Defaults(c *Config) {
 			}
 			setIntPtr(&t.SessionCache.Size, DefaultUpstreamSessions)
 			setDuration(&t.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+			revocationDefaults(t.Revocation)
+		}
+		if t := u.TLS; t != nil {
+			revocationDefaults(t.Revocation)
 		}
 	}
+}
+
+// revocationDefaults fills in a revocation section that is present.
+func revocationDefaults(r *Revocation) {
+	if r == nil {
+		return
+	}
+	setString(&r.OCSP, RevocationOCSPOff)
+	setDuration(&r.Refresh, DefaultRevocationRefresh)
+	if r.Grace == nil {
+		g := Duration(DefaultRevocationGrace)
+		r.Grace = &g
+	}
+	setString(&r.Policy, DefaultRevocationPolicy)
 }
 
 // defaultSite fills in the defaults of one site's identity and routes.
@@ -204,10 +230,12 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 		}
 		setIntPtr(&tc.SessionCache.Size, tlcp.DefaultSessionCacheSize)
 		setDuration(&tc.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+		revocationDefaults(tc.ClientRevocation)
 	}
 	if tl != nil {
 		setString(&tl.MinVersion, "1.2")
 		setString(&tl.ClientAuth, "none")
+		revocationDefaults(tl.ClientRevocation)
 		if a := tl.ACME; a != nil {
 			setString(&a.CA, DefaultACMECA)
 			setString(&a.KeyType, DefaultACMEKeyType)

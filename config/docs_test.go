@@ -27,6 +27,7 @@ var docSections = map[string]string{
 	"sites":               "listeners.sites",
 	"tlcp":                "listeners.tlcp",
 	"tls":                 "listeners.tls",
+	"client_revocation":   "listeners.tlcp.client_revocation",
 	"tls.acme":            "listeners.tls.acme",
 	"proxy_protocol":      "listeners.proxy_protocol",
 	"session_headers":     "listeners.session_headers",
@@ -187,7 +188,7 @@ func TestConfigDocListsEverySchemaKey(t *testing.T) {
 func defaultsExample() *Config {
 	c := &Config{
 		Listeners: []Listener{{
-			TLCP: &TLCP{}, TLS: &TLS{ACME: &ACME{}}, ProxyProtocol: &ProxyProtocol{},
+			TLCP: &TLCP{ClientRevocation: &Revocation{}}, TLS: &TLS{ACME: &ACME{}}, ProxyProtocol: &ProxyProtocol{},
 			Routes: []Route{{}},
 		}, {
 			Sites: []Site{{TLCP: &TLCP{}, TLS: &TLS{}, Routes: []Route{{}}}},

@@ -17,6 +17,16 @@ func (c *Config) resolvePaths(dir string) {
 		}
 	}
 	key := func(p *string) { *p = resolveKeyRef(dir, *p) }
+	crls := func(r *Revocation) {
+		if r == nil {
+			return
+		}
+		for i := range r.CRL {
+			if !RevocationURL(r.CRL[i]) {
+				file(&r.CRL[i])
+			}
+		}
+	}
 
 	file(&c.StateDir)
 	switch c.Log.Access {
@@ -34,11 +44,13 @@ func (c *Config) resolvePaths(dir string) {
 				key(&t.SignKey)
 				key(&t.EncKey)
 				file(&t.ClientCA)
+				crls(t.ClientRevocation)
 			}
 			if t := sites[j].TLS; t != nil {
 				file(&t.Cert)
 				key(&t.Key)
 				file(&t.ClientCA)
+				crls(t.ClientRevocation)
 				if t.ACME != nil {
 					file(&t.ACME.CARoot)
 				}
@@ -54,6 +66,7 @@ func (c *Config) resolvePaths(dir string) {
 			file(&t.CA)
 			file(&t.Cert)
 			key(&t.Key)
+			crls(t.Revocation)
 		}
 		if t := u.TLCP; t != nil {
 			file(&t.CA)
@@ -61,6 +74,7 @@ func (c *Config) resolvePaths(dir string) {
 			file(&t.EncCert)
 			key(&t.SignKey)
 			key(&t.EncKey)
+			crls(t.Revocation)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/keyref"
@@ -458,6 +459,7 @@ func (v *validator) tlcp(p string, t *TLCP) {
 		}
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
+	v.clientRevocation(p, t.ClientAuth, t.ClientRevocation)
 	v.sessionCache(p, t.SessionCache)
 	if t.TLS13ShangMi != "" && !slices.Contains(TLS13ShangMiModes, t.TLS13ShangMi) {
 		v.add(p+".tls13_shangmi", fmt.Sprintf("unknown tls13_shangmi %q", t.TLS13ShangMi), "use one of "+strings.Join(TLS13ShangMiModes, ", "))
@@ -503,6 +505,95 @@ func (v *validator) tls(c *Config, p string, t *TLS) {
 		v.add(p+".min_version", fmt.Sprintf("unknown TLS version %q", t.MinVersion), `use "1.2" or "1.3"`)
 	}
 	v.clientAuth(p, t.ClientAuth, t.ClientCA)
+	v.clientRevocation(p, t.ClientAuth, t.ClientRevocation)
+}
+
+// clientRevocation checks a site's client_revocation: it needs client
+// certificates verified against client_ca.
+func (v *validator) clientRevocation(p, clientAuth string, r *Revocation) {
+	if r == nil {
+		return
+	}
+	v.revocation(p+".client_revocation", r)
+	if clientAuth != "verify_if_given" && clientAuth != "require_and_verify" && slices.Contains(ClientAuthModes, clientAuth) {
+		v.add(p+".client_revocation", "client_auth "+clientAuth+" verifies no client certificate, so there is none to check for revocation", "set client_auth: require_and_verify (or verify_if_given) with client_ca, or remove client_revocation")
+	}
+}
+
+// revocation checks the CRL sources, the OCSP setting and the timings
+// of a revocation section (defaults applied).
+func (v *validator) revocation(p string, r *Revocation) {
+	if len(r.CRL) == 0 && r.OCSP == RevocationOCSPOff {
+		v.add(p, "neither crl nor ocsp is set, so nothing is checked", "list CRL files or URLs under crl, set ocsp: aia, or remove the section")
+	}
+	seen := map[string]int{}
+	for i, src := range r.CRL {
+		sp := fmt.Sprintf("%s.crl[%d]", p, i)
+		switch {
+		case src == "":
+			v.add(sp, "an empty CRL source", "give a CRL file path or an http(s):// URL")
+			continue
+		case !v.notInline(sp, src):
+			continue
+		case RevocationURL(src):
+			if msg := revocationURLProblem(src); msg != "" {
+				v.add(sp, msg, "write an http:// or https:// URL such as http://ca.example.cn/clients.crl")
+				continue
+			}
+		}
+		if j, dup := seen[src]; dup {
+			v.add(sp, fmt.Sprintf("the same source as crl[%d]", j), "list each CRL once")
+		} else {
+			seen[src] = i
+		}
+	}
+	switch r.OCSP {
+	case RevocationOCSPOff, RevocationOCSPAIA:
+	default:
+		if !RevocationURL(r.OCSP) {
+			v.add(p+".ocsp", fmt.Sprintf("unknown value %q", r.OCSP), "use off, aia (the responder each certificate names) or a responder's http:// URL")
+		} else if msg := revocationURLProblem(r.OCSP); msg != "" {
+			v.add(p+".ocsp", msg, "use off, aia (the responder each certificate names) or a responder's http:// URL")
+		}
+	}
+	if r.Refresh < Duration(time.Second) || r.Refresh > Duration(7*24*time.Hour) {
+		v.add(p+".refresh", fmt.Sprintf("%s is out of range", r.Refresh), "use a duration from 1s to 168h, such as 1h")
+	}
+	if g := r.Grace; g != nil && (*g < 0 || *g > Duration(30*24*time.Hour)) {
+		v.add(p+".grace", fmt.Sprintf("%s is out of range", *g), "use a duration from 0s (no grace) to 720h, such as 1h")
+	}
+	switch r.Policy {
+	case RevocationFailClosed, RevocationFailOpen:
+	default:
+		v.add(p+".policy", fmt.Sprintf("unknown policy %q", r.Policy), "use fail_closed (refuse a certificate whose status is unknown) or fail_open (admit it)")
+	}
+}
+
+// upstreamRevocation checks an upstream's tls or tlcp revocation
+// section, which needs the targets' certificates verified.
+func (v *validator) upstreamRevocation(p string, insecure bool, r *Revocation) {
+	if r == nil {
+		return
+	}
+	v.revocation(p+".revocation", r)
+	if insecure {
+		v.add(p+".revocation", "insecure_skip_verify verifies no target certificate, so there is none to check for revocation", "remove insecure_skip_verify or revocation")
+	}
+}
+
+// revocationURLProblem says what is wrong with a CRL or responder URL,
+// without repeating any user information or query it may carry.
+func revocationURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("the scheme %q is not http or https", u.Scheme)
+	case u.Host == "":
+		return "the URL names no host"
+	}
+	return ""
 }
 
 // httpListener checks a plain HTTP listener: it has no TLCP or TLS
@@ -807,6 +898,12 @@ func (v *validator) upstream(p string, u *Upstream) {
 	}
 	if u.TLS13SM != nil {
 		v.upstreamTLS13SM(p+".tls13sm", scheme, u.TLS13SM)
+	}
+	if u.TLS != nil {
+		v.upstreamRevocation(p+".tls", u.TLS.InsecureSkipVerify, u.TLS.Revocation)
+	}
+	if u.TLCP != nil {
+		v.upstreamRevocation(p+".tlcp", u.TLCP.InsecureSkipVerify, u.TLCP.Revocation)
 	}
 	if u.Health.Path != "" {
 		if scheme == "tcp" {

@@ -42,6 +42,8 @@ type generation struct {
 	ticketers     map[string]*tls.Config
 	// shangMiTicketKeys are the server's likewise (Server).
 	shangMiTicketKeys map[string][32]byte
+	// revocation are the revocation checkers of sites and upstreams.
+	revocation *revocationSet
 }
 
 // buildOptions say what a generation is built for.
@@ -141,6 +143,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		ticketers:     maps.Clone(s.ticketers),
 
 		shangMiTicketKeys: maps.Clone(s.shangMiTicketKeys),
+		revocation:        newRevocationSet(bo.check, prev, s.metrics.Revocation),
 	}
 	for _, lc := range cfg.Listeners {
 		if prev != nil && prev.handshakes[lc.Name] != nil && prev.cfg.Limits.MaxHandshakes == cfg.Limits.MaxHandshakes && prev.cfg.Limits.HandshakeWait == cfg.Limits.HandshakeWait {
@@ -164,6 +167,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		gen.pools[name] = p
 	}
+	s.upstreamRevocation(cfg, prev, gen)
 	shared, storeProbs, storeWarnings := s.sessionStore(cfg, prev, bo)
 	gen.shared = shared
 	probs = append(probs, storeProbs...)
@@ -176,11 +180,13 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 		}
 		gen.states[lc.Name] = st
 	}
+	probs = append(probs, gen.revocation.probs...)
 	if len(probs) > 0 {
 		gen.release(prev, false)
 		return nil, configError(probs)
 	}
 	gen.warnings = append(s.warnings(cfg, gen, sitePaths), storeWarnings...)
+	gen.warnings = append(gen.warnings, gen.revocation.warnings...)
 	return gen, nil
 }
 
@@ -211,6 +217,7 @@ func (g *generation) start(prev *generation, log *slog.Logger) {
 			p.Start()
 		}
 	}
+	g.revocation.start(prev)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.storeCancel = cancel
 	go func() {
@@ -241,6 +248,7 @@ func (g *generation) release(keep *generation, served bool) {
 			site.mgr.Stop()
 		}
 	}
+	g.revocation.release(keep)
 	if keep == nil {
 		g.shared.closeUnless(nil)
 	} else {

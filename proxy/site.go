@@ -160,6 +160,9 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 		}
 		tc.ClientCAs = pool
 	}
+	if chk := gen.revocation.checker(s, siteScope(sp, "tlcp"), config.Field(sp.cfg.Path(), "tlcp.client_revocation"), t.ClientRevocation, t.ClientCA, gen.cfg, false); chk != nil {
+		tc.VerifyConnection = verifyTLCPRevocation(chk)
+	}
 	return tc, nil
 }
 
@@ -195,6 +198,9 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 		}
 		tc.ClientCAs = pool
 		caPEM = pem
+	}
+	if chk := gen.revocation.checker(s, siteScope(sp, "tls"), config.Field(sp.cfg.Path(), "tls.client_revocation"), t.ClientRevocation, t.ClientCA, gen.cfg, false); chk != nil {
+		tc.VerifyConnection = verifyTLSRevocation(chk)
 	}
 	s.bindTickets(gen, tc, source, sp.lc.SharedSessions, t.ClientAuth, caPEM)
 	return tc, nil

@@ -1,6 +1,9 @@
 package tlcp
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+)
 
 // Alert is a TLCP alert description (GB/T 38636-2020 §6.4.4; the codes are
 // TLS 1.1's plus the GM/T 0024 gateway and IBC codes 200–205).
@@ -108,3 +111,20 @@ func (e *AlertError) Error() string {
 }
 
 func (e *AlertError) Unwrap() error { return e.Err }
+
+// verifyAlert is the alert sent when VerifyConnection refuses a peer:
+// the one its error names, through an *AlertError or an Alert() uint8
+// method (a revocation check's certificate_revoked), else
+// bad_certificate.
+func verifyAlert(err error) Alert {
+	if ae := (*AlertError)(nil); errors.As(err, &ae) && !ae.Remote {
+		return ae.Alert
+	}
+	var named interface{ Alert() uint8 }
+	if errors.As(err, &named) {
+		if a := Alert(named.Alert()); a != AlertCloseNotify {
+			return a
+		}
+	}
+	return AlertBadCertificate
+}

@@ -484,7 +484,7 @@ func (hs *clientHandshakeState) verifyConnection() error {
 	}
 	if err := c.config.VerifyConnection(c.connectionStateLocked()); err != nil {
 		hs.forgetSession()
-		return c.sendAlert(AlertBadCertificate, err)
+		return c.sendAlert(verifyAlert(err), err)
 	}
 	return nil
 }

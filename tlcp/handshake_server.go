@@ -716,7 +716,7 @@ func (hs *serverHandshakeState) verifyConnection() error {
 	}
 	if err := hs.config.VerifyConnection(c.connectionStateLocked()); err != nil {
 		hs.forgetSession()
-		return c.sendAlert(AlertBadCertificate, err)
+		return c.sendAlert(verifyAlert(err), err)
 	}
 	return nil
 }

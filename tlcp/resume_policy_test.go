@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -626,5 +627,56 @@ func TestClientSessionRecordsClientCertificate(t *testing.T) {
 				t.Fatal("the presented signing certificate is not recorded")
 			}
 		})
+	}
+}
+
+// revokedError names its alert as a revocation checker's error does.
+type revokedError struct{}
+
+func (revokedError) Error() string { return "client certificate revoked" }
+func (revokedError) Alert() uint8  { return uint8(AlertCertificateRevoked) }
+
+// TestVerifyConnectionErrorNamesAlert: an error of VerifyConnection that
+// names its alert (an Alert() uint8 method, or an *AlertError) is sent
+// as that alert, on a full and on a resumed handshake; any other error
+// is bad_certificate.
+func TestVerifyConnectionErrorNamesAlert(t *testing.T) {
+	p := getPKI(t)
+	var refuse atomic.Pointer[error]
+	scfg := serverConfig(t)
+	scfg.ClientAuth = RequireAndVerifyClientCert
+	scfg.VerifyConnection = func(ConnectionState) error {
+		if e := refuse.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}
+	ccfg := clientConfig(t)
+	ccfg.Certificates = []Certificate{p.client}
+	ccfg.ClientSessionCache = NewLRUClientSessionCache(8, 0)
+	for _, tc := range []struct {
+		err  error
+		want Alert
+	}{
+		{revokedError{}, AlertCertificateRevoked},
+		{fmt.Errorf("wrapped: %w", revokedError{}), AlertCertificateRevoked},
+		{&AlertError{Alert: AlertCertificateUnknown}, AlertCertificateUnknown},
+		{errors.New("plain"), AlertBadCertificate},
+	} {
+		// A session to resume, made while nothing is refused.
+		refuse.Store(nil)
+		if _, _, cerr, serr := handshakePair(t, ccfg, scfg); cerr != nil || serr != nil {
+			t.Fatal(cerr, serr)
+		}
+		client, _, cerr, serr := handshakePair(t, ccfg, scfg)
+		if cerr != nil || serr != nil || !client.ConnectionState().DidResume {
+			t.Fatalf("no resumption to test: %v %v", cerr, serr)
+		}
+		err := tc.err
+		refuse.Store(&err)
+		_, _, cerr, serr = handshakePair(t, ccfg, scfg)
+		assertAlert(t, serr, cerr, tc.want) // resumed: the session is offered
+		_, _, cerr, serr = handshakePair(t, ccfg, scfg)
+		assertAlert(t, serr, cerr, tc.want) // full: the session was dropped
 	}
 }

@@ -207,8 +207,9 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 			return r
 		}
 		if e != nil && now.Before(e.retryAt) {
+			r := o.staleOrUnknown(base, e, now) // e changes under mu
 			o.mu.Unlock()
-			return o.staleOrUnknown(base, e, now)
+			return r
 		}
 		if call, ok := o.inflight[key]; ok {
 			o.mu.Unlock()
@@ -216,8 +217,9 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 			case <-call.done:
 				continue
 			case <-ctx.Done():
-				r, _ := o.failed(base, key, ctx.Err())
-				return r
+				// This handshake gave up; the responder did not fail, and
+				// the call goes on for the others.
+				return o.withoutAsking(base, key, ctx.Err())
 			}
 		}
 		call := &ocspCall{done: make(chan struct{})}
@@ -228,11 +230,17 @@ func (o *OCSPChecker) check(ctx context.Context, leaf, issuer cert) Result {
 		// The outcome goes into the cache before the call leaves
 		// inflight: a check between the two would find neither and
 		// ask the responder again.
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// The asking handshake ended (client gone, its deadline):
+			// nothing is learnt about the responder, so nothing is
+			// remembered against it; a waiter asks again.
+			r = o.withoutAsking(base, key, err)
+		case err != nil:
 			var st SourceState
 			r, st = o.failed(base, key, err)
 			o.setState(responder, st, err)
-		} else {
+		default:
 			o.setState(responder, SourceOK, nil)
 			o.store(&ocspEntry{key: key, result: r, expires: expires, refreshAt: minTime(expires, o.opts.Now().Add(o.opts.Refresh))})
 		}
@@ -333,6 +341,24 @@ func (o *OCSPChecker) staleOrUnknown(base Result, e *ocspEntry, now time.Time) R
 	}
 	base.Detail = errString(e.lastErr)
 	return base
+}
+
+// withoutAsking answers from what the cache holds for key, with err as
+// the reason the responder was not heard, and changes nothing: for a
+// check whose own context ended, which says nothing about the
+// responder.
+func (o *OCSPChecker) withoutAsking(base Result, key string, err error) Result {
+	now := o.opts.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e, ok := o.entries[key]
+	if !ok {
+		base.Detail = err.Error()
+		return base
+	}
+	cached := *e.Value.(*ocspEntry)
+	cached.lastErr = err
+	return o.staleOrUnknown(base, &cached, now)
 }
 
 // failed remembers a failure (so the responder is not asked again before

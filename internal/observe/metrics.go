@@ -37,6 +37,8 @@ type Metrics struct {
 	UpstreamRefused    *prometheus.CounterVec
 	RequestDuration    *prometheus.HistogramVec
 	Reloads            *prometheus.CounterVec
+	// Revocation are the revocation checks' metrics.
+	Revocation *RevocationMetrics
 
 	accelOps      *prometheus.CounterVec
 	accelDuration *prometheus.HistogramVec
@@ -168,6 +170,8 @@ func NewMetrics() *Metrics {
 		Help: "Backend sessions in use.",
 	}, []string{"backend"})
 	m.gmCapable = newGMCapableCounter()
+	m.Revocation = newRevocationMetrics()
+	m.Registry.MustRegister(m.Revocation.collectors()...)
 	m.Registry.MustRegister(
 		m.gmCapable,
 		m.handshakes, m.handshakeDuration, m.ConnsActive, m.ConnsRefused,
