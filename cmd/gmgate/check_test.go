@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -382,6 +383,36 @@ func TestCheckOffline(t *testing.T) {
 	for _, want := range []string{"listeners[0].listen:", "listeners[0].tlcp.sign_key:", "listeners[0].tlcp.enc_key:"} {
 		if code != exitConfig || !strings.Contains(out, want) {
 			t.Errorf("online check lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}
+
+// --pid names the running gmgate, whose ports count as free. A process ID
+// that names no process (a stale $MAINPID, a typo) is an error rather
+// than ignored: the check would otherwise report the running gateway's
+// own ports as in use, or pass without the reload's premise.
+func TestCheckPID(t *testing.T) {
+	p := newCheckPKI(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	file := filepath.Join(t.TempDir(), "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(configYAML("off", p.listener("edge", busy.Addr().String()))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// This test's process holds the port, as the running gmgate would.
+	out, code := runGmgate(t, nil, "config", "check", "-c", file, "--pid", strconv.Itoa(os.Getpid()))
+	if code != 0 || !strings.Contains(out, file+": ok") {
+		t.Errorf("--pid of the process that holds the port: exit %d\n%s", code, out)
+	}
+	// Above Linux's PID_MAX_LIMIT (2^22): no process has it.
+	const none = 1 << 30
+	for _, pid := range []string{strconv.Itoa(none), "-5"} {
+		out, code = runGmgate(t, nil, "config", "check", "-c", file, "--pid", pid)
+		if code == 0 || !strings.Contains(out, "--pid "+pid) || !strings.Contains(out, "pidof gmgate") {
+			t.Errorf("--pid %s: exit %d, want an error naming --pid and how to find the process:\n%s", pid, code, out)
 		}
 	}
 }
