@@ -92,8 +92,9 @@ func (o CheckOptions) logger() *slog.Logger {
 }
 
 // CheckFile loads the configuration file at path and checks it as Check
-// does. When the file has problems of its own, the certificates, keys and
-// addresses that those problems leave alone are checked too, so that
+// does. When the file has problems of its own, the certificates, keys,
+// ACME files and addresses that those problems leave alone are checked
+// too, so that
 // every problem is listed at once; cfg is nil then.
 func CheckFile(path string, opts CheckOptions) (cfg *config.Config, res *CheckResult, err error) {
 	cfg, err = loadFile(path, opts)
@@ -106,8 +107,8 @@ func CheckFile(path string, opts CheckOptions) (cfg *config.Config, res *CheckRe
 
 // loadFile loads the configuration file at path. When the file decodes
 // but has problems, the returned *config.Error also lists the problems of
-// the certificates, keys and addresses that the file's problems do not
-// touch (none of a field that has a problem, or is under or above one).
+// the certificates, keys, ACME files and addresses that the file's
+// problems do not touch (none of a field that has a problem, or is under or above one).
 func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 	cfg, err := config.LoadWithProblems(path)
 	if err == nil || cfg == nil {
@@ -122,6 +123,10 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 	if store != nil {
 		store.Close()
 	}
+	// The ACME files (ca_root, the state directory) are read as a check
+	// reads them, which makes no manager.
+	s := newServer(cfg, Options{Logger: opts.logger()})
+	more = append(more, s.acmeSites(cfg, nil, &generation{acme: map[string]*acmeSite{}}, true)...)
 	if !opts.Offline {
 		more = append(more, checkAddresses(cfg, opts.RunningPID)...)
 	}

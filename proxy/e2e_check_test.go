@@ -326,3 +326,46 @@ upstreams:
     health: {disabled: true}
 `
 }
+
+// A problem of the file itself (a wildcard in tls.acme.domains) does not
+// hide the problems of the files it names that it leaves alone: the
+// ca_root of the same acme block is read too, and both are listed.
+func TestCheckFileListsACMEFilesWithFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing-root.pem")
+	file := filepath.Join(dir, "gmgate.yaml")
+	writeConfig(t, file, fmt.Sprintf(`state_dir: %s
+admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    protocol: tls
+    tls:
+      acme:
+        domains: ["*.example.cn", www.example.cn]
+        ca: https://127.0.0.1:1/dir
+        ca_root: %s
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["http://127.0.0.1:1"]}
+`, dir, missing))
+	for _, offline := range []bool{false, true} {
+		_, _, err := CheckFile(file, CheckOptions{Offline: offline})
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("offline %v: %v, want problems", offline, err)
+		}
+		var paths []string
+		for _, p := range ce.Problems {
+			paths = append(paths, fmt.Sprintf("%d %s", p.Line, p.Path))
+		}
+		want := []string{"10 listeners[0].tls.acme.domains[0]", "12 listeners[0].tls.acme.ca_root"}
+		if strings.Join(paths, ", ") != strings.Join(want, ", ") {
+			t.Errorf("offline %v: problems at %v, want %v:\n%v", offline, paths, want, err)
+		}
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("offline %v: the ca_root problem does not name the file:\n%v", offline, err)
+		}
+	}
+}
