@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/route"
@@ -69,6 +70,7 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 		gen.close()
 	}
 	if opts.Offline {
+		res.Warnings = append(res.Warnings, absentKeyFiles(cfg)...)
 		res.Skipped = append(res.Skipped, "private keys, crypto cards, passwords and PINs", "binding addresses", "the access log file")
 	} else {
 		if _, closer, err := openAccessLog(cfg.Log.Access, nil); err != nil {
@@ -82,6 +84,43 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 		return res, configError(probs)
 	}
 	return res, nil
+}
+
+// absentKeyFiles are the key files of cfg that are not on this machine,
+// which an offline check, opening no key, would not say otherwise: the
+// pipelines it is for often lack the keys on purpose, so each is a
+// warning, not a problem.
+func absentKeyFiles(cfg *config.Config) []config.Problem {
+	var out []config.Problem
+	sources, paths := certSources(cfg)
+	for _, src := range sources {
+		at := func(side, field, ref string) {
+			if strings.TrimSpace(ref) == "" {
+				return
+			}
+			r, err := accel.ParseRef(ref)
+			if err != nil || r.Scheme != "file" {
+				return
+			}
+			if _, err := os.Stat(r.Path); !errors.Is(err, fs.ErrNotExist) {
+				return
+			}
+			path := cfg.SourcePath(src.Name, side, upstream.Source)
+			if p, ok := paths[src.Name]; ok {
+				path = p + "." + side
+			}
+			out = append(out, cfg.Problem(path+"."+field, "key file "+r.Path+" is not on this machine",
+				"--offline does not open keys, but serve needs it where it runs"))
+		}
+		if t := src.TLCP; t != nil {
+			at("tlcp", "sign_key", t.SignKey)
+			at("tlcp", "enc_key", t.EncKey)
+		}
+		if t := src.TLS; t != nil {
+			at("tls", "key", t.Key)
+		}
+	}
+	return out
 }
 
 func (o CheckOptions) logger() *slog.Logger {

@@ -416,3 +416,48 @@ func TestCheckPID(t *testing.T) {
 		}
 	}
 }
+
+// --offline opens no key, but a key file that is not on this machine is
+// said, as a warning at its field, next to whatever else is wrong: a
+// missing certificate and a missing key are both in one report.
+func TestCheckOfflineNamesAbsentKeyFiles(t *testing.T) {
+	p := newCheckPKI(t)
+	dir := t.TempDir()
+	l := p.listener("edge", "127.0.0.1:0")
+	l.tlsKey = filepath.Join(dir, "missing.key")
+	l.encKey = "file:" + filepath.Join(dir, "missing-enc.key") + "?password-env=GMGATE_TEST_UNSET"
+	file := filepath.Join(dir, "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(configYAML("off", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantWarnings := []string{
+		file + ":10: listeners[0].tlcp.enc_key: key file " + filepath.Join(dir, "missing-enc.key") + " is not on this machine",
+		file + ":13: listeners[0].tls.key: key file " + filepath.Join(dir, "missing.key") + " is not on this machine",
+	}
+	out, code := runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != 0 || !strings.Contains(out, file+": ok") {
+		t.Errorf("offline check: exit %d, want 0 (the keys are not opened):\n%s", code, out)
+	}
+	for _, w := range wantWarnings {
+		if !strings.Contains(out, "warning: "+w) {
+			t.Errorf("offline check lacks the warning %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, p.good.SignKey) {
+		t.Errorf("a key file that is there is named:\n%s", out)
+	}
+
+	l.tlsCert = filepath.Join(dir, "missing.crt")
+	if err := os.WriteFile(file, []byte(configYAML("off", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != exitConfig || !strings.Contains(out, "listeners[0].tls.cert: cert "+l.tlsCert+" does not exist") {
+		t.Errorf("offline check of a missing certificate: exit %d\n%s", code, out)
+	}
+	for _, w := range wantWarnings {
+		if !strings.Contains(out, "warning: "+w) {
+			t.Errorf("with a missing certificate, the offline check lacks the warning %q:\n%s", w, out)
+		}
+	}
+}

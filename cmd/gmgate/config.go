@@ -48,8 +48,9 @@ error.
 
 --offline checks what the files say rather than what this machine has:
 no private key, crypto card, password or PIN is opened and no address is
-bound; for CI pipelines that have the configuration and the certificates
-but not the secrets.`,
+bound; a key file that is not there is a warning, not a problem. For CI
+pipelines that have the configuration and the certificates but not the
+secrets.`,
 		Example: `  gmgate config check -c /etc/gmgate/gmgate.yaml
   gmgate config check -c /etc/gmgate/gmgate.yaml --pid "$(pidof gmgate)" && systemctl reload gmgate
   gmgate config check -c deploy/gmgate.yaml --offline`,
