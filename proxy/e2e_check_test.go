@@ -369,3 +369,65 @@ upstreams:
 		}
 	}
 }
+
+// A CA file that is not there is named with its field and the fix, as a
+// missing certificate is, whichever field names it: the CAs of tlcp://
+// and https:// upstreams and the client CAs of both protocols. Serve and
+// a reload build the same way, so they say the same.
+func TestCheckMissingCAFiles(t *testing.T) {
+	p := getPKI(t)
+	missing := filepath.Join(t.TempDir(), "missing-ca.crt")
+	cfg := parseConfig(t, fmt.Sprintf(`admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    tlcp:
+      sign_cert: %[1]s
+      sign_key: %[2]s
+      enc_cert: %[3]s
+      enc_key: %[4]s
+      client_auth: require_and_verify
+      client_ca: %[7]s
+    routes: [{upstream: partner}]
+  - name: web
+    listen: "127.0.0.1:0"
+    protocol: tls
+    tls:
+      cert: %[5]s
+      key: %[6]s
+      client_auth: require_and_verify
+      client_ca: %[7]s
+    routes: [{upstream: web}]
+upstreams:
+  partner:
+    targets: ["tlcp://127.0.0.1:1"]
+    tlcp: {ca: %[7]s}
+  web:
+    targets: ["https://127.0.0.1:1"]
+    tls: {ca: %[7]s}
+`, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, p.tlsCert, p.tlsKey, missing))
+	_, err := Check(cfg, CheckOptions{Offline: true})
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("check: %v, want problems", err)
+	}
+	want := map[string]bool{
+		"listeners[0].tlcp.client_ca": true, "listeners[1].tls.client_ca": true,
+		"upstreams.partner.tlcp.ca": true, "upstreams.web.tls.ca": true,
+	}
+	for _, pr := range ce.Problems {
+		if !want[pr.Path] {
+			t.Errorf("unexpected problem %s", pr)
+			continue
+		}
+		delete(want, pr.Path)
+		field := pr.Path[strings.LastIndex(pr.Path, ".")+1:]
+		if !strings.Contains(pr.String(), field+" "+missing+" does not exist; give the path of the PEM file of the CA certificates") {
+			t.Errorf("%s: %s, want the field, the file and the fix", pr.Path, pr)
+		}
+	}
+	for path := range want {
+		t.Errorf("no problem at %s:\n%v", path, err)
+	}
+}
