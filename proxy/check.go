@@ -345,6 +345,11 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
 			out = append(out, route.ECDHEWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
+			var certs route.Certificates
+			if gen.store != nil {
+				certs = gen.store
+			}
+			out = append(out, route.CertificateHostWarnings(cfg, &lc, st.sites.Sites, certs)...)
 		}
 		out = append(out, route.SiteHostWarnings(cfg, &lc, p)...)
 		out = append(out, route.OverlapWarnings(cfg, &lc)...)

@@ -438,3 +438,71 @@ func TestSitesCheck(t *testing.T) {
 		}
 	}
 }
+
+// config check (and serve, which logs the same warnings) warns of a
+// site's host that its own certificates do not name: the TLCP signing
+// certificate, the TLS certificate, or the domains of its ACME
+// certificate. A wildcard certificate names one label below it; a
+// wildcard host needs the same wildcard. A plain configuration, whose
+// certificates name every host, does not warn.
+func TestSitesCheckWarnsOfHostsTheCertificatesDoNotName(t *testing.T) {
+	uncovered := func(res *CheckResult) map[string]string {
+		out := map[string]string{}
+		for _, w := range res.Warnings {
+			if strings.Contains(w.Msg, "is not named by") {
+				out[w.Path] = w.String()
+			}
+		}
+		return out
+	}
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := uncovered(res); len(got) != 0 {
+		t.Errorf("a configuration whose certificates name every host warns: %v", got)
+	}
+
+	cfg = siteConfig(t, true, siteUpstreams(t))
+	ss := cfg.Listeners[0].Sites
+	api, www := &ss[0], &ss[1]
+	// api is given www's certificates (issued for www.example.cn and
+	// *.www.example.cn) and lists a name under www's wildcard, one a
+	// label deeper, and its own two.
+	api.TLCP.SignCert, api.TLCP.SignKey, api.TLCP.EncCert, api.TLCP.EncKey = www.TLCP.SignCert, www.TLCP.SignKey, www.TLCP.EncCert, www.TLCP.EncKey
+	api.TLS.Cert, api.TLS.Key = www.TLS.Cert, www.TLS.Key
+	api.Hosts = []string{"api.example.cn", "*.api.example.cn", "img.www.example.cn", "a.img.www.example.cn"}
+	// www gets its TLS certificate from ACME, for www.example.cn alone.
+	cfg.StateDir = t.TempDir()
+	www.TLS.Cert, www.TLS.Key = "", ""
+	www.TLS.ACME = &config.ACME{Domains: []string{"www.example.cn"}, CA: "https://127.0.0.1:1/directory", KeyType: "p256", Challenges: []string{config.ChallengeTLSALPN01}}
+	res, err = Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := uncovered(res)
+	for path, want := range map[string][]string{
+		api.Path() + ".hosts[0]": {`"api.example.cn" is not named by the TLCP signing certificate ` + www.TLCP.SignCert + " (names www.example.cn, *.www.example.cn) nor by the TLS certificate " + www.TLS.Cert, "gmgate cert issue --dns api.example.cn"},
+		api.Path() + ".hosts[1]": {`"*.api.example.cn" is not named by the TLCP signing certificate`, "--dns '*.api.example.cn'"},
+		api.Path() + ".hosts[3]": {`"a.img.www.example.cn" is not named by the TLCP signing certificate`},
+		www.Path() + ".hosts[1]": {`"*.www.example.cn" is not named by the ACME certificate (for www.example.cn)`, "ACME here cannot obtain wildcard certificates"},
+	} {
+		w, ok := got[path]
+		if !ok {
+			t.Errorf("no warning at %s: %v", path, got)
+			continue
+		}
+		delete(got, path)
+		for _, text := range want {
+			if !strings.Contains(w, text) {
+				t.Errorf("warning at %s lacks %q:\n%s", path, text, w)
+			}
+		}
+	}
+	// img.www.example.cn is under *.www.example.cn of the certificate,
+	// and www's own name is an ACME domain.
+	for path, w := range got {
+		t.Errorf("unexpected warning at %s: %s", path, w)
+	}
+}
