@@ -190,6 +190,9 @@ func TestSitesBySNI(t *testing.T) {
 		// No SNI: the default site.
 		{"", "api.example.cn", "api", nil},
 		{"", "10.0.0.1", "api", nil},
+		// A host no site lists, on the default site's connection: the
+		// default site serves it.
+		{"api.example.cn", "other.example.org", "api", nil},
 	} {
 		t.Run("tlcp/"+tc.sni, func(t *testing.T) {
 			cfg := &tlcp.Config{}
@@ -237,6 +240,10 @@ func TestSitesBySNI(t *testing.T) {
 		{"api.example.cn", "pay.example.cn"},
 		{"", "pay.example.cn"},
 		{"www.example.cn", "api.example.cn"},
+		// A host no site lists, on another site's connection than the
+		// default's.
+		{"www.example.cn", "other.example.org"},
+		{"www.example.cn", "10.0.0.1"},
 	} {
 		conn, err := dialTLCPSite(t, s, tc.sni, nil)
 		if err != nil {

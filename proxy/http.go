@@ -55,7 +55,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The site the host names must be the one the connection's
 		// handshake chose: its certificate and client authentication
 		// are what the client passed.
-		site = st.sites.All.Lookup(host.Name)
+		site = st.sites.ForRequest(host.Name, ci.Site)
 	}
 	var rt *route.RouteEntry
 	switch {
@@ -71,7 +71,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it otherwise (as pay.example.cn).
 		forward.PlainError(rec, http.StatusBadRequest, "the host (Host, :authority or the request target) is not a valid host[:port]")
 	case st.plain != nil && st.plain.intercept(rec, r, host):
-	case site == nil || site.Name != ci.Site:
+	case site == nil:
 		forward.PlainError(rec, http.StatusMisdirectedRequest, "this connection was made for another site; open a new one to "+host.Name)
 	case route.HasDotSegment(r.URL.Path):
 		forward.PlainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")
