@@ -92,25 +92,28 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 // warning, not a problem.
 func absentKeyFiles(cfg *config.Config) []config.Problem {
 	var out []config.Problem
+	absent := func(path, ref string) {
+		if strings.TrimSpace(ref) == "" {
+			return
+		}
+		r, err := accel.ParseRef(ref)
+		if err != nil || r.Scheme != "file" {
+			return
+		}
+		if _, err := os.Stat(r.Path); !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		out = append(out, cfg.Problem(path, "key file "+r.Path+" is not on this machine",
+			"--offline does not open keys, but serve needs it where it runs"))
+	}
 	sources, paths := certSources(cfg)
 	for _, src := range sources {
 		at := func(side, field, ref string) {
-			if strings.TrimSpace(ref) == "" {
-				return
-			}
-			r, err := accel.ParseRef(ref)
-			if err != nil || r.Scheme != "file" {
-				return
-			}
-			if _, err := os.Stat(r.Path); !errors.Is(err, fs.ErrNotExist) {
-				return
-			}
 			path := cfg.SourcePath(src.Name, side, upstream.Source)
 			if p, ok := paths[src.Name]; ok {
 				path = p + "." + side
 			}
-			out = append(out, cfg.Problem(path+"."+field, "key file "+r.Path+" is not on this machine",
-				"--offline does not open keys, but serve needs it where it runs"))
+			absent(path+"."+field, ref)
 		}
 		if t := src.TLCP; t != nil {
 			at("tlcp", "sign_key", t.SignKey)
@@ -119,6 +122,15 @@ func absentKeyFiles(cfg *config.Config) []config.Problem {
 		if t := src.TLS; t != nil {
 			at("tls", "key", t.Key)
 		}
+	}
+	// The client keys of https:// upstreams and of the session store.
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		if u := cfg.Upstreams[name]; u != nil && u.TLS != nil {
+			absent(config.Field(u.Path(), "tls.key"), u.TLS.Key)
+		}
+	}
+	if ss := cfg.SessionStore; ss != nil && ss.Redis != nil && ss.Redis.TLS != nil {
+		absent("session_store.redis.tls.key", ss.Redis.TLS.Key)
 	}
 	return out
 }

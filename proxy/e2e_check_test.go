@@ -194,10 +194,22 @@ session_store:
     tls: {cert: %s, key: %q}
 `, p.tlsCert, key, p.tlsCert, key)
 	}
-	if _, err := Check(parseConfig(t, doc(missing)), CheckOptions{Offline: true}); err != nil {
+	res, err := Check(parseConfig(t, doc(missing)), CheckOptions{Offline: true})
+	if err != nil {
 		t.Errorf("offline check opened a client key: %v", err)
+	} else {
+		// Not opened, but said to be absent, at each field.
+		var at []string
+		for _, w := range res.Warnings {
+			if strings.Contains(w.Msg, "key file "+missing+" is not on this machine") {
+				at = append(at, fmt.Sprintf("%d %s", w.Line, w.Path))
+			}
+		}
+		if want := "11 upstreams.app.tls.key, 16 session_store.redis.tls.key"; strings.Join(at, ", ") != want {
+			t.Errorf("absent client key warnings at %v, want %s: %v", at, want, res.Warnings)
+		}
 	}
-	_, err := Check(parseConfig(t, doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing")), CheckOptions{Offline: true})
+	_, err = Check(parseConfig(t, doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing")), CheckOptions{Offline: true})
 	var ce *config.Error
 	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
 		t.Fatalf("offline check of a bad client key reference: %v, want two problems", err)
