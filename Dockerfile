@@ -18,6 +18,16 @@
 #
 # VERSION is what `gmgate version` prints (default "dev").
 #
+# /etc/gmgate/gmgate.yaml.example (deploy/docker/gmgate.yaml) is shaped
+# for the container: the gateway on 8443 (uid 10001 binds no port below
+# 1024; publish it as 443), the admin listener on 0.0.0.0:9180 (publish
+# it on the host's loopback only), the access log on stdout. The
+# HEALTHCHECK runs `gmgate health`, which asks the admin listener's
+# /readyz on 127.0.0.1:9180 and needs no curl in the image: keep
+# admin.listen on port 9180 (on 0.0.0.0 or 127.0.0.1), or override the
+# check (docker run --health-cmd "gmgate health --admin 127.0.0.1:PORT",
+# or --no-healthcheck when admin.listen is off).
+#
 # The binary is built with cgo and runs on glibc by default: the SDF
 # crypto-card backend loads the vendor's libsdf.so with dlopen, which a
 # static binary cannot do, and vendors ship glibc builds. Mount the
@@ -81,13 +91,17 @@ FROM debian:bookworm-slim
 COPY --from=rootfs --chown=0:0 /rootfs/etc/ /etc/
 COPY --from=rootfs --chown=10001:10001 /rootfs/var/lib/gmgate /var/lib/gmgate
 COPY --from=build /out/gmgate /usr/local/bin/gmgate
-COPY deploy/gmgate.yaml /etc/gmgate/gmgate.yaml.example
+COPY deploy/docker/gmgate.yaml /etc/gmgate/gmgate.yaml.example
 # The demo keeps its state under $XDG_CONFIG_HOME/gmgate/demo.
 ENV XDG_CONFIG_HOME=/var/lib/gmgate
 USER gmgate:gmgate
 WORKDIR /var/lib/gmgate
 VOLUME ["/etc/gmgate", "/var/lib/gmgate"]
 EXPOSE 8443 9180
+# Unhealthy once /readyz stops answering 200: the process is gone, hangs,
+# or drains for shutdown. gmgate health gives up before Docker's timeout.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["/usr/local/bin/gmgate", "health", "--timeout", "4s"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/gmgate"]
 CMD ["serve", "-c", "/etc/gmgate/gmgate.yaml"]

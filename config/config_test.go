@@ -342,9 +342,11 @@ func TestExampleIsValid(t *testing.T) {
 	if _, err := Parse("example.yaml", []byte(Example)); err != nil {
 		t.Fatal(err)
 	}
-	// The example shipped for systemd and the container image.
-	if _, err := Load("../deploy/gmgate.yaml"); err != nil {
-		t.Fatal(err)
+	// The examples shipped for systemd and in the container image.
+	for _, f := range []string{"../deploy/gmgate.yaml", "../deploy/docker/gmgate.yaml"} {
+		if _, err := Load(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var n yaml.Node
 	if err := yaml.Unmarshal([]byte(Example), &n); err != nil {

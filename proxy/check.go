@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/route"
@@ -69,6 +70,7 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 		gen.close()
 	}
 	if opts.Offline {
+		res.Warnings = append(res.Warnings, absentKeyFiles(cfg)...)
 		res.Skipped = append(res.Skipped, "private keys, crypto cards, passwords and PINs", "binding addresses", "the access log file")
 	} else {
 		if _, closer, err := openAccessLog(cfg.Log.Access, nil); err != nil {
@@ -84,6 +86,55 @@ func Check(cfg *config.Config, opts CheckOptions) (*CheckResult, error) {
 	return res, nil
 }
 
+// absentKeyFiles are the key files of cfg that are not on this machine,
+// which an offline check, opening no key, would not say otherwise: the
+// pipelines it is for often lack the keys on purpose, so each is a
+// warning, not a problem.
+func absentKeyFiles(cfg *config.Config) []config.Problem {
+	var out []config.Problem
+	absent := func(path, ref string) {
+		if strings.TrimSpace(ref) == "" {
+			return
+		}
+		r, err := accel.ParseRef(ref)
+		if err != nil || r.Scheme != "file" {
+			return
+		}
+		if _, err := os.Stat(r.Path); !errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		out = append(out, cfg.Problem(path, "key file "+r.Path+" is not on this machine",
+			"--offline does not open keys, but serve needs it where it runs"))
+	}
+	sources, paths := certSources(cfg)
+	for _, src := range sources {
+		at := func(side, field, ref string) {
+			path := cfg.SourcePath(src.Name, side, upstream.Source)
+			if p, ok := paths[src.Name]; ok {
+				path = p + "." + side
+			}
+			absent(path+"."+field, ref)
+		}
+		if t := src.TLCP; t != nil {
+			at("tlcp", "sign_key", t.SignKey)
+			at("tlcp", "enc_key", t.EncKey)
+		}
+		if t := src.TLS; t != nil {
+			at("tls", "key", t.Key)
+		}
+	}
+	// The client keys of https:// upstreams and of the session store.
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		if u := cfg.Upstreams[name]; u != nil && u.TLS != nil {
+			absent(config.Field(u.Path(), "tls.key"), u.TLS.Key)
+		}
+	}
+	if ss := cfg.SessionStore; ss != nil && ss.Redis != nil && ss.Redis.TLS != nil {
+		absent("session_store.redis.tls.key", ss.Redis.TLS.Key)
+	}
+	return out
+}
+
 func (o CheckOptions) logger() *slog.Logger {
 	if o.Logger == nil {
 		return slog.New(slog.DiscardHandler)
@@ -92,8 +143,9 @@ func (o CheckOptions) logger() *slog.Logger {
 }
 
 // CheckFile loads the configuration file at path and checks it as Check
-// does. When the file has problems of its own, the certificates, keys and
-// addresses that those problems leave alone are checked too, so that
+// does. When the file has problems of its own, the certificates, keys,
+// ACME files and addresses that those problems leave alone are checked
+// too, so that
 // every problem is listed at once; cfg is nil then.
 func CheckFile(path string, opts CheckOptions) (cfg *config.Config, res *CheckResult, err error) {
 	cfg, err = loadFile(path, opts)
@@ -106,8 +158,8 @@ func CheckFile(path string, opts CheckOptions) (cfg *config.Config, res *CheckRe
 
 // loadFile loads the configuration file at path. When the file decodes
 // but has problems, the returned *config.Error also lists the problems of
-// the certificates, keys and addresses that the file's problems do not
-// touch (none of a field that has a problem, or is under or above one).
+// the certificates, keys, ACME files and addresses that the file's
+// problems do not touch (none of a field that has a problem, or is under or above one).
 func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 	cfg, err := config.LoadWithProblems(path)
 	if err == nil || cfg == nil {
@@ -122,6 +174,10 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 	if store != nil {
 		store.Close()
 	}
+	// The ACME files (ca_root, the state directory) are read as a check
+	// reads them, which makes no manager.
+	s := newServer(cfg, Options{Logger: opts.logger()})
+	more = append(more, s.acmeSites(cfg, nil, &generation{acme: map[string]*acmeSite{}}, true)...)
 	if !opts.Offline {
 		more = append(more, checkAddresses(cfg, opts.RunningPID)...)
 	}
@@ -301,6 +357,11 @@ func (s *Server) warnings(cfg *config.Config, gen *generation, paths map[string]
 		p := lc.Path()
 		if st := gen.states[lc.Name]; st != nil {
 			out = append(out, route.ECDHEWithoutCAWarning(cfg, &lc, st.sites.Sites)...)
+			var certs route.Certificates
+			if gen.store != nil {
+				certs = gen.store
+			}
+			out = append(out, route.CertificateHostWarnings(cfg, &lc, st.sites.Sites, certs)...)
 		}
 		out = append(out, route.SiteHostWarnings(cfg, &lc, p)...)
 		out = append(out, route.OverlapWarnings(cfg, &lc)...)

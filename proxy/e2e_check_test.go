@@ -194,10 +194,22 @@ session_store:
     tls: {cert: %s, key: %q}
 `, p.tlsCert, key, p.tlsCert, key)
 	}
-	if _, err := Check(parseConfig(t, doc(missing)), CheckOptions{Offline: true}); err != nil {
+	res, err := Check(parseConfig(t, doc(missing)), CheckOptions{Offline: true})
+	if err != nil {
 		t.Errorf("offline check opened a client key: %v", err)
+	} else {
+		// Not opened, but said to be absent, at each field.
+		var at []string
+		for _, w := range res.Warnings {
+			if strings.Contains(w.Msg, "key file "+missing+" is not on this machine") {
+				at = append(at, fmt.Sprintf("%d %s", w.Line, w.Path))
+			}
+		}
+		if want := "11 upstreams.app.tls.key, 16 session_store.redis.tls.key"; strings.Join(at, ", ") != want {
+			t.Errorf("absent client key warnings at %v, want %s: %v", at, want, res.Warnings)
+		}
 	}
-	_, err := Check(parseConfig(t, doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing")), CheckOptions{Offline: true})
+	_, err = Check(parseConfig(t, doc("sdf:/opt/vendor/libsdf.so?index=1&key=sing")), CheckOptions{Offline: true})
 	var ce *config.Error
 	if !errors.As(err, &ce) || len(ce.Problems) != 2 {
 		t.Fatalf("offline check of a bad client key reference: %v, want two problems", err)
@@ -325,4 +337,109 @@ upstreams:
     targets: ["tcp://127.0.0.1:1"]
     health: {disabled: true}
 `
+}
+
+// A problem of the file itself (a wildcard in tls.acme.domains) does not
+// hide the problems of the files it names that it leaves alone: the
+// ca_root of the same acme block is read too, and both are listed.
+func TestCheckFileListsACMEFilesWithFileProblems(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing-root.pem")
+	file := filepath.Join(dir, "gmgate.yaml")
+	writeConfig(t, file, fmt.Sprintf(`state_dir: %s
+admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    protocol: tls
+    tls:
+      acme:
+        domains: ["*.example.cn", www.example.cn]
+        ca: https://127.0.0.1:1/dir
+        ca_root: %s
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: ["http://127.0.0.1:1"]}
+`, dir, missing))
+	for _, offline := range []bool{false, true} {
+		_, _, err := CheckFile(file, CheckOptions{Offline: offline})
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("offline %v: %v, want problems", offline, err)
+		}
+		var paths []string
+		for _, p := range ce.Problems {
+			paths = append(paths, fmt.Sprintf("%d %s", p.Line, p.Path))
+		}
+		want := []string{"10 listeners[0].tls.acme.domains[0]", "12 listeners[0].tls.acme.ca_root"}
+		if strings.Join(paths, ", ") != strings.Join(want, ", ") {
+			t.Errorf("offline %v: problems at %v, want %v:\n%v", offline, paths, want, err)
+		}
+		if !strings.Contains(err.Error(), missing) {
+			t.Errorf("offline %v: the ca_root problem does not name the file:\n%v", offline, err)
+		}
+	}
+}
+
+// A CA file that is not there is named with its field and the fix, as a
+// missing certificate is, whichever field names it: the CAs of tlcp://
+// and https:// upstreams and the client CAs of both protocols. Serve and
+// a reload build the same way, so they say the same.
+func TestCheckMissingCAFiles(t *testing.T) {
+	p := getPKI(t)
+	missing := filepath.Join(t.TempDir(), "missing-ca.crt")
+	cfg := parseConfig(t, fmt.Sprintf(`admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    tlcp:
+      sign_cert: %[1]s
+      sign_key: %[2]s
+      enc_cert: %[3]s
+      enc_key: %[4]s
+      client_auth: require_and_verify
+      client_ca: %[7]s
+    routes: [{upstream: partner}]
+  - name: web
+    listen: "127.0.0.1:0"
+    protocol: tls
+    tls:
+      cert: %[5]s
+      key: %[6]s
+      client_auth: require_and_verify
+      client_ca: %[7]s
+    routes: [{upstream: web}]
+upstreams:
+  partner:
+    targets: ["tlcp://127.0.0.1:1"]
+    tlcp: {ca: %[7]s}
+  web:
+    targets: ["https://127.0.0.1:1"]
+    tls: {ca: %[7]s}
+`, p.dual.SignCert, p.dual.SignKey, p.dual.EncCert, p.dual.EncKey, p.tlsCert, p.tlsKey, missing))
+	_, err := Check(cfg, CheckOptions{Offline: true})
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("check: %v, want problems", err)
+	}
+	want := map[string]bool{
+		"listeners[0].tlcp.client_ca": true, "listeners[1].tls.client_ca": true,
+		"upstreams.partner.tlcp.ca": true, "upstreams.web.tls.ca": true,
+	}
+	for _, pr := range ce.Problems {
+		if !want[pr.Path] {
+			t.Errorf("unexpected problem %s", pr)
+			continue
+		}
+		delete(want, pr.Path)
+		field := pr.Path[strings.LastIndex(pr.Path, ".")+1:]
+		if !strings.Contains(pr.String(), field+" "+missing+" does not exist; give the path of the PEM file of the CA certificates") {
+			t.Errorf("%s: %s, want the field, the file and the fix", pr.Path, pr)
+		}
+	}
+	for path := range want {
+		t.Errorf("no problem at %s:\n%v", path, err)
+	}
 }

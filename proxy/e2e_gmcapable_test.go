@@ -189,7 +189,7 @@ func helloBody(wire []byte) []byte {
 
 // firstRecord sends a vector's records to listener and returns the first
 // record the gateway answers with.
-func firstRecord(t *testing.T, s *Server, listener, file string) (hdr, body []byte) {
+func gmFirstRecord(t *testing.T, s *Server, listener, file string) (hdr, body []byte) {
 	t.Helper()
 	c, err := net.Dial("tcp", s.Addr(listener).String())
 	if err != nil {
@@ -229,19 +229,19 @@ func TestGMCapableTLSClients(t *testing.T) {
 
 	// gm_capable_tls_clients: tls on an auto listener: the same hello
 	// gets a TLS ServerHello (record 0x0303, not TLCP's 0x0101).
-	hdr, body := firstRecord(t, s, "auto-tls", "360-chromium86-gm-last.hex")
+	hdr, body := gmFirstRecord(t, s, "auto-tls", "360-chromium86-gm-last.hex")
 	if hdr[0] != 22 || hdr[1] != 3 || hdr[2] != 3 || len(body) < 6 || body[0] != 2 || body[4] != 3 || body[5] != 3 {
 		t.Fatalf("auto-tls: the first record %x %x is not a TLS ServerHello", hdr, body[:min(len(body), 6)])
 	}
 	// A TLS hello without TLCP suites is TLS on the auto listener, and
 	// not counted.
-	hdr, body = firstRecord(t, s, "auto", "chromium86-no-gm.hex")
+	hdr, body = gmFirstRecord(t, s, "auto", "chromium86-no-gm.hex")
 	if hdr[0] != 22 || hdr[1] != 3 || len(body) < 1 || body[0] != 2 {
 		t.Fatalf("auto, hello without TLCP suites: first record %x", hdr)
 	}
 	// On a tlcp listener with tls: handshake_failure (40), fatal, in a
 	// record of the client's version (0x0301), for a TLS client to read.
-	hdr, body = firstRecord(t, s, "tlcp-refuse", "360-chromium86-gm-last.hex")
+	hdr, body = gmFirstRecord(t, s, "tlcp-refuse", "360-chromium86-gm-last.hex")
 	if hdr[0] != 21 || hdr[1] != 3 || hdr[2] != 1 || len(body) != 2 || body[0] != 2 || body[1] != byte(tlcp.AlertHandshakeFailure) {
 		t.Fatalf("tlcp-refuse: the answer %x %x is not a fatal handshake_failure alert", hdr, body)
 	}

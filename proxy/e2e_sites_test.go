@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -190,6 +191,9 @@ func TestSitesBySNI(t *testing.T) {
 		// No SNI: the default site.
 		{"", "api.example.cn", "api", nil},
 		{"", "10.0.0.1", "api", nil},
+		// A host no site lists, on the default site's connection: the
+		// default site serves it.
+		{"api.example.cn", "other.example.org", "api", nil},
 	} {
 		t.Run("tlcp/"+tc.sni, func(t *testing.T) {
 			cfg := &tlcp.Config{}
@@ -237,6 +241,10 @@ func TestSitesBySNI(t *testing.T) {
 		{"api.example.cn", "pay.example.cn"},
 		{"", "pay.example.cn"},
 		{"www.example.cn", "api.example.cn"},
+		// A host no site lists, on another site's connection than the
+		// default's.
+		{"www.example.cn", "other.example.org"},
+		{"www.example.cn", "10.0.0.1"},
 	} {
 		conn, err := dialTLCPSite(t, s, tc.sni, nil)
 		if err != nil {
@@ -436,5 +444,207 @@ func TestSitesCheck(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want+":") {
 			t.Errorf("check: %v, want a problem at %s", err, want)
 		}
+	}
+}
+
+// config check (and serve, which logs the same warnings) warns of a
+// site's host that its own certificates do not name: the TLCP signing
+// certificate, the TLS certificate, or the domains of its ACME
+// certificate. A wildcard certificate names one label below it; a
+// wildcard host needs the same wildcard. A plain configuration, whose
+// certificates name every host, does not warn.
+func TestSitesCheckWarnsOfHostsTheCertificatesDoNotName(t *testing.T) {
+	uncovered := func(res *CheckResult) map[string]string {
+		out := map[string]string{}
+		for _, w := range res.Warnings {
+			if strings.Contains(w.Msg, "is not named by") {
+				out[w.Path] = w.String()
+			}
+		}
+		return out
+	}
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	res, err := Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := uncovered(res); len(got) != 0 {
+		t.Errorf("a configuration whose certificates name every host warns: %v", got)
+	}
+
+	cfg = siteConfig(t, true, siteUpstreams(t))
+	ss := cfg.Listeners[0].Sites
+	api, www := &ss[0], &ss[1]
+	// api is given www's certificates (issued for www.example.cn and
+	// *.www.example.cn) and lists a name under www's wildcard, one a
+	// label deeper, and its own two.
+	api.TLCP.SignCert, api.TLCP.SignKey, api.TLCP.EncCert, api.TLCP.EncKey = www.TLCP.SignCert, www.TLCP.SignKey, www.TLCP.EncCert, www.TLCP.EncKey
+	api.TLS.Cert, api.TLS.Key = www.TLS.Cert, www.TLS.Key
+	api.Hosts = []string{"api.example.cn", "*.api.example.cn", "img.www.example.cn", "a.img.www.example.cn"}
+	// www gets its TLS certificate from ACME, for www.example.cn alone.
+	cfg.StateDir = t.TempDir()
+	www.TLS.Cert, www.TLS.Key = "", ""
+	www.TLS.ACME = &config.ACME{Domains: []string{"www.example.cn"}, CA: "https://127.0.0.1:1/directory", KeyType: "p256", Challenges: []string{config.ChallengeTLSALPN01}}
+	res, err = Check(cfg, CheckOptions{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := uncovered(res)
+	for path, want := range map[string][]string{
+		api.Path() + ".hosts[0]": {`"api.example.cn" is not named by the TLCP signing certificate ` + www.TLCP.SignCert + " (names www.example.cn, *.www.example.cn) nor by the TLS certificate " + www.TLS.Cert, "gmgate cert issue --dns api.example.cn"},
+		api.Path() + ".hosts[1]": {`"*.api.example.cn" is not named by the TLCP signing certificate`, "--dns '*.api.example.cn'"},
+		api.Path() + ".hosts[3]": {`"a.img.www.example.cn" is not named by the TLCP signing certificate`},
+		www.Path() + ".hosts[1]": {`"*.www.example.cn" is not named by the ACME certificate (for www.example.cn)`, "ACME here cannot obtain wildcard certificates"},
+	} {
+		w, ok := got[path]
+		if !ok {
+			t.Errorf("no warning at %s: %v", path, got)
+			continue
+		}
+		delete(got, path)
+		for _, text := range want {
+			if !strings.Contains(w, text) {
+				t.Errorf("warning at %s lacks %q:\n%s", path, text, w)
+			}
+		}
+	}
+	// img.www.example.cn is under *.www.example.cn of the certificate,
+	// and www's own name is an ACME domain.
+	for path, w := range got {
+		t.Errorf("unexpected warning at %s: %s", path, w)
+	}
+}
+
+// appendToServerName returns the ClientHello record hello (one record, as
+// Go's TLS and tlcp clients send it) with c appended to its server name,
+// every length around it grown by one.
+func appendToServerName(t *testing.T, hello []byte, c byte) []byte {
+	t.Helper()
+	fail := func() []byte { t.Fatalf("not a ClientHello with a server name: % x", hello); return nil }
+	if len(hello) < 9 || hello[0] != 22 || hello[5] != 1 {
+		return fail()
+	}
+	// record header (5), handshake header (4), version (2), random (32)
+	i := 5 + 4 + 2 + 32
+	skip := func(lenBytes int) bool {
+		if i+lenBytes > len(hello) {
+			return false
+		}
+		n := 0
+		for k := 0; k < lenBytes; k++ {
+			n = n<<8 | int(hello[i+k])
+		}
+		i += lenBytes + n
+		return i <= len(hello)
+	}
+	if !skip(1) || !skip(2) || !skip(1) { // session ID, suites, compression
+		return fail()
+	}
+	extsLen := i
+	i += 2
+	for i+4 <= len(hello) {
+		typ, n := int(hello[i])<<8|int(hello[i+1]), int(hello[i+2])<<8|int(hello[i+3])
+		if typ != 0 {
+			i += 4 + n
+			continue
+		}
+		// server_name: ext len (i+2), list len (i+4), type (i+6), name len (i+7)
+		end := i + 4 + n
+		out := append(append(append([]byte{}, hello[:end]...), c), hello[end:]...)
+		for _, at := range []int{3, extsLen, i + 2, i + 4, i + 7} {
+			v := int(out[at])<<8 | int(out[at+1]) + 1
+			out[at], out[at+1] = byte(v>>8), byte(v)
+		}
+		v := int(out[6])<<16 | int(out[7])<<8 | int(out[8]) + 1
+		out[6], out[7], out[8] = byte(v>>16), byte(v>>8), byte(v)
+		return out
+	}
+	return fail()
+}
+
+// firstRecord runs a client handshake against a pipe and returns its
+// first record, the ClientHello.
+func firstRecord(t *testing.T, handshake func(net.Conn) error) []byte {
+	t.Helper()
+	client, server := net.Pipe()
+	go func() {
+		handshake(client)
+		client.Close()
+	}()
+	defer server.Close()
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(server, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(server, body); err != nil {
+		t.Fatal(err)
+	}
+	return append(hdr, body...)
+}
+
+// As docs/config.md says: a trailing dot in the server name of a
+// ClientHello (which RFC 6066 forbids, and which gmgate probe, Go's and
+// tlcp's clients, curl and browsers leave out) is refused on both
+// protocols with the decode_error alert as the message is decoded, before
+// any site is chosen: tlcp refuses it as crypto/tls does, so that one
+// name behaves the same on both. Without the dot, the same hello is
+// served. A server name that is not a host name is refused too, on TLCP
+// with decode_error, on TLS with unrecognized_name.
+func TestSitesTrailingDotServerName(t *testing.T) {
+	s := startServer(t, siteConfig(t, true, siteUpstreams(t)), nil)
+	reply := func(hello []byte) []byte {
+		t.Helper()
+		c, err := net.Dial("tcp", s.Addr("edge").String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := c.Write(hello); err != nil {
+			t.Fatal(err)
+		}
+		hdr := make([]byte, 7)
+		if _, err := io.ReadFull(c, hdr[:5]); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[0] == 21 {
+			io.ReadFull(c, hdr[5:])
+		}
+		return hdr
+	}
+	for proto, hello := range map[string][]byte{
+		"tlcp": firstRecord(t, func(c net.Conn) error {
+			return tlcp.Client(c, &tlcp.Config{ServerName: "www.example.cn", SendServerName: true, InsecureSkipVerify: true}).Handshake()
+		}),
+		"tls": firstRecord(t, func(c net.Conn) error {
+			return tls.Client(c, &tls.Config{ServerName: "www.example.cn", InsecureSkipVerify: true}).Handshake()
+		}),
+	} {
+		if got := reply(hello); got[0] != 22 {
+			t.Errorf("%s with server name www.example.cn: first record % x, want a handshake record (ServerHello)", proto, got)
+		}
+		if got := reply(appendToServerName(t, hello, '.')); got[0] != 21 || got[6] != 50 {
+			t.Errorf("%s with server name www.example.cn.: % x, want the decode_error alert (50)", proto, got)
+		}
+		// A name that is not a host name: tlcp refuses it as it decodes
+		// the hello, crypto/tls takes it and the site index refuses it.
+		want := map[string]byte{"tlcp": 50, "tls": 112}[proto]
+		for _, c := range []byte{':', '!'} {
+			if got := reply(appendToServerName(t, hello, c)); got[0] != 21 || got[6] != want {
+				t.Errorf("%s with server name www.example.cn%c: % x, want alert %d", proto, c, got, want)
+			}
+		}
+		// The rewrite itself is sound: another name that way is served
+		// (by the default site).
+		if got := reply(appendToServerName(t, hello, 'x')); got[0] != 22 {
+			t.Errorf("%s with server name www.example.cnx: first record % x, want a handshake record", proto, got)
+		}
+		// As counted: crypto/tls does not say which alert it sent.
+		result := map[string]string{"tlcp": "alert_sent_error_decoding_message", "tls": "error"}[proto]
+		testwait.For(t, proto+" decode errors counted", func() bool {
+			v, _ := metricValue(scrape(t, s), "gmgate_handshakes_total", map[string]string{"protocol": proto, "result": result})
+			return v >= 1
+		})
 	}
 }

@@ -55,7 +55,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The site the host names must be the one the connection's
 		// handshake chose: its certificate and client authentication
 		// are what the client passed.
-		site = st.sites.All.Lookup(host.Name)
+		site = st.sites.ForRequest(host.Name, ci.Site)
 	}
 	var rt *route.RouteEntry
 	switch {
@@ -73,7 +73,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case route.HostConflict(r, host):
 		forward.PlainError(rec, http.StatusBadRequest, "the Host header names another host than :authority")
 	case st.plain != nil && st.plain.intercept(rec, r, host):
-	case site == nil || site.Name != ci.Site:
+	case site == nil:
 		forward.PlainError(rec, http.StatusMisdirectedRequest, st.sites.Misdirected(host.Name, ci.Site, ci.Protocol))
 	case route.HasDotSegment(r.URL.Path):
 		forward.PlainError(rec, http.StatusBadRequest, "the path has a . or .. segment; send it resolved")

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/gmgate/gmgate/accel"
@@ -188,7 +187,7 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 	}
 	var caPEM []byte
 	if t.ClientCA != "" {
-		pem, err := os.ReadFile(t.ClientCA)
+		pem, err := certs.ReadCAFile("client_ca", t.ClientCA)
 		if err != nil {
 			return nil, &config.FieldError{Path: config.Field(sp.cfg.Path(), "tls.client_ca"), Err: err}
 		}

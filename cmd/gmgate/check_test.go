@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -382,6 +383,81 @@ func TestCheckOffline(t *testing.T) {
 	for _, want := range []string{"listeners[0].listen:", "listeners[0].tlcp.sign_key:", "listeners[0].tlcp.enc_key:"} {
 		if code != exitConfig || !strings.Contains(out, want) {
 			t.Errorf("online check lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+}
+
+// --pid names the running gmgate, whose ports count as free. A process ID
+// that names no process (a stale $MAINPID, a typo) is an error rather
+// than ignored: the check would otherwise report the running gateway's
+// own ports as in use, or pass without the reload's premise.
+func TestCheckPID(t *testing.T) {
+	p := newCheckPKI(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	file := filepath.Join(t.TempDir(), "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(configYAML("off", p.listener("edge", busy.Addr().String()))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// This test's process holds the port, as the running gmgate would.
+	out, code := runGmgate(t, nil, "config", "check", "-c", file, "--pid", strconv.Itoa(os.Getpid()))
+	if code != 0 || !strings.Contains(out, file+": ok") {
+		t.Errorf("--pid of the process that holds the port: exit %d\n%s", code, out)
+	}
+	// Above Linux's PID_MAX_LIMIT (2^22): no process has it.
+	const none = 1 << 30
+	for _, pid := range []string{strconv.Itoa(none), "-5"} {
+		out, code = runGmgate(t, nil, "config", "check", "-c", file, "--pid", pid)
+		if code == 0 || !strings.Contains(out, "--pid "+pid) || !strings.Contains(out, "pidof gmgate") {
+			t.Errorf("--pid %s: exit %d, want an error naming --pid and how to find the process:\n%s", pid, code, out)
+		}
+	}
+}
+
+// --offline opens no key, but a key file that is not on this machine is
+// said, as a warning at its field, next to whatever else is wrong: a
+// missing certificate and a missing key are both in one report.
+func TestCheckOfflineNamesAbsentKeyFiles(t *testing.T) {
+	p := newCheckPKI(t)
+	dir := t.TempDir()
+	l := p.listener("edge", "127.0.0.1:0")
+	l.tlsKey = filepath.Join(dir, "missing.key")
+	l.encKey = "file:" + filepath.Join(dir, "missing-enc.key") + "?password-env=GMGATE_TEST_UNSET"
+	file := filepath.Join(dir, "gmgate.yaml")
+	if err := os.WriteFile(file, []byte(configYAML("off", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantWarnings := []string{
+		file + ":10: listeners[0].tlcp.enc_key: key file " + filepath.Join(dir, "missing-enc.key") + " is not on this machine",
+		file + ":13: listeners[0].tls.key: key file " + filepath.Join(dir, "missing.key") + " is not on this machine",
+	}
+	out, code := runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != 0 || !strings.Contains(out, file+": ok") {
+		t.Errorf("offline check: exit %d, want 0 (the keys are not opened):\n%s", code, out)
+	}
+	for _, w := range wantWarnings {
+		if !strings.Contains(out, "warning: "+w) {
+			t.Errorf("offline check lacks the warning %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, p.good.SignKey) {
+		t.Errorf("a key file that is there is named:\n%s", out)
+	}
+
+	l.tlsCert = filepath.Join(dir, "missing.crt")
+	if err := os.WriteFile(file, []byte(configYAML("off", l)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runGmgate(t, nil, "config", "check", "--offline", "-c", file)
+	if code != exitConfig || !strings.Contains(out, "listeners[0].tls.cert: cert "+l.tlsCert+" does not exist") {
+		t.Errorf("offline check of a missing certificate: exit %d\n%s", code, out)
+	}
+	for _, w := range wantWarnings {
+		if !strings.Contains(out, "warning: "+w) {
+			t.Errorf("with a missing certificate, the offline check lacks the warning %q:\n%s", w, out)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/proxy"
@@ -42,17 +43,24 @@ Relative paths in the file are relative to the file's directory.
 
 Before a reload, --pid names the running gmgate: the ports it listens on
 count as free, since the reload keeps them. systemd passes it in
-ExecReload as --pid $MAINPID.
+ExecReload as --pid $MAINPID. A --pid that names no process is an
+error.
 
 --offline checks what the files say rather than what this machine has:
 no private key, crypto card, password or PIN is opened and no address is
-bound; for CI pipelines that have the configuration and the certificates
-but not the secrets.`,
+bound; a key file that is not there is a warning, not a problem. For CI
+pipelines that have the configuration and the certificates but not the
+secrets.`,
 		Example: `  gmgate config check -c /etc/gmgate/gmgate.yaml
   gmgate config check -c /etc/gmgate/gmgate.yaml --pid "$(pidof gmgate)" && systemctl reload gmgate
   gmgate config check -c deploy/gmgate.yaml --offline`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("pid") {
+				if err := checkRunningPID(runningPID); err != nil {
+					return err
+				}
+			}
 			cfg, res, err := proxy.CheckFile(checkFile, proxy.CheckOptions{Offline: offline, RunningPID: runningPID})
 			out := cmd.OutOrStdout()
 			if res != nil && len(res.Warnings) > 0 {
@@ -105,6 +113,25 @@ will run it. Without -c, print a complete commented example.`,
 
 	configCmd.AddCommand(checkCmd, showCmd)
 	rootCmd.AddCommand(configCmd)
+}
+
+// checkRunningPID makes sure --pid names a process: a stale $MAINPID or
+// a mistyped number would otherwise be ignored, and the running
+// gateway's ports reported as in use.
+func checkRunningPID(pid int) error {
+	const find = "give the process ID of the running gmgate (`systemctl show -p MainPID --value gmgate`, or `pidof gmgate`), or leave --pid out when none runs"
+	if pid <= 0 {
+		return fmt.Errorf("--pid %d is not a process ID; %s", pid, find)
+	}
+	switch err := syscall.Kill(pid, 0); {
+	case errors.Is(err, syscall.ESRCH):
+		return fmt.Errorf("--pid %d: no process has this ID; %s", pid, find)
+	case errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("--pid %d: the process belongs to another user, whose listening ports this user cannot see; run config check as the user gmgate runs as, or as root", pid)
+	case err != nil:
+		return fmt.Errorf("--pid %d: %w", pid, err)
+	}
+	return nil
 }
 
 // configError returns the configuration's problems as they are: after

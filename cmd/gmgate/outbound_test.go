@@ -272,7 +272,7 @@ upstreams:
 	// missing and the key belongs to another certificate.
 	writeFile(t, file, config(""))
 	out, code := runGmgate(t, nil, "config", "check", "-c", file)
-	if code != exitConfig || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: open "+filepath.Join(dir, "nope.crt")) ||
+	if code != exitConfig || !strings.Contains(out, file+":7: upstreams.partner.tlcp.ca: ca "+filepath.Join(dir, "nope.crt")+" does not exist; give the path of the PEM file of the CA certificates") ||
 		!strings.Contains(out, file+":9: upstreams.partner.tlcp.sign_key: sign_key "+files.EncKey+" does not belong to sign_cert "+files.SignCert) {
 		t.Errorf("exit %d:\n%s", code, out)
 	}

@@ -8,7 +8,11 @@
 // followed; gmgate.yaml in the ConfigMap and in deploy/compose is loaded by
 // gmgate's own configuration loader; and deploy/compose/compose.yaml is
 // loaded by the Compose specification's reference loader (compose-go),
-// which checks it against the Compose JSON schema.
+// which checks it against the Compose JSON schema; and the Dockerfile's
+// final stage is read for what the image ships: its example
+// configuration loads, listens on exposed ports uid 10001 may bind and
+// logs to a stream, and its HEALTHCHECK runs gmgate health against that
+// example's admin listener.
 //
 // It is a module of its own so that the gateway's module does not depend
 // on the Kubernetes and Compose libraries. .ci/run runs it:

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"crypto/tls"
-	"os"
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
@@ -11,7 +10,7 @@ import (
 
 // loadSMPool reads a PEM file of CA certificates for client verification.
 func LoadSMPool(file string) (*smx509.CertPool, error) {
-	pem, err := os.ReadFile(file)
+	pem, err := certs.ReadCAFile("client_ca", file)
 	if err != nil {
 		return nil, err
 	}

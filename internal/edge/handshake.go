@@ -186,8 +186,12 @@ func HandshakeFailed(log *slog.Logger, failLog *observe.RateLimitedLog, m *obser
 		attrs = append(attrs, slog.String("gm_capable_tls_hello", info.GMCapableHello))
 	}
 	attrs = append(attrs, slog.String("cause", err.Error()), slog.Float64("duration_ms", observe.Millis(d)))
-	if errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, io.EOF):
 		log.LogAttrs(context.Background(), slog.LevelDebug, "connection closed before a ClientHello", attrs...)
+		return
+	case errors.Is(err, errACMEChallenge):
+		log.LogAttrs(context.Background(), slog.LevelDebug, "ACME TLS-ALPN challenge answered", attrs...)
 		return
 	}
 	failLog.Log("handshake failed", attrs...)

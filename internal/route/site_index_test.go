@@ -47,3 +47,41 @@ func TestSiteIndexLookup(t *testing.T) {
 		t.Errorf("lookup allocates %v times", n)
 	}
 }
+
+// A request's host must choose the site its connection was made for. On
+// the default site's connection that includes any host no site lists
+// (an address, a name the operator did not list); a host another site
+// lists is misdirected everywhere but on that site's connections.
+func TestSiteTableForRequest(t *testing.T) {
+	api := &Site{Name: "api", Hosts: []string{"api.example.cn"}, IsDefault: true}
+	www := &Site{Name: "www", Hosts: []string{"*.www.example.cn", "www.example.cn"}}
+	table := NewSiteTable([]*Site{api, www})
+	for _, tc := range []struct {
+		host, conn string
+		want       *Site
+	}{
+		{"api.example.cn", "api", api},
+		{"www.example.cn", "www", www},
+		{"img.www.example.cn", "www", www},
+		{"www.example.cn", "api", nil}, // another site's host
+		{"api.example.cn", "www", nil},
+		// No site lists these: the default site serves them on its
+		// own connections only.
+		{"10.0.0.5", "api", api},
+		{"other.example.org", "api", api},
+		{"", "api", api}, // HTTP/1.0 without a host
+		{"10.0.0.5", "www", nil},
+		{"other.example.org", "www", nil},
+		{"", "www", nil},
+	} {
+		if got := table.ForRequest(tc.host, tc.conn); got != tc.want {
+			t.Errorf("host %q on a connection of %s: %v, want %v", tc.host, tc.conn, got, tc.want)
+		}
+	}
+	// Without a default site, a host no site lists is misdirected on
+	// every connection.
+	strict := NewSiteTable([]*Site{{Name: "api", Hosts: []string{"api.example.cn"}}, www})
+	if got := strict.ForRequest("10.0.0.5", "api"); got != nil {
+		t.Errorf("without a default site, 10.0.0.5 on api's connection: %v", got)
+	}
+}

@@ -22,9 +22,9 @@ import (
 //
 // The site of a connection is chosen once, from the server name of its
 // ClientHello (SNI), by siteIndex.lookup, on both protocols through
-// GetConfigForClient; its requests must then name a host of the same site
-// (421 otherwise), so that a client that passed a lax site's handshake
-// cannot reach a strict site's routes.
+// GetConfigForClient; the host of each of its requests must then choose
+// the same site (SiteTable.ForRequest; 421 otherwise), so that a client
+// that passed a lax site's handshake cannot reach a strict site's routes.
 type Site struct {
 	Name     string
 	Implicit bool
@@ -136,6 +136,26 @@ type SiteTable struct {
 	// servesTLS13 is set when a site serves TLS 1.3 ShangMi, so that the
 	// TLS hellos of a listener without one are not looked at for it.
 	ServesTLS13 bool
+}
+
+// ForRequest returns the site that serves a request whose host is name
+// (canonical, hostname.Host.Name; "" for an HTTP/1.0 request that names
+// none) on a connection made for the site called connSite, or nil when
+// the request is misdirected and is answered 421.
+//
+// The host chooses a site as a server name does: an exact name, the
+// longest wildcard, then the default site. So on the default site's
+// connection a host that no site lists is served by the default site, as
+// nginx's default_server serves it: a client that connects by address
+// (Host: 10.0.0.5) or by a name the operator did not list reaches the
+// routes of the site whose handshake it passed, and no other. A host that
+// another site lists is never served on this connection, and on another
+// site's connection neither is a host no site lists.
+func (t *SiteTable) ForRequest(name, connSite string) *Site {
+	if s := t.All.Lookup(name); s != nil && s.Name == connSite {
+		return s
+	}
+	return nil
 }
 
 func NewSiteTable(sites []*Site) *SiteTable {

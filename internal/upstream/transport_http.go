@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
@@ -67,7 +66,7 @@ func TLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
 	tc.ServerName = c.ServerName
 	tc.InsecureSkipVerify = c.InsecureSkipVerify
 	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
+		pem, err := certs.ReadCAFile("ca", c.CA)
 		if err != nil {
 			return nil, &config.FieldError{Field: "tls.ca", Err: err}
 		}

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -150,7 +149,7 @@ func loadTLCPRoots(file string) (*smx509.CertPool, [sha256.Size]byte, error) {
 	if file == "" {
 		return nil, [sha256.Size]byte{}, nil
 	}
-	pem, err := os.ReadFile(file)
+	pem, err := certs.ReadCAFile("ca", file)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, err
 	}
