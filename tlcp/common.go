@@ -197,6 +197,18 @@ type ConnectionState struct {
 	TLSFormHello bool
 }
 
+// PeerEncCertificate returns the encryption certificate among
+// PeerCertificates (nil when the peer sent none): the second certificate,
+// when the suite is an ECDHE one or its key usages mark it as one.
+func (cs *ConnectionState) PeerEncCertificate() *smx509.Certificate {
+	if len(cs.PeerCertificates) < 2 {
+		return nil
+	}
+	suite := cipherSuiteByID(cs.CipherSuite)
+	_, enc, _ := clientCertRoles(cs.PeerCertificates, suite != nil && suite.ecdhe)
+	return enc
+}
+
 // ClientHelloInfo describes a ClientHello for the server callbacks.
 type ClientHelloInfo struct {
 	CipherSuites    []uint16
