@@ -346,12 +346,34 @@ type SessionHeaders struct {
 	// ClientVerified says whether the client presented a certificate that
 	// was verified (true or false).
 	ClientVerified string `yaml:"client_verified"`
+	// ClientIssuer and ClientSANs describe the verified signing
+	// certificate further: its issuer's name, and its subject
+	// alternative names.
+	ClientIssuer string `yaml:"client_issuer"`
+	ClientSANs   string `yaml:"client_sans"`
+	// ClientCert and ClientCertChain carry the verified signing
+	// certificate and the rest of its verified chain as RFC 9440 byte
+	// sequences of DER (Client-Cert, Client-Cert-Chain); ClientEncCert
+	// carries a TLCP client's encryption certificate the same way.
+	ClientCert      string `yaml:"client_cert"`
+	ClientCertChain string `yaml:"client_cert_chain"`
+	ClientEncCert   string `yaml:"client_enc_cert"`
+	// ClientCertMaxBytes bounds the value of each of the three
+	// certificate headers; a certificate that does not fit is left out
+	// (DefaultClientCertMaxBytes when zero).
+	ClientCertMaxBytes int `yaml:"client_cert_max_bytes"`
 }
 
 // HasClientIdentity reports whether any header names the client's
 // certificate.
 func (h SessionHeaders) HasClientIdentity() bool {
-	return h.ClientSubject != "" || h.ClientSerial != "" || h.ClientFingerprint != ""
+	return h.ClientSubject != "" || h.ClientSerial != "" || h.ClientFingerprint != "" ||
+		h.ClientIssuer != "" || h.ClientSANs != "" || h.HasClientCerts()
+}
+
+// HasClientCerts reports whether any header carries a whole certificate.
+func (h SessionHeaders) HasClientCerts() bool {
+	return h.ClientCert != "" || h.ClientCertChain != "" || h.ClientEncCert != ""
 }
 
 // Upstream selection policies.

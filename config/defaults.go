@@ -45,6 +45,10 @@ const (
 	// DefaultClientVerifiedHeader is the client_verified session header
 	// of a listener that names a client identity header and not this one.
 	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"
+	// DefaultClientCertMaxBytes bounds a certificate header's value: with
+	// the header's name it stays within the 8 KiB that nginx (and many
+	// servers behind gmgate) accept for one header line.
+	DefaultClientCertMaxBytes = 8000
 	// MaxSessionCacheSize bounds tlcp.session_cache.size: the cache's
 	// table is allocated whole when it keeps its first session, about 150
 	// bytes a session.
@@ -213,6 +217,9 @@ func defaultHeaders(h *SessionHeaders) {
 		// An upstream that reads who the client is should also learn
 		// whether anyone vouched for it.
 		setString(&h.ClientVerified, DefaultClientVerifiedHeader)
+	}
+	if h.HasClientCerts() {
+		setInt(&h.ClientCertMaxBytes, DefaultClientCertMaxBytes)
 	}
 }
 
