@@ -33,6 +33,9 @@ type TLCPFiles struct {
 // TLSFiles name a TLS certificate (PEM, leaf first) and its key reference.
 type TLSFiles struct {
 	Cert, Key string
+	// OCSPStapling staples OCSP responses to the certificate when the
+	// store has a Stapler and the certificate names a responder.
+	OCSPStapling bool
 }
 
 // LoadOptions adjust the load-time checks.

@@ -47,6 +47,11 @@ type StoreOptions struct {
 	// Debounce is how long Watch waits for file changes to settle before
 	// reloading; 250ms when zero.
 	Debounce time.Duration
+	// Stapler, when set, staples OCSP responses to the TLS certificates
+	// of sources that ask for it (TLSFiles.OCSPStapling). It outlives
+	// the store: stores that replace one another share it, so that an
+	// unchanged certificate keeps its response.
+	Stapler *Stapler
 	// CloseDelay is how long the keys of a set replaced by Reload (or of
 	// a Retired store) stay open: handshakes that chose its certificates
 	// before the swap still use them. It should be the longest a
@@ -90,6 +95,17 @@ type storeEntry struct {
 	name string
 	tlcp *tlcp.Certificate
 	tls  *tls.Certificate
+	// staple serves tls with its OCSP staple; nil when it is not
+	// stapled.
+	staple *stapledCert
+}
+
+// tlsCertificate is the entry's TLS certificate as served now.
+func (e *storeEntry) tlsCertificate() *tls.Certificate {
+	if e.staple != nil {
+		return e.staple.certificate(time.Now())
+	}
+	return e.tls
 }
 
 // NewStore loads every source; it fails when any of them is invalid, with
@@ -161,6 +177,11 @@ func (s *Store) load() (*certSet, error) {
 			}
 			warn(src.Name, "tls", warnings)
 			e.tls = c
+			if err == nil && c != nil && src.TLS.OCSPStapling {
+				if r := s.opts.Stapler.track(src.Name, c); r != nil {
+					e.staple = &stapledCert{base: c, record: r}
+				}
+			}
 		}
 		set.entries = append(set.entries, e)
 	}
@@ -178,6 +199,9 @@ func (s *Store) load() (*certSet, error) {
 // cannot close cleanly (a card call that has not returned) is logged.
 func (s *Store) closeSet(set *certSet) {
 	for _, e := range set.entries {
+		if e.staple != nil {
+			s.opts.Stapler.release(e.staple.record)
+		}
 		if e.tlcp != nil {
 			s.closeKey(e.name, "tlcp sign_key", e.tlcp.SignKey)
 			s.closeKey(e.name, "tlcp enc_key", e.tlcp.EncKey)
@@ -324,9 +348,10 @@ func (s *Store) TLCPCertificate(name string) *tlcp.Certificate {
 // TLSCertificate returns the TLS certificate of the named source (nil when
 // it has none).
 func (s *Store) TLSCertificate(name string) *tls.Certificate {
-	for _, e := range s.current.Load().entries {
-		if e.name == name {
-			return e.tls
+	entries := s.current.Load().entries
+	for i := range entries {
+		if entries[i].name == name {
+			return entries[i].tlsCertificate()
 		}
 	}
 	return nil
@@ -359,15 +384,17 @@ func (s *Store) GetTLCPCertificate(hello *tlcp.ClientHelloInfo) (*tlcp.Certifica
 // tls.Config.GetCertificate.
 func (s *Store) GetTLSCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	var first *tls.Certificate
-	for _, e := range s.current.Load().entries {
+	entries := s.current.Load().entries
+	for i := range entries {
+		e := &entries[i]
 		if e.tls == nil {
 			continue
 		}
 		if first == nil {
-			first = e.tls
+			first = e.tlsCertificate()
 		}
 		if hello != nil && hello.ServerName != "" && e.tls.Leaf != nil && e.tls.Leaf.VerifyHostname(hello.ServerName) == nil {
-			return e.tls, nil
+			return e.tlsCertificate(), nil
 		}
 	}
 	if s.opts.TLSFallback != nil {
@@ -499,6 +526,9 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	ch <- notBeforeDesc
 	ch <- reloadsDesc
 	ch <- reloadFailedDesc
+	ch <- stapleStateDesc
+	ch <- stapleNextUpdateDesc
+	ch <- stapleFailuresDesc
 }
 
 // Collect implements prometheus.Collector: the expiry of every served
@@ -520,6 +550,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			if c, err := smx509.ParseCertificate(e.tls.Certificate[0]); err == nil {
 				emit(e.name, "tls", c)
 			}
+		}
+		if e.staple != nil {
+			collectStaple(ch, e.name, e.staple, time.Now())
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(s.reloadOK.Load()), "success")

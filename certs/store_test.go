@@ -211,7 +211,7 @@ func TestStoreMetricsAndSelection(t *testing.T) {
 	}
 	s, err := NewStore(StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		Source{Name: "a", TLCP: &TLCPFiles{a.SignCert, a.SignKey, a.EncCert, a.EncKey}},
-		Source{Name: "b", TLCP: &TLCPFiles{b.SignCert, b.SignKey, b.EncCert, b.EncKey}, TLS: &TLSFiles{cf, kf}})
+		Source{Name: "b", TLCP: &TLCPFiles{b.SignCert, b.SignKey, b.EncCert, b.EncKey}, TLS: &TLSFiles{Cert: cf, Key: kf}})
 	if err != nil {
 		t.Fatal(err)
 	}

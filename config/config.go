@@ -288,7 +288,13 @@ type TLS struct {
 	MinVersion string `yaml:"min_version"`
 	ClientAuth string `yaml:"client_auth"`
 	ClientCA   string `yaml:"client_ca"`
+	// OCSPStapling staples OCSP responses to the certificate (file or
+	// ACME) when it names an OCSP responder; on when nil.
+	OCSPStapling *bool `yaml:"ocsp_stapling"`
 }
+
+// Staples reports whether OCSP responses are stapled to the certificate.
+func (t *TLS) Staples() bool { return t.OCSPStapling == nil || *t.OCSPStapling }
 
 // ACME challenge types.
 const (

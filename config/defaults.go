@@ -196,6 +196,10 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 	if tl != nil {
 		setString(&tl.MinVersion, "1.2")
 		setString(&tl.ClientAuth, "none")
+		if tl.OCSPStapling == nil {
+			on := true
+			tl.OCSPStapling = &on
+		}
 		if a := tl.ACME; a != nil {
 			setString(&a.CA, DefaultACMECA)
 			setString(&a.KeyType, DefaultACMEKeyType)

@@ -1,0 +1,155 @@
+// Package testocsp is an ECDSA certificate authority that runs its own
+// OCSP responder, for tests of OCSP stapling: the certificates it issues
+// name the responder in their authorityInfoAccess, and the responder
+// answers good, or revoked for the serials a test revokes.
+//
+// It is for tests only. It imports nothing but the standard library and
+// golang.org/x/crypto/ocsp.
+package testocsp
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ocsp"
+)
+
+// CA issues certificates whose OCSP responder it runs.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	// URL is the responder's address.
+	URL string
+	// Validity is how long each answer is current (nextUpdate -
+	// thisUpdate); an hour unless set before the first request.
+	Validity time.Duration
+
+	server   *httptest.Server
+	requests atomic.Int64
+	mu       sync.Mutex
+	revoked  map[string]bool
+	down     bool
+	serial   atomic.Int64
+}
+
+// New starts a CA and its responder on loopback; both end with the test.
+func New(t testing.TB) *CA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "OCSP test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &CA{Key: key, Validity: time.Hour, revoked: map[string]bool{}}
+	ca.Cert, _ = x509.ParseCertificate(der)
+	ca.serial.Store(100)
+	ca.server = httptest.NewServer(http.HandlerFunc(ca.answer))
+	t.Cleanup(ca.server.Close)
+	ca.URL = ca.server.URL + "/ocsp"
+	return ca
+}
+
+// Leaf is a TLS server certificate of the CA.
+type Leaf struct {
+	Cert *x509.Certificate
+	// ChainPEM is the certificate followed by the CA's, as a server's
+	// certificate file holds them; KeyPEM its PKCS#8 key.
+	ChainPEM, KeyPEM []byte
+}
+
+// Issue makes a server certificate for names that names the responder.
+func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial.Add(1)), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(12 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		OCSPServer: []string{ca.URL},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Leaf{KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk})}
+	l.Cert, _ = x509.ParseCertificate(der)
+	l.ChainPEM = append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})...)
+	return l
+}
+
+// Revoke makes the responder answer revoked for the certificate.
+func (ca *CA) Revoke(c *x509.Certificate) {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	ca.revoked[c.SerialNumber.String()] = true
+}
+
+// SetDown makes the responder answer 503 (true) or answer again.
+func (ca *CA) SetDown(down bool) {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	ca.down = down
+}
+
+// Requests is the number of requests the responder received.
+func (ca *CA) Requests() int64 { return ca.requests.Load() }
+
+func (ca *CA) answer(w http.ResponseWriter, r *http.Request) {
+	ca.requests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := ocsp.ParseRequest(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ca.mu.Lock()
+	down, revoked, validity := ca.down, ca.revoked[req.SerialNumber.String()], ca.Validity
+	ca.mu.Unlock()
+	if down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	now := time.Now().Truncate(time.Second)
+	tmpl := ocsp.Response{Status: ocsp.Good, SerialNumber: req.SerialNumber, ThisUpdate: now.Add(-time.Minute), NextUpdate: now.Add(-time.Minute + validity)}
+	if revoked {
+		tmpl.Status, tmpl.RevokedAt, tmpl.RevocationReason = ocsp.Revoked, now.Add(-time.Hour), ocsp.KeyCompromise
+	}
+	der, err := ocsp.CreateResponse(ca.Cert, ca.Cert, tmpl, ca.Key)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/ocsp-response")
+	_, _ = w.Write(der)
+}
