@@ -46,7 +46,7 @@ type Conn struct {
 	verifiedChains     [][]*smx509.Certificate
 	// ocspResponse is the server's stapled OCSP response (client side).
 	ocspResponse []byte
-	sessionID          []byte
+	sessionID    []byte
 
 	// GM-capable TLS clients (tlshello.go). acceptTLSHello lets a server
 	// take a ClientHello in TLS form that offers TLCP suites; tlsHello
