@@ -28,6 +28,10 @@ import (
 // references (a path, file:PATH?password-env=VAR, sdf:...).
 type TLCPFiles struct {
 	SignCert, SignKey, EncCert, EncKey string
+	// OCSPStapling staples OCSP responses about the signing certificate
+	// (for TLCP clients that ask) when the store has a Stapler and the
+	// certificate names a responder.
+	OCSPStapling bool
 }
 
 // TLSFiles name a TLS certificate (PEM, leaf first) and its key reference.

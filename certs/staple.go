@@ -12,6 +12,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs/revocation"
+	"github.com/gmgate/gmgate/tlcp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -99,18 +100,19 @@ type stapleRecord struct {
 	failures atomic.Uint64
 }
 
-// track starts (or joins) the stapling of cert, served under name; nil
-// when cert cannot be stapled (no responder named). release undoes it.
-func (s *Stapler) track(name string, cert *tls.Certificate) *stapleRecord {
-	if s == nil || cert == nil || len(cert.Certificate) == 0 {
+// track starts (or joins) the stapling of the certificate that leads
+// chain (DER, the issuer next), served under name; nil when it cannot be
+// stapled (no responder named). release undoes it.
+func (s *Stapler) track(name string, chain [][]byte) *stapleRecord {
+	if s == nil || len(chain) == 0 {
 		return nil
 	}
-	leaf, err := smx509.ParseCertificate(cert.Certificate[0])
+	leaf, err := smx509.ParseCertificate(chain[0])
 	if err != nil || len(leaf.OCSPServer) == 0 {
 		return nil
 	}
 	h := sha256.New()
-	for _, der := range cert.Certificate[:min(2, len(cert.Certificate))] {
+	for _, der := range chain[:min(2, len(chain))] {
 		h.Write(der)
 	}
 	var key [32]byte
@@ -126,12 +128,12 @@ func (s *Stapler) track(name string, cert *tls.Certificate) *stapleRecord {
 	}
 	r := &stapleRecord{name: name, leaf: leaf, refs: 1}
 	s.records[key] = r
-	if len(cert.Certificate) < 2 {
+	if len(chain) < 2 {
 		r.setState(StapleNoIssuer)
 		s.log.Warn("OCSP stapling: the certificate file has no issuer certificate after the leaf; add the chain to staple OCSP responses", "name", name, "responder", leaf.OCSPServer[0])
 		return r
 	}
-	if r.issuer, err = smx509.ParseCertificate(cert.Certificate[1]); err != nil {
+	if r.issuer, err = smx509.ParseCertificate(chain[1]); err != nil {
 		r.setState(StapleNoIssuer)
 		return r
 	}
@@ -265,21 +267,24 @@ func (r *stapleRecord) current(now time.Time) *revocation.Staple {
 	return st
 }
 
-// stapledCert serves a store entry's TLS certificate with its current
-// staple: a copy of the certificate made once per answer.
-type stapledCert struct {
-	base   *tls.Certificate
+// stapled serves a store entry's certificate (tls.Certificate or
+// tlcp.Certificate) with its current staple: a copy of the certificate
+// made once per answer.
+type stapled[C any] struct {
+	base   *C
 	record *stapleRecord
-	copy   atomic.Pointer[stapledCopy]
+	// with sets the staple on a copy of the certificate.
+	with func(C, []byte) C
+	copy atomic.Pointer[stapledCopy[C]]
 }
 
-type stapledCopy struct {
+type stapledCopy[C any] struct {
 	staple *revocation.Staple
-	cert   *tls.Certificate
+	cert   *C
 }
 
 // certificate returns the certificate to present at now.
-func (c *stapledCert) certificate(now time.Time) *tls.Certificate {
+func (c *stapled[C]) certificate(now time.Time) *C {
 	st := c.record.current(now)
 	if st == nil {
 		return c.base
@@ -287,16 +292,26 @@ func (c *stapledCert) certificate(now time.Time) *tls.Certificate {
 	if cp := c.copy.Load(); cp != nil && cp.staple == st {
 		return cp.cert
 	}
-	cert := *c.base
-	cert.OCSPStaple = st.DER
-	c.copy.Store(&stapledCopy{staple: st, cert: &cert})
+	cert := c.with(*c.base, st.DER)
+	c.copy.Store(&stapledCopy[C]{staple: st, cert: &cert})
 	return &cert
 }
 
-// state is the record's state for metrics.
-func (c *stapledCert) state(now time.Time) (string, *revocation.Staple) {
-	st := c.record.current(now)
-	p := c.record.state.Load()
+func tlsWithStaple(c tls.Certificate, staple []byte) tls.Certificate {
+	c.OCSPStaple = staple
+	return c
+}
+
+func tlcpWithStaple(c tlcp.Certificate, staple []byte) tlcp.Certificate {
+	c.OCSPStaple = staple
+	return c
+}
+
+// stateAt is the record's state at now, for metrics: a good answer past
+// its nextUpdate counts as failed.
+func (r *stapleRecord) stateAt(now time.Time) (string, *revocation.Staple) {
+	st := r.current(now)
+	p := r.state.Load()
 	if p == nil {
 		return StaplePending, st
 	}
@@ -308,28 +323,29 @@ func (c *stapledCert) state(now time.Time) (string, *revocation.Staple) {
 
 var (
 	stapleStateDesc = prometheus.NewDesc("gmgate_ocsp_staple_state",
-		"OCSP stapling of each file-based TLS certificate whose authorityInfoAccess names a responder: 1 for its current state (good, pending, revoked, unknown, failed, no_issuer).",
-		[]string{"name", "state"}, nil)
+		"OCSP stapling of each file-based certificate (role tls, or sign for TLCP) whose authorityInfoAccess names a responder: 1 for its current state (good, pending, revoked, unknown, failed, no_issuer).",
+		[]string{"name", "role", "state"}, nil)
 	stapleNextUpdateDesc = prometheus.NewDesc("gmgate_ocsp_staple_next_update_timestamp_seconds",
-		"nextUpdate of the OCSP response stapled to each TLS certificate (absent while none is).",
-		[]string{"name"}, nil)
+		"nextUpdate of the OCSP response stapled to each certificate (absent while none is).",
+		[]string{"name", "role"}, nil)
 	stapleFailuresDesc = prometheus.NewDesc("gmgate_ocsp_staple_fetch_failures_total",
-		"Requests to a TLS certificate's OCSP responder that failed or whose answer did not verify.",
-		[]string{"name"}, nil)
+		"Requests to a certificate's OCSP responder that failed or whose answer did not verify.",
+		[]string{"name", "role"}, nil)
 )
 
-// collectStaple reports the stapling of a store entry's certificate.
-func collectStaple(ch chan<- prometheus.Metric, name string, c *stapledCert, now time.Time) {
-	state, st := c.state(now)
+// collectStaple reports the stapling of a store entry's certificate in
+// role (tls, sign).
+func collectStaple(ch chan<- prometheus.Metric, name, role string, r *stapleRecord, now time.Time) {
+	state, st := r.stateAt(now)
 	for _, s := range []string{StapleGood, StaplePending, StapleRevoked, StapleUnknown, StapleFailed, StapleNoIssuer} {
 		v := 0.0
 		if s == state {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(stapleStateDesc, prometheus.GaugeValue, v, name, s)
+		ch <- prometheus.MustNewConstMetric(stapleStateDesc, prometheus.GaugeValue, v, name, role, s)
 	}
 	if st != nil {
-		ch <- prometheus.MustNewConstMetric(stapleNextUpdateDesc, prometheus.GaugeValue, float64(st.NextUpdate.Unix()), name)
+		ch <- prometheus.MustNewConstMetric(stapleNextUpdateDesc, prometheus.GaugeValue, float64(st.NextUpdate.Unix()), name, role)
 	}
-	ch <- prometheus.MustNewConstMetric(stapleFailuresDesc, prometheus.CounterValue, float64(c.record.failures.Load()), name)
+	ch <- prometheus.MustNewConstMetric(stapleFailuresDesc, prometheus.CounterValue, float64(r.failures.Load()), name, role)
 }

@@ -105,7 +105,7 @@ func TestStapleNeverRevokedOrFailed(t *testing.T) {
 	defer stapler.Close()
 
 	revoked := ca.Issue(t, "revoked.example.cn")
-	ca.Revoke(revoked.Cert)
+	ca.Revoke(revoked.Cert.SerialNumber)
 	s := stapleStore(t, stapler, revoked, true)
 	defer s.Close()
 	testwait.For(t, "the revoked state", func() bool { return stapleState(t, s, StapleRevoked) == 1 })
@@ -129,5 +129,36 @@ func TestStapleNeverRevokedOrFailed(t *testing.T) {
 	defer off.Close()
 	if got := stapleState(t, off, StaplePending); got != -1 || ca.Requests() != asked {
 		t.Errorf("stapling off: state series %v, %d requests", got, ca.Requests()-asked)
+	}
+}
+
+// TLCP: the signing certificate of an SM2 pair gets the SM2-signed
+// answer of its CA's responder.
+func TestStapleTLCP(t *testing.T) {
+	ca := testocsp.NewSM2(t)
+	pair := ca.IssueTLCP(t, "tlcp.example.cn")
+	dir := t.TempDir()
+	files := map[string][]byte{"sign.crt": pair.SignPEM, "sign.key": pair.SignKeyPEM, "enc.crt": pair.EncPEM, "enc.key": pair.EncKeyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stapler := NewStapler(StaplerOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer stapler.Close()
+	s, err := NewStore(StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Stapler: stapler},
+		Source{Name: "site", TLCP: &TLCPFiles{SignCert: filepath.Join(dir, "sign.crt"), SignKey: filepath.Join(dir, "sign.key"),
+			EncCert: filepath.Join(dir, "enc.crt"), EncKey: filepath.Join(dir, "enc.key"), OCSPStapling: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	testwait.For(t, "a stapled response", func() bool { return len(s.TLCPCertificate("site").OCSPStaple) > 0 })
+	if got := stapleState(t, s, StapleGood); got != 1 {
+		t.Errorf("gmgate_ocsp_staple_state{role=sign,state=good} = %v", got)
+	}
+	c, err := s.GetTLCPCertificate(nil)
+	if err != nil || len(c.OCSPStaple) == 0 {
+		t.Errorf("GetTLCPCertificate: %v, staple of %d bytes", err, len(c.OCSPStaple))
 	}
 }

@@ -95,17 +95,26 @@ type storeEntry struct {
 	name string
 	tlcp *tlcp.Certificate
 	tls  *tls.Certificate
-	// staple serves tls with its OCSP staple; nil when it is not
-	// stapled.
-	staple *stapledCert
+	// tlsStaple and tlcpStaple serve tls and tlcp with their OCSP
+	// staples; nil when they are not stapled.
+	tlsStaple  *stapled[tls.Certificate]
+	tlcpStaple *stapled[tlcp.Certificate]
 }
 
 // tlsCertificate is the entry's TLS certificate as served now.
 func (e *storeEntry) tlsCertificate() *tls.Certificate {
-	if e.staple != nil {
-		return e.staple.certificate(time.Now())
+	if e.tlsStaple != nil {
+		return e.tlsStaple.certificate(time.Now())
 	}
 	return e.tls
+}
+
+// tlcpCertificate is the entry's TLCP identity as served now.
+func (e *storeEntry) tlcpCertificate() *tlcp.Certificate {
+	if e.tlcpStaple != nil {
+		return e.tlcpStaple.certificate(time.Now())
+	}
+	return e.tlcp
 }
 
 // NewStore loads every source; it fails when any of them is invalid, with
@@ -169,6 +178,11 @@ func (s *Store) load() (*certSet, error) {
 			}
 			warn(src.Name, "tlcp", warnings)
 			e.tlcp = c
+			if err == nil && c != nil && src.TLCP.OCSPStapling {
+				if r := s.opts.Stapler.track(src.Name, c.SignCertificate); r != nil {
+					e.tlcpStaple = &stapled[tlcp.Certificate]{base: c, record: r, with: tlcpWithStaple}
+				}
+			}
 		}
 		if src.TLS != nil {
 			c, warnings, err := LoadTLSFiles(*src.TLS, s.opts.Load)
@@ -178,8 +192,8 @@ func (s *Store) load() (*certSet, error) {
 			warn(src.Name, "tls", warnings)
 			e.tls = c
 			if err == nil && c != nil && src.TLS.OCSPStapling {
-				if r := s.opts.Stapler.track(src.Name, c); r != nil {
-					e.staple = &stapledCert{base: c, record: r}
+				if r := s.opts.Stapler.track(src.Name, c.Certificate); r != nil {
+					e.tlsStaple = &stapled[tls.Certificate]{base: c, record: r, with: tlsWithStaple}
 				}
 			}
 		}
@@ -199,8 +213,11 @@ func (s *Store) load() (*certSet, error) {
 // cannot close cleanly (a card call that has not returned) is logged.
 func (s *Store) closeSet(set *certSet) {
 	for _, e := range set.entries {
-		if e.staple != nil {
-			s.opts.Stapler.release(e.staple.record)
+		if e.tlsStaple != nil {
+			s.opts.Stapler.release(e.tlsStaple.record)
+		}
+		if e.tlcpStaple != nil {
+			s.opts.Stapler.release(e.tlcpStaple.record)
 		}
 		if e.tlcp != nil {
 			s.closeKey(e.name, "tlcp sign_key", e.tlcp.SignKey)
@@ -337,9 +354,10 @@ func (s *Store) Reload() error {
 // TLCPCertificate returns the TLCP identity of the named source (nil when
 // it has none).
 func (s *Store) TLCPCertificate(name string) *tlcp.Certificate {
-	for _, e := range s.current.Load().entries {
-		if e.name == name {
-			return e.tlcp
+	entries := s.current.Load().entries
+	for i := range entries {
+		if entries[i].name == name {
+			return entries[i].tlcpCertificate()
 		}
 	}
 	return nil
@@ -362,15 +380,17 @@ func (s *Store) TLSCertificate(name string) *tls.Certificate {
 // tlcp.Config.GetCertificate.
 func (s *Store) GetTLCPCertificate(hello *tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
 	var first *tlcp.Certificate
-	for _, e := range s.current.Load().entries {
+	entries := s.current.Load().entries
+	for i := range entries {
+		e := &entries[i]
 		if e.tlcp == nil {
 			continue
 		}
 		if first == nil {
-			first = e.tlcp
+			first = e.tlcpCertificate()
 		}
 		if hello != nil && hello.ServerName != "" && e.tlcp.SignLeaf != nil && e.tlcp.SignLeaf.VerifyHostname(hello.ServerName) == nil {
-			return e.tlcp, nil
+			return e.tlcpCertificate(), nil
 		}
 	}
 	if first == nil {
@@ -551,8 +571,11 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 				emit(e.name, "tls", c)
 			}
 		}
-		if e.staple != nil {
-			collectStaple(ch, e.name, e.staple, time.Now())
+		if e.tlsStaple != nil {
+			collectStaple(ch, e.name, "tls", e.tlsStaple.record, time.Now())
+		}
+		if e.tlcpStaple != nil {
+			collectStaple(ch, e.name, "sign", e.tlcpStaple.record, time.Now())
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(s.reloadOK.Load()), "success")

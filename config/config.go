@@ -267,7 +267,15 @@ type TLCP struct {
 	AcceptServerAuthClientCerts bool `yaml:"accept_server_auth_client_certs"`
 	// SessionCache bounds the sessions kept for resumption.
 	SessionCache *SessionCache `yaml:"session_cache"`
+	// OCSPStapling sends TLCP clients that ask (status_request) the OCSP
+	// response about the signing certificate, when it names an OCSP
+	// responder; on when nil.
+	OCSPStapling *bool `yaml:"ocsp_stapling"`
 }
+
+// Staples reports whether OCSP responses are stapled to the signing
+// certificate.
+func (t *TLCP) Staples() bool { return t.OCSPStapling == nil || *t.OCSPStapling }
 
 // SessionCache is a listener's TLCP session cache.
 type SessionCache struct {

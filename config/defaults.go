@@ -192,6 +192,10 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 		}
 		setIntPtr(&tc.SessionCache.Size, tlcp.DefaultSessionCacheSize)
 		setDuration(&tc.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
+		if tc.OCSPStapling == nil {
+			on := true
+			tc.OCSPStapling = &on
+		}
 	}
 	if tl != nil {
 		setString(&tl.MinVersion, "1.2")

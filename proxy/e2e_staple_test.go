@@ -8,10 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/gmgate/gmgate/internal/testocsp"
 	"github.com/gmgate/gmgate/internal/testopenssl"
 	"github.com/gmgate/gmgate/internal/testwait"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // stapleGateway serves, from a configuration file through Run as gmgate
@@ -88,4 +92,78 @@ func TestOCSPStaplingOpenSSL(t *testing.T) {
 			t.Errorf("with ocsp_stapling: false, s_client -status shows:\n%s", out)
 		}
 	})
+}
+
+// tlcpStapleGateway serves, through Run as gmgate serve does, a TLCP
+// listener with the pair's files.
+func tlcpStapleGateway(t *testing.T, pair *testocsp.Pair, stapling string) *Server {
+	t.Helper()
+	dir := tempDir(t)
+	files := map[string][]byte{"sign.crt": pair.SignPEM, "sign.key": pair.SignKeyPEM, "enc.crt": pair.EncPEM, "enc.key": pair.EncKeyPEM}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up := echoUpstream(t, "app")
+	file := filepath.Join(dir, "gmgate.yaml")
+	writeConfig(t, file, fmt.Sprintf(`admin: {listen: "off"}
+log: {access: "off"}
+listeners:
+  - name: edge
+    listen: "127.0.0.1:0"
+    protocol: tlcp
+    tlcp:
+      sign_cert: %[1]s/sign.crt
+      sign_key: %[1]s/sign.key
+      enc_cert: %[1]s/enc.crt
+      enc_key: %[1]s/enc.key
+%[2]s
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: [%[3]q]}
+`, dir, stapling, up.URL))
+	s, _ := runFile(t, file)
+	return s
+}
+
+// TestOCSPStaplingTLCP: a TLCP client that asks for the certificate
+// status gets the SM2-signed OCSP response about the signing
+// certificate; with tlcp.ocsp_stapling: false it gets none. Tongsuo's
+// NTLS client (GMGATE_TONGSUO) shows it like OpenSSL does for TLS.
+func TestOCSPStaplingTLCP(t *testing.T) {
+	ca := testocsp.NewSM2(t)
+	pair := ca.IssueTLCP(t, "gm.example.cn")
+	roots := smx509.NewCertPool()
+	roots.AddCert(ca.SM2.Cert)
+	ask := func(s *Server) []byte {
+		c, err := tlcp.Dial("tcp", s.Addr("edge").String(), &tlcp.Config{RootCAs: roots, ServerName: "gm.example.cn", RequestOCSPStaple: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().OCSPResponse
+	}
+
+	s := tlcpStapleGateway(t, pair, "")
+	testwait.For(t, "gmgate to staple the response", func() bool { return len(ask(s)) > 0 })
+	if _, err := revocation.CheckStaple(ask(s), pair.Sign, ca.SM2.Cert, time.Now()); err != nil {
+		t.Errorf("the stapled response does not check: %v", err)
+	}
+
+	if bin := os.Getenv("GMGATE_TONGSUO"); bin != "" {
+		dir := tempDir(t)
+		caFile := writePEM(t, filepath.Join(dir, "ca.crt"), ca.SM2.Cert.Raw)
+		out := testopenssl.Run(t, bin, dir, "s_client", "-connect", s.Addr("edge").String(), "-enable_ntls", "-ntls", "-status", "-CAfile", caFile)
+		for _, want := range []string{"OCSP Response Status: successful", "Cert Status: good"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("Tongsuo s_client -ntls -status does not show %q:\n%s", want, out)
+			}
+		}
+	}
+
+	off := tlcpStapleGateway(t, ca.IssueTLCP(t, "gm.example.cn"), "      ocsp_stapling: false")
+	if got := ask(off); got != nil {
+		t.Errorf("with tlcp.ocsp_stapling: false a response of %d bytes was stapled", len(got))
+	}
 }

@@ -93,7 +93,7 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		src := certs.Source{Name: sp.source()}
 		if sp.servesTLCP() {
 			t := sp.cfg.TLCP
-			src.TLCP = &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}
+			src.TLCP = &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey, OCSPStapling: t.Staples()}
 		}
 		if sp.servesTLS() && sp.cfg.TLS.ACME == nil {
 			src.TLS = &certs.TLSFiles{Cert: sp.cfg.TLS.Cert, Key: sp.cfg.TLS.Key, OCSPStapling: sp.cfg.TLS.Staples()}

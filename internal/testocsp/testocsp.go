@@ -1,10 +1,12 @@
-// Package testocsp is an ECDSA certificate authority that runs its own
-// OCSP responder, for tests of OCSP stapling: the certificates it issues
-// name the responder in their authorityInfoAccess, and the responder
-// answers good, or revoked for the serials a test revokes.
+// Package testocsp is a certificate authority that runs its own OCSP
+// responder, for tests of OCSP stapling: the certificates it issues name
+// the responder in their authorityInfoAccess, and the responder answers
+// good, or revoked for the serials a test revokes. An ECDSA CA (New)
+// issues TLS certificates; an SM2 CA (NewSM2) issues TLCP pairs and
+// signs its answers with SM2-with-SM3.
 //
-// It is for tests only. It imports nothing but the standard library and
-// golang.org/x/crypto/ocsp.
+// It is for tests only. It imports nothing but the standard library,
+// golang.org/x/crypto and gmsm.
 package testocsp
 
 import (
@@ -28,8 +30,11 @@ import (
 
 // CA issues certificates whose OCSP responder it runs.
 type CA struct {
+	// Cert and Key are those of an ECDSA CA (New); nil for an SM2 one.
 	Cert *x509.Certificate
 	Key  *ecdsa.PrivateKey
+	// SM2 is the SM2 CA (NewSM2); nil for an ECDSA one.
+	SM2 *SM2CA
 	// URL is the responder's address.
 	URL string
 	// Validity is how long each answer is current (nextUpdate -
@@ -60,13 +65,20 @@ func New(t testing.TB) *CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := &CA{Key: key, Validity: time.Hour, revoked: map[string]bool{}}
+	ca := &CA{Key: key}
 	ca.Cert, _ = x509.ParseCertificate(der)
+	ca.start(t)
+	return ca
+}
+
+// start runs the responder.
+func (ca *CA) start(t testing.TB) {
+	ca.Validity = time.Hour
+	ca.revoked = map[string]bool{}
 	ca.serial.Store(100)
 	ca.server = httptest.NewServer(http.HandlerFunc(ca.answer))
 	t.Cleanup(ca.server.Close)
 	ca.URL = ca.server.URL + "/ocsp"
-	return ca
 }
 
 // Leaf is a TLS server certificate of the CA.
@@ -105,10 +117,10 @@ func (ca *CA) Issue(t testing.TB, names ...string) *Leaf {
 }
 
 // Revoke makes the responder answer revoked for the certificate.
-func (ca *CA) Revoke(c *x509.Certificate) {
+func (ca *CA) Revoke(serial *big.Int) {
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
-	ca.revoked[c.SerialNumber.String()] = true
+	ca.revoked[serial.String()] = true
 }
 
 // SetDown makes the responder answer 503 (true) or answer again.
@@ -145,7 +157,12 @@ func (ca *CA) answer(w http.ResponseWriter, r *http.Request) {
 	if revoked {
 		tmpl.Status, tmpl.RevokedAt, tmpl.RevocationReason = ocsp.Revoked, now.Add(-time.Hour), ocsp.KeyCompromise
 	}
-	der, err := ocsp.CreateResponse(ca.Cert, ca.Cert, tmpl, ca.Key)
+	var der []byte
+	if ca.SM2 != nil {
+		der, err = ca.SM2.response(req, tmpl)
+	} else {
+		der, err = ocsp.CreateResponse(ca.Cert, ca.Cert, tmpl, ca.Key)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
