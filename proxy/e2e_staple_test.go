@@ -21,7 +21,7 @@ import (
 // stapleGateway serves, from a configuration file through Run as gmgate
 // serve does, a TLS listener with a certificate file of leaf; stapling
 // is the listener's tls.ocsp_stapling line ("" for the default).
-func stapleGateway(t *testing.T, leaf *testocsp.Leaf, stapling string) *Server {
+func stapleGateway(t *testing.T, leaf *testocsp.Leaf, stapling string) (*Server, chan<- struct{}) {
 	t.Helper()
 	dir := tempDir(t)
 	cert, key := filepath.Join(dir, "site.crt"), filepath.Join(dir, "site.key")
@@ -47,8 +47,7 @@ listeners:
 upstreams:
   app: {targets: [%q]}
 `, cert, key, stapling, up.URL))
-	s, _ := runFile(t, file)
-	return s
+	return runFile(t, file)
 }
 
 // TestOCSPStaplingOpenSSL: a TLS client asking for the certificate's
@@ -64,16 +63,17 @@ func TestOCSPStaplingOpenSSL(t *testing.T) {
 	dir := tempDir(t)
 	rootFile := writePEM(t, filepath.Join(dir, "root.crt"), ca.Cert.Raw)
 
-	s := stapleGateway(t, leaf, "")
+	s, sighup := stapleGateway(t, leaf, "")
 	addr := s.Addr("edge").String()
-	testwait.For(t, "gmgate to staple the response", func() bool {
+	stapled := func() []byte {
 		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "staple.example.cn"})
 		if err != nil {
-			return false
+			return nil
 		}
 		defer c.Close()
-		return len(c.ConnectionState().OCSPResponse) > 0
-	})
+		return c.ConnectionState().OCSPResponse
+	}
+	testwait.For(t, "gmgate to staple the response", func() bool { return len(stapled()) > 0 })
 	asked := ca.Requests()
 	out := testopenssl.Run(t, bin, dir, "s_client", "-connect", addr, "-servername", "staple.example.cn", "-status", "-CAfile", rootFile, "-verify_return_error")
 	for _, want := range []string{"OCSP Response Status: successful", "Cert Status: good", "Verify return code: 0 (ok)"} {
@@ -85,8 +85,21 @@ func TestOCSPStaplingOpenSSL(t *testing.T) {
 		t.Errorf("a handshake asked the responder (%d requests); the staple should be cached", ca.Requests()-asked)
 	}
 
+	// A reload (SIGHUP) keeps the staple of the unchanged certificate:
+	// the first handshake after it has it, and the responder is not
+	// asked again.
+	before := s.current()
+	sighup <- struct{}{}
+	testwait.For(t, "the reload", func() bool { return s.current() != before })
+	if len(stapled()) == 0 {
+		t.Error("the first handshake after the reload has no staple")
+	}
+	if ca.Requests() != asked {
+		t.Errorf("the reload asked the responder again (%d requests) for an unchanged certificate", ca.Requests()-asked)
+	}
+
 	t.Run("off", func(t *testing.T) {
-		s := stapleGateway(t, ca.Issue(t, "off.example.cn"), "      ocsp_stapling: false")
+		s, _ := stapleGateway(t, ca.Issue(t, "off.example.cn"), "      ocsp_stapling: false")
 		out := testopenssl.Run(t, bin, dir, "s_client", "-connect", s.Addr("edge").String(), "-servername", "off.example.cn", "-status")
 		if !strings.Contains(out, "OCSP response: no response sent") {
 			t.Errorf("with ocsp_stapling: false, s_client -status shows:\n%s", out)
