@@ -64,3 +64,27 @@ func TestClientCertHeaderSettings(t *testing.T) {
 		t.Errorf("%d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
 	}
 }
+
+// ocsp_stapling is on by default on both sides, and a value that is not
+// a boolean is a problem at its line.
+func TestOCSPStaplingSetting(t *testing.T) {
+	const doc = `listeners:
+  - listen: ":1"
+    tlcp: {sign_cert: a, sign_key: b, enc_cert: c, enc_key: d}
+    tls: {cert: c, key: k, ocsp_stapling: false}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`
+	cfg, err := Parse("x.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Listeners[0]; !l.TLCP.Staples() || l.TLS.Staples() {
+		t.Errorf("tlcp staples %v (want true), tls staples %v (want false)", l.TLCP.Staples(), l.TLS.Staples())
+	}
+	_, err = Parse("x.yaml", []byte(strings.Replace(doc, "ocsp_stapling: false", "ocsp_stapling: sometimes", 1)))
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || !strings.HasPrefix(cerr.Problems[0].String(), "x.yaml:4: listeners[0].tls.ocsp_stapling:") {
+		t.Errorf("got %v", err)
+	}
+}
