@@ -382,6 +382,7 @@ func (c *Config) Clone() *Config {
 		ServerName:                  c.ServerName,
 		SendServerName:              c.SendServerName,
 		NextProtos:                  c.NextProtos,
+		RequestOCSPStaple:           c.RequestOCSPStaple,
 		InsecureSkipVerify:          c.InsecureSkipVerify,
 		ClientAuth:                  c.ClientAuth,
 		ClientCAs:                   c.ClientCAs,
