@@ -130,7 +130,7 @@ func (s *Stapler) track(name string, chain [][]byte) *stapleRecord {
 	s.records[key] = r
 	if len(chain) < 2 {
 		r.setState(StapleNoIssuer)
-		s.log.Warn("OCSP stapling: the certificate file has no issuer certificate after the leaf; add the chain to staple OCSP responses", "name", name, "responder", leaf.OCSPServer[0])
+		s.log.Warn("OCSP stapling: the certificate names an OCSP responder, but its file has no issuer certificate after it; append the chain to staple OCSP responses", "name", name)
 		return r
 	}
 	if r.issuer, err = smx509.ParseCertificate(chain[1]); err != nil {
@@ -227,7 +227,7 @@ func (s *Stapler) fetchOnce(ctx context.Context, r *stapleRecord, retry *time.Du
 		return next
 	}
 	*retry = stapleMinRefresh
-	next := st.ThisUpdate.Add(st.NextUpdate.Sub(st.ThisUpdate) / 2)
+	next := nextRefresh(st, now)
 	switch st.Status {
 	case revocation.StatusGood:
 		r.staple.Store(st)
@@ -244,6 +244,21 @@ func (s *Stapler) fetchOnce(ctx context.Context, r *stapleRecord, retry *time.Du
 		if r.setState(StapleUnknown) {
 			s.log.Warn("OCSP stapling: the responder does not know the certificate; nothing is stapled", "name", r.name, "responder", st.Responder)
 		}
+	}
+	return next
+}
+
+// nextRefresh is when to ask again after the answer st came at now: at
+// half its validity or, for an answer made long ago (many responders
+// sign a batch ahead), halfway from now to its nextUpdate; never sooner
+// than stapleMinRefresh.
+func nextRefresh(st *revocation.Staple, now time.Time) time.Time {
+	next := st.ThisUpdate.Add(st.NextUpdate.Sub(st.ThisUpdate) / 2)
+	if next.Before(now) {
+		next = now.Add(st.NextUpdate.Sub(now) / 2)
+	}
+	if min := now.Add(stapleMinRefresh); next.Before(min) {
+		next = min
 	}
 	return next
 }

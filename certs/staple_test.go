@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/gmgate/gmgate/internal/testocsp"
 	"github.com/gmgate/gmgate/internal/testwait"
 	"github.com/prometheus/client_golang/prometheus"
@@ -160,5 +162,22 @@ func TestStapleTLCP(t *testing.T) {
 	c, err := s.GetTLCPCertificate(nil)
 	if err != nil || len(c.OCSPStaple) == 0 {
 		t.Errorf("GetTLCPCertificate: %v, staple of %d bytes", err, len(c.OCSPStaple))
+	}
+}
+
+func TestStapleRefreshSchedule(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		this, next time.Duration // relative to now
+		want       time.Duration
+	}{
+		{-time.Minute, 2*time.Hour - time.Minute, time.Hour - time.Minute}, // fresh: half its validity
+		{-72 * time.Hour, 24 * time.Hour, 12 * time.Hour},                  // made long ago: halfway to nextUpdate
+		{-time.Minute, time.Minute, time.Minute},                           // short-lived: not more than once a minute
+	} {
+		st := &revocation.Staple{ThisUpdate: now.Add(tc.this), NextUpdate: now.Add(tc.next)}
+		if got := nextRefresh(st, now).Sub(now); got != tc.want {
+			t.Errorf("thisUpdate %v, nextUpdate %v: refresh in %v, want %v", tc.this, tc.next, got, tc.want)
+		}
 	}
 }
