@@ -257,8 +257,8 @@ func nextRefresh(st *revocation.Staple, now time.Time) time.Time {
 	if next.Before(now) {
 		next = now.Add(st.NextUpdate.Sub(now) / 2)
 	}
-	if min := now.Add(stapleMinRefresh); next.Before(min) {
-		next = min
+	if earliest := now.Add(stapleMinRefresh); next.Before(earliest) {
+		next = earliest
 	}
 	return next
 }
