@@ -28,11 +28,18 @@ import (
 // references (a path, file:PATH?password-env=VAR, sdf:...).
 type TLCPFiles struct {
 	SignCert, SignKey, EncCert, EncKey string
+	// OCSPStapling staples OCSP responses about the signing certificate
+	// (for TLCP clients that ask) when the store has a Stapler and the
+	// certificate names a responder.
+	OCSPStapling bool
 }
 
 // TLSFiles name a TLS certificate (PEM, leaf first) and its key reference.
 type TLSFiles struct {
 	Cert, Key string
+	// OCSPStapling staples OCSP responses to the certificate when the
+	// store has a Stapler and the certificate names a responder.
+	OCSPStapling bool
 }
 
 // LoadOptions adjust the load-time checks.

@@ -47,6 +47,11 @@ type StoreOptions struct {
 	// Debounce is how long Watch waits for file changes to settle before
 	// reloading; 250ms when zero.
 	Debounce time.Duration
+	// Stapler, when set, staples OCSP responses to the TLS certificates
+	// of sources that ask for it (TLSFiles.OCSPStapling). It outlives
+	// the store: stores that replace one another share it, so that an
+	// unchanged certificate keeps its response.
+	Stapler *Stapler
 	// CloseDelay is how long the keys of a set replaced by Reload (or of
 	// a Retired store) stay open: handshakes that chose its certificates
 	// before the swap still use them. It should be the longest a
@@ -90,6 +95,26 @@ type storeEntry struct {
 	name string
 	tlcp *tlcp.Certificate
 	tls  *tls.Certificate
+	// tlsStaple and tlcpStaple serve tls and tlcp with their OCSP
+	// staples; nil when they are not stapled.
+	tlsStaple  *stapled[tls.Certificate]
+	tlcpStaple *stapled[tlcp.Certificate]
+}
+
+// tlsCertificate is the entry's TLS certificate as served now.
+func (e *storeEntry) tlsCertificate() *tls.Certificate {
+	if e.tlsStaple != nil {
+		return e.tlsStaple.certificate(time.Now())
+	}
+	return e.tls
+}
+
+// tlcpCertificate is the entry's TLCP identity as served now.
+func (e *storeEntry) tlcpCertificate() *tlcp.Certificate {
+	if e.tlcpStaple != nil {
+		return e.tlcpStaple.certificate(time.Now())
+	}
+	return e.tlcp
 }
 
 // NewStore loads every source; it fails when any of them is invalid, with
@@ -153,6 +178,11 @@ func (s *Store) load() (*certSet, error) {
 			}
 			warn(src.Name, "tlcp", warnings)
 			e.tlcp = c
+			if err == nil && c != nil && src.TLCP.OCSPStapling {
+				if r := s.opts.Stapler.track(src.Name, c.SignCertificate); r != nil {
+					e.tlcpStaple = &stapled[tlcp.Certificate]{base: c, record: r, with: tlcpWithStaple}
+				}
+			}
 		}
 		if src.TLS != nil {
 			c, warnings, err := LoadTLSFiles(*src.TLS, s.opts.Load)
@@ -161,6 +191,11 @@ func (s *Store) load() (*certSet, error) {
 			}
 			warn(src.Name, "tls", warnings)
 			e.tls = c
+			if err == nil && c != nil && src.TLS.OCSPStapling {
+				if r := s.opts.Stapler.track(src.Name, c.Certificate); r != nil {
+					e.tlsStaple = &stapled[tls.Certificate]{base: c, record: r, with: tlsWithStaple}
+				}
+			}
 		}
 		set.entries = append(set.entries, e)
 	}
@@ -178,6 +213,12 @@ func (s *Store) load() (*certSet, error) {
 // cannot close cleanly (a card call that has not returned) is logged.
 func (s *Store) closeSet(set *certSet) {
 	for _, e := range set.entries {
+		if e.tlsStaple != nil {
+			s.opts.Stapler.release(e.tlsStaple.record)
+		}
+		if e.tlcpStaple != nil {
+			s.opts.Stapler.release(e.tlcpStaple.record)
+		}
 		if e.tlcp != nil {
 			s.closeKey(e.name, "tlcp sign_key", e.tlcp.SignKey)
 			s.closeKey(e.name, "tlcp enc_key", e.tlcp.EncKey)
@@ -313,9 +354,10 @@ func (s *Store) Reload() error {
 // TLCPCertificate returns the TLCP identity of the named source (nil when
 // it has none).
 func (s *Store) TLCPCertificate(name string) *tlcp.Certificate {
-	for _, e := range s.current.Load().entries {
-		if e.name == name {
-			return e.tlcp
+	entries := s.current.Load().entries
+	for i := range entries {
+		if entries[i].name == name {
+			return entries[i].tlcpCertificate()
 		}
 	}
 	return nil
@@ -324,9 +366,10 @@ func (s *Store) TLCPCertificate(name string) *tlcp.Certificate {
 // TLSCertificate returns the TLS certificate of the named source (nil when
 // it has none).
 func (s *Store) TLSCertificate(name string) *tls.Certificate {
-	for _, e := range s.current.Load().entries {
-		if e.name == name {
-			return e.tls
+	entries := s.current.Load().entries
+	for i := range entries {
+		if entries[i].name == name {
+			return entries[i].tlsCertificate()
 		}
 	}
 	return nil
@@ -337,15 +380,17 @@ func (s *Store) TLSCertificate(name string) *tls.Certificate {
 // tlcp.Config.GetCertificate.
 func (s *Store) GetTLCPCertificate(hello *tlcp.ClientHelloInfo) (*tlcp.Certificate, error) {
 	var first *tlcp.Certificate
-	for _, e := range s.current.Load().entries {
+	entries := s.current.Load().entries
+	for i := range entries {
+		e := &entries[i]
 		if e.tlcp == nil {
 			continue
 		}
 		if first == nil {
-			first = e.tlcp
+			first = e.tlcpCertificate()
 		}
 		if hello != nil && hello.ServerName != "" && e.tlcp.SignLeaf != nil && e.tlcp.SignLeaf.VerifyHostname(hello.ServerName) == nil {
-			return e.tlcp, nil
+			return e.tlcpCertificate(), nil
 		}
 	}
 	if first == nil {
@@ -359,15 +404,17 @@ func (s *Store) GetTLCPCertificate(hello *tlcp.ClientHelloInfo) (*tlcp.Certifica
 // tls.Config.GetCertificate.
 func (s *Store) GetTLSCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	var first *tls.Certificate
-	for _, e := range s.current.Load().entries {
+	entries := s.current.Load().entries
+	for i := range entries {
+		e := &entries[i]
 		if e.tls == nil {
 			continue
 		}
 		if first == nil {
-			first = e.tls
+			first = e.tlsCertificate()
 		}
 		if hello != nil && hello.ServerName != "" && e.tls.Leaf != nil && e.tls.Leaf.VerifyHostname(hello.ServerName) == nil {
-			return e.tls, nil
+			return e.tlsCertificate(), nil
 		}
 	}
 	if s.opts.TLSFallback != nil {
@@ -499,6 +546,9 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) {
 	ch <- notBeforeDesc
 	ch <- reloadsDesc
 	ch <- reloadFailedDesc
+	ch <- stapleStateDesc
+	ch <- stapleNextUpdateDesc
+	ch <- stapleFailuresDesc
 }
 
 // Collect implements prometheus.Collector: the expiry of every served
@@ -520,6 +570,12 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			if c, err := smx509.ParseCertificate(e.tls.Certificate[0]); err == nil {
 				emit(e.name, "tls", c)
 			}
+		}
+		if e.tlsStaple != nil {
+			collectStaple(ch, e.name, "tls", e.tlsStaple.record, time.Now())
+		}
+		if e.tlcpStaple != nil {
+			collectStaple(ch, e.name, "sign", e.tlcpStaple.record, time.Now())
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(s.reloadOK.Load()), "success")

@@ -210,8 +210,8 @@ func TestStoreMetricsAndSelection(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := NewStore(StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		Source{Name: "a", TLCP: &TLCPFiles{a.SignCert, a.SignKey, a.EncCert, a.EncKey}},
-		Source{Name: "b", TLCP: &TLCPFiles{b.SignCert, b.SignKey, b.EncCert, b.EncKey}, TLS: &TLSFiles{cf, kf}})
+		Source{Name: "a", TLCP: &TLCPFiles{SignCert: a.SignCert, SignKey: a.SignKey, EncCert: a.EncCert, EncKey: a.EncKey}},
+		Source{Name: "b", TLCP: &TLCPFiles{SignCert: b.SignCert, SignKey: b.SignKey, EncCert: b.EncCert, EncKey: b.EncKey}, TLS: &TLSFiles{Cert: cf, Key: kf}})
 	if err != nil {
 		t.Fatal(err)
 	}

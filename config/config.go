@@ -286,6 +286,10 @@ type TLCP struct {
 	// TLS13Groups are the key exchange groups of TLS 1.3 ShangMi
 	// handshakes in preference order: curveSM2MLKEM768, curveSM2.
 	TLS13Groups []string `yaml:"tls13_groups"`
+	// OCSPStapling sends TLCP clients that ask (status_request) the OCSP
+	// response about the signing certificate, when it names an OCSP
+	// responder; on when nil.
+	OCSPStapling *bool `yaml:"ocsp_stapling"`
 }
 
 // Values of tlcp.tls13_shangmi.
@@ -352,6 +356,10 @@ type Revocation struct {
 	Policy string `yaml:"policy"`
 }
 
+// Staples reports whether OCSP responses are stapled to the signing
+// certificate.
+func (t *TLCP) Staples() bool { return t.OCSPStapling == nil || *t.OCSPStapling }
+
 // SessionCache is a listener's TLCP session cache.
 type SessionCache struct {
 	// Size is how many sessions are kept; 0 turns resumption off.
@@ -373,7 +381,13 @@ type TLS struct {
 	ClientCA   string `yaml:"client_ca"`
 	// ClientRevocation is as for TLCP.
 	ClientRevocation *Revocation `yaml:"client_revocation"`
+	// OCSPStapling staples OCSP responses to the certificate (file or
+	// ACME) when it names an OCSP responder; on when nil.
+	OCSPStapling *bool `yaml:"ocsp_stapling"`
 }
+
+// Staples reports whether OCSP responses are stapled to the certificate.
+func (t *TLS) Staples() bool { return t.OCSPStapling == nil || *t.OCSPStapling }
 
 // ACME challenge types.
 const (
@@ -431,12 +445,34 @@ type SessionHeaders struct {
 	// ClientVerified says whether the client presented a certificate that
 	// was verified (true or false).
 	ClientVerified string `yaml:"client_verified"`
+	// ClientIssuer and ClientSANs describe the verified signing
+	// certificate further: its issuer's name, and its subject
+	// alternative names.
+	ClientIssuer string `yaml:"client_issuer"`
+	ClientSANs   string `yaml:"client_sans"`
+	// ClientCert and ClientCertChain carry the verified signing
+	// certificate and the rest of its verified chain as RFC 9440 byte
+	// sequences of DER (Client-Cert, Client-Cert-Chain); ClientEncCert
+	// carries a TLCP client's encryption certificate the same way.
+	ClientCert      string `yaml:"client_cert"`
+	ClientCertChain string `yaml:"client_cert_chain"`
+	ClientEncCert   string `yaml:"client_enc_cert"`
+	// ClientCertMaxBytes bounds the value of each of the three
+	// certificate headers; a certificate that does not fit is left out
+	// (DefaultClientCertMaxBytes when zero).
+	ClientCertMaxBytes int `yaml:"client_cert_max_bytes"`
 }
 
 // HasClientIdentity reports whether any header names the client's
 // certificate.
 func (h SessionHeaders) HasClientIdentity() bool {
-	return h.ClientSubject != "" || h.ClientSerial != "" || h.ClientFingerprint != ""
+	return h.ClientSubject != "" || h.ClientSerial != "" || h.ClientFingerprint != "" ||
+		h.ClientIssuer != "" || h.ClientSANs != "" || h.HasClientCerts()
+}
+
+// HasClientCerts reports whether any header carries a whole certificate.
+func (h SessionHeaders) HasClientCerts() bool {
+	return h.ClientCert != "" || h.ClientCertChain != "" || h.ClientEncCert != ""
 }
 
 // Upstream selection policies.

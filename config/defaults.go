@@ -52,6 +52,10 @@ const (
 	// DefaultClientVerifiedHeader is the client_verified session header
 	// of a listener that names a client identity header and not this one.
 	DefaultClientVerifiedHeader = "X-TLCP-Client-Verified"
+	// DefaultClientCertMaxBytes bounds a certificate header's value: with
+	// the header's name it stays within the 8 KiB that nginx (and many
+	// servers behind gmgate) accept for one header line.
+	DefaultClientCertMaxBytes = 8000
 	// MaxSessionCacheSize bounds tlcp.session_cache.size: the cache's
 	// table is allocated whole when it keeps its first session, about 150
 	// bytes a session.
@@ -231,11 +235,19 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 		setIntPtr(&tc.SessionCache.Size, tlcp.DefaultSessionCacheSize)
 		setDuration(&tc.SessionCache.Lifetime, tlcp.DefaultSessionLifetime)
 		revocationDefaults(tc.ClientRevocation)
+		if tc.OCSPStapling == nil {
+			on := true
+			tc.OCSPStapling = &on
+		}
 	}
 	if tl != nil {
 		setString(&tl.MinVersion, "1.2")
 		setString(&tl.ClientAuth, "none")
 		revocationDefaults(tl.ClientRevocation)
+		if tl.OCSPStapling == nil {
+			on := true
+			tl.OCSPStapling = &on
+		}
 		if a := tl.ACME; a != nil {
 			setString(&a.CA, DefaultACMECA)
 			setString(&a.KeyType, DefaultACMEKeyType)
@@ -257,6 +269,9 @@ func defaultHeaders(h *SessionHeaders) {
 		// An upstream that reads who the client is should also learn
 		// whether anyone vouched for it.
 		setString(&h.ClientVerified, DefaultClientVerifiedHeader)
+	}
+	if h.HasClientCerts() {
+		setInt(&h.ClientCertMaxBytes, DefaultClientCertMaxBytes)
 	}
 }
 

@@ -365,12 +365,46 @@ func (v *validator) sessionHeaders(p string, h SessionHeaders) {
 		{"client_serial", h.ClientSerial},
 		{"client_fingerprint", h.ClientFingerprint},
 		{"client_verified", h.ClientVerified},
+		{"client_issuer", h.ClientIssuer},
+		{"client_sans", h.ClientSANs},
+		{"client_cert", h.ClientCert},
+		{"client_cert_chain", h.ClientCertChain},
+		{"client_enc_cert", h.ClientEncCert},
 	} {
 		if f.name != "" && !validHeaderName(f.name) {
 			v.add(p+"."+f.field, fmt.Sprintf("%q is not a valid header name", f.name), "use letters, digits and '-', such as X-TLCP-Suite")
 		}
 	}
+	seen := map[string]string{}
+	for _, f := range []struct{ field, name string }{
+		{"client_cert", h.ClientCert}, {"client_cert_chain", h.ClientCertChain}, {"client_enc_cert", h.ClientEncCert},
+	} {
+		n := strings.ToLower(f.name)
+		if n == "" {
+			continue
+		}
+		if other, dup := seen[n]; dup {
+			v.add(p+"."+f.field, fmt.Sprintf("%q is also the name of %s", f.name, other), "give each certificate header its own name, such as Client-Cert, Client-Cert-Chain and X-TLCP-Client-Enc-Cert")
+		}
+		seen[n] = f.field
+	}
+	switch {
+	case h.ClientCertMaxBytes < 0:
+		v.add(p+".client_cert_max_bytes", fmt.Sprintf("%d is negative", h.ClientCertMaxBytes), "leave it out for the default of 8000, or give a size in bytes")
+	case h.ClientCertMaxBytes > 0 && h.ClientCertMaxBytes < minClientCertMaxBytes:
+		v.add(p+".client_cert_max_bytes", fmt.Sprintf("%d bytes cannot hold a certificate", h.ClientCertMaxBytes), fmt.Sprintf("give at least %d, or leave it out for the default of 8000", minClientCertMaxBytes))
+	case h.ClientCertMaxBytes > maxClientCertMaxBytes:
+		v.add(p+".client_cert_max_bytes", fmt.Sprintf("%d bytes is more than upstreams accept in a header", h.ClientCertMaxBytes), fmt.Sprintf("give at most %d", maxClientCertMaxBytes))
+	}
 }
+
+// Bounds of session_headers.client_cert_max_bytes: the base64 of a small
+// certificate, and a size that most HTTP servers still take in one
+// header line.
+const (
+	minClientCertMaxBytes = 512
+	maxClientCertMaxBytes = 64 << 10
+)
 
 // routes checks the routes of a listener (or one of its sites) at path p.
 func (v *validator) routes(c *Config, p string, l *Listener, routes []Route) {

@@ -34,6 +34,8 @@ type acmeSpec struct {
 	stateDir string
 	// store is the shared store's id with acme.shared.
 	store uint64
+	// noStapling is tls.ocsp_stapling: false.
+	noStapling bool
 }
 
 // acmeDir is where ACME state lives under the state directory.
@@ -71,7 +73,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 		}
 		name := sp.source()
 		p := config.Field(sp.cfg.Path(), "tls.acme")
-		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir}
+		spec := acmeSpec{acme: *sp.cfg.TLS.ACME, stateDir: cfg.StateDir, noStapling: !sp.cfg.TLS.Staples()}
 		var storage *acme.RedisStorage
 		if spec.acme.Shared {
 			// In the session store: no state directory is used. The
@@ -129,6 +131,7 @@ func (s *Server) acmeSites(cfg *config.Config, prev *generation, gen *generation
 			DisableHTTPChallenge:    !slices.Contains(spec.acme.Challenges, config.ChallengeHTTP01),
 			DisableTLSALPNChallenge: !slices.Contains(spec.acme.Challenges, config.ChallengeTLSALPN01),
 			KeyType:                 spec.acme.KeyType,
+			DisableOCSPStapling:     spec.noStapling,
 			Logger:                  s.log,
 		}
 		if storage != nil {

@@ -170,7 +170,7 @@ func loadFile(path string, opts CheckOptions) (*config.Config, error) {
 		return nil, err
 	}
 	probs := slices.Clone(ce.Problems)
-	store, _, more := openStore(cfg, opts.logger(), opts.Offline)
+	store, _, more := openStore(cfg, opts.logger(), opts.Offline, nil)
 	if store != nil {
 		store.Close()
 	}

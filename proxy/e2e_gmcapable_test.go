@@ -187,7 +187,7 @@ func helloBody(wire []byte) []byte {
 	return msg
 }
 
-// firstRecord sends a vector's records to listener and returns the first
+// gmFirstRecord sends a vector's records to listener and returns the first
 // record the gateway answers with.
 func gmFirstRecord(t *testing.T, s *Server, listener, file string) (hdr, body []byte) {
 	t.Helper()

@@ -58,7 +58,7 @@ type buildOptions struct {
 // openStore loads every certificate source of cfg into a store, with the
 // problems found at the fields they belong to; paths are certSources'.
 // Two listeners of one name (a problem of the file) are taken once.
-func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *certs.Store, paths map[string]string, probs []config.Problem) {
+func openStore(cfg *config.Config, logger *slog.Logger, offline bool, stapler *certs.Stapler) (store *certs.Store, paths map[string]string, probs []config.Problem) {
 	sources, paths := certSources(cfg)
 	seen := map[string]bool{}
 	sources = slices.DeleteFunc(sources, func(src certs.Source) bool {
@@ -81,7 +81,7 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool) (store *ce
 		}
 	}
 	closeDelay := cfg.Timeouts.Handshake.D() + time.Duration(1+retries)*cfg.Timeouts.UpstreamConnect.D()
-	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}, CloseDelay: closeDelay}, sources...)
+	store, err := certs.NewStore(certs.StoreOptions{Logger: logger, Load: certs.LoadOptions{Offline: offline}, CloseDelay: closeDelay, Stapler: stapler}, sources...)
 	if err != nil {
 		probs = certProblems(cfg, paths, err)
 	}
@@ -97,10 +97,10 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		src := certs.Source{Name: sp.source()}
 		if sp.servesTLCP() {
 			t := sp.cfg.TLCP
-			src.TLCP = &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}
+			src.TLCP = &certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey, OCSPStapling: t.Staples()}
 		}
 		if sp.servesTLS() && sp.cfg.TLS.ACME == nil {
-			src.TLS = &certs.TLSFiles{Cert: sp.cfg.TLS.Cert, Key: sp.cfg.TLS.Key}
+			src.TLS = &certs.TLSFiles{Cert: sp.cfg.TLS.Cert, Key: sp.cfg.TLS.Key, OCSPStapling: sp.cfg.TLS.Staples()}
 		}
 		if src.TLCP != nil || src.TLS != nil {
 			sources = append(sources, src)
@@ -130,7 +130,11 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 // certificate and key, and reports every problem it finds in one
 // *config.Error.
 func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*generation, error) {
-	store, sitePaths, probs := openStore(cfg, s.log, bo.offline)
+	var stapler *certs.Stapler
+	if !bo.check {
+		stapler = s.stapler
+	}
+	store, sitePaths, probs := openStore(cfg, s.log, bo.offline, stapler)
 	gen := &generation{
 		cfg:        cfg,
 		store:      store,

@@ -62,6 +62,10 @@ type Server struct {
 	// standard logger while the server runs.
 	stdLog  *observe.StdLogWriter
 	metrics *observe.Metrics
+	// stapler staples OCSP responses to file-based TLS certificates; it
+	// outlives generations, so that an unchanged certificate keeps its
+	// response across reloads.
+	stapler *certs.Stapler
 
 	mu        sync.Mutex // serializes Start, Reload and Shutdown
 	gen       *generation
@@ -162,6 +166,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		if gen != nil {
 			gen.close()
 		}
+		s.stapler.Close()
 		s.closeAccessLog()
 		return nil, configError(probs)
 	}
@@ -196,6 +201,7 @@ func newServer(cfg *config.Config, opts Options) *Server {
 	}
 	s.stdLog = observe.NewStdLogWriter(s.log)
 	s.stdErrorLog = log.New(s.stdLog, "", 0)
+	s.stapler = certs.NewStapler(certs.StaplerOptions{Logger: s.log})
 	s.fwd = &forward.Forwarder{Log: s.log, ErrorLog: s.stdErrorLog, Metrics: s.metrics}
 	return s
 }
@@ -396,6 +402,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		st.Close()
 	}
 	s.retiredStores = nil
+	s.stapler.Close()
 	s.mu.Unlock()
 	s.closeAccessLog()
 	if log.Writer() == io.Writer(s.stdLog) {

@@ -51,12 +51,14 @@ const (
 	typeCertificateVerify  uint8 = 15
 	typeClientKeyExchange  uint8 = 16
 	typeFinished           uint8 = 20
+	typeCertificateStatus  uint8 = 22
 )
 
 // Hello extensions (GM/T 0024-2023 Appendix A; RFC 6066, RFC 7301).
 const (
-	extensionServerName uint16 = 0
-	extensionALPN       uint16 = 16
+	extensionServerName    uint16 = 0
+	extensionStatusRequest uint16 = 5
+	extensionALPN          uint16 = 16
 )
 
 // Certificate types in a CertificateRequest.
@@ -138,6 +140,10 @@ type Certificate struct {
 	// when nil.
 	SignLeaf *smx509.Certificate
 	EncLeaf  *smx509.Certificate
+	// OCSPStaple is an OCSP response about the signing certificate,
+	// sent to clients that ask for it (status_request) in a
+	// CertificateStatus message; none when empty.
+	OCSPStaple []byte
 }
 
 // hasEnc reports whether the certificate includes an encryption pair.
@@ -192,9 +198,24 @@ type ConnectionState struct {
 	// SessionID is the session identifier the server assigned (empty when
 	// the session cannot be resumed).
 	SessionID []byte
+	// OCSPResponse is the OCSP response the server stapled (client
+	// side, with Config.RequestOCSPStaple), as sent: not verified.
+	OCSPResponse []byte
 	// TLSFormHello is set on a server whose client sent its ClientHello
 	// in TLS form and offered TLCP suites (see ServerForTLSHello).
 	TLSFormHello bool
+}
+
+// PeerEncCertificate returns the encryption certificate among
+// PeerCertificates (nil when the peer sent none): the second certificate,
+// when the suite is an ECDHE one or its key usages mark it as one.
+func (cs *ConnectionState) PeerEncCertificate() *smx509.Certificate {
+	if len(cs.PeerCertificates) < 2 {
+		return nil
+	}
+	suite := cipherSuiteByID(cs.CipherSuite)
+	_, enc, _ := clientCertRoles(cs.PeerCertificates, suite != nil && suite.ecdhe)
+	return enc
 }
 
 // ClientHelloInfo describes a ClientHello for the server callbacks.
@@ -272,6 +293,12 @@ type Config struct {
 	// NextProtos are the ALPN protocols, in preference order. A client sends
 	// an ALPN extension only when this is set.
 	NextProtos []string
+	// RequestOCSPStaple makes a client ask the server for an OCSP
+	// response about its certificate (status_request); the answer, if
+	// any, is ConnectionState.OCSPResponse, unverified: the caller
+	// checks it. Off by default: some TLCP servers refuse hellos with
+	// extensions they do not know.
+	RequestOCSPStaple bool
 	// InsecureSkipVerify makes the client accept any server certificate.
 	// For tests and diagnostics only.
 	InsecureSkipVerify bool
@@ -355,6 +382,7 @@ func (c *Config) Clone() *Config {
 		ServerName:                  c.ServerName,
 		SendServerName:              c.SendServerName,
 		NextProtos:                  c.NextProtos,
+		RequestOCSPStaple:           c.RequestOCSPStaple,
 		InsecureSkipVerify:          c.InsecureSkipVerify,
 		ClientAuth:                  c.ClientAuth,
 		ClientCAs:                   c.ClientCAs,

@@ -44,7 +44,9 @@ type Conn struct {
 	negotiatedProtocol string
 	peerCertificates   []*smx509.Certificate
 	verifiedChains     [][]*smx509.Certificate
-	sessionID          []byte
+	// ocspResponse is the server's stapled OCSP response (client side).
+	ocspResponse []byte
+	sessionID    []byte
 
 	// GM-capable TLS clients (tlshello.go). acceptTLSHello lets a server
 	// take a ClientHello in TLS form that offers TLCP suites; tlsHello
@@ -629,6 +631,8 @@ func messageName(typ uint8) string {
 		return "ClientKeyExchange"
 	case typeFinished:
 		return "Finished"
+	case typeCertificateStatus:
+		return "CertificateStatus"
 	}
 	return fmt.Sprintf("message type %d", typ)
 }
@@ -896,6 +900,7 @@ func (c *Conn) connectionStateLocked() ConnectionState {
 	st.VerifiedChains = c.verifiedChains
 	st.SessionID = c.sessionID
 	st.TLSFormHello = c.tlsHello
+	st.OCSPResponse = c.ocspResponse
 	return st
 }
 

@@ -134,6 +134,7 @@ func (hs *clientHandshakeState) makeClientHello() error {
 		random:             make([]byte, 32),
 		compressionMethods: []uint8{0},
 		alpnProtocols:      cfg.NextProtos,
+		ocspStapling:       cfg.RequestOCSPStaple,
 	}
 	if _, err := io.ReadFull(cfg.rand(), hello.random); err != nil {
 		return fmt.Errorf("tlcp: %w", err)
@@ -220,7 +221,8 @@ func (hs *clientHandshakeState) processServerHello() error {
 		return c.sendAlert(AlertIllegalParameter, fmt.Errorf("server chose cipher suite %#04x, which is not a TLCP suite", sh.cipherSuite))
 	}
 	for _, ext := range sh.extensionTypes {
-		if (ext == extensionServerName && hs.hello.serverName == "") || (ext == extensionALPN && len(hs.hello.alpnProtocols) == 0) {
+		if (ext == extensionServerName && hs.hello.serverName == "") || (ext == extensionALPN && len(hs.hello.alpnProtocols) == 0) ||
+			(ext == extensionStatusRequest && !hs.hello.ocspStapling) {
 			return c.sendAlert(AlertUnsupportedExtension, fmt.Errorf("server sent extension %d, which was not offered", ext))
 		}
 	}
@@ -273,6 +275,17 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	msg, err = c.readHandshake(&hs.transcript)
 	if err != nil {
 		return err
+	}
+	// The CertificateStatus a ServerHello announced may still not come
+	// (RFC 6066 §8).
+	if cs, ok := msg.(*certificateStatusMsg); ok {
+		if !hs.serverHello.ocspStapling {
+			return c.unexpectedMessageError("ServerKeyExchange", msg)
+		}
+		c.ocspResponse = cs.response
+		if msg, err = c.readHandshake(&hs.transcript); err != nil {
+			return err
+		}
 	}
 	skx, ok := msg.(*serverKeyExchangeMsg)
 	if !ok {

@@ -92,6 +92,8 @@ type clientHelloMsg struct {
 	hasExtensions bool
 	serverName    string
 	alpnProtocols []string
+	// ocspStapling is a status_request extension of type ocsp.
+	ocspStapling bool
 	// extensionTypes lists every extension seen, in order.
 	extensionTypes []uint16
 }
@@ -110,7 +112,7 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 	}
 	w.close(suites, 2)
 	w.vec(1, m.compressionMethods)
-	if m.serverName != "" || len(m.alpnProtocols) > 0 || m.hasExtensions {
+	if m.serverName != "" || len(m.alpnProtocols) > 0 || m.ocspStapling || m.hasExtensions {
 		exts := w.open(2)
 		if m.serverName != "" {
 			w.u16(extensionServerName)
@@ -126,6 +128,13 @@ func (m *clientHelloMsg) marshal() ([]byte, error) {
 			ext := w.open(2)
 			addALPNList(w, m.alpnProtocols)
 			w.close(ext, 2)
+		}
+		if m.ocspStapling {
+			w.u16(extensionStatusRequest)
+			w.u16(5)
+			w.u8(statusTypeOCSP)
+			w.u16(0) // responder_id_list
+			w.u16(0) // request_extensions
 		}
 		w.close(exts, 2)
 	}
@@ -209,6 +218,15 @@ func (m *clientHelloMsg) unmarshal(data []byte) bool {
 				return false
 			}
 			m.alpnProtocols = protos
+		case extensionStatusRequest:
+			// Only the type counts: responder IDs and request
+			// extensions are not honoured (the staple is the one the
+			// server has).
+			var statusType uint8
+			if !ext.ReadUint8(&statusType) {
+				return false
+			}
+			m.ocspStapling = statusType == statusTypeOCSP
 		}
 	}
 	return true
@@ -312,6 +330,9 @@ type serverHelloMsg struct {
 	// secureRenegotiation is an empty renegotiation_info (RFC 5746), sent
 	// only to GM-capable TLS clients.
 	secureRenegotiation bool
+	// ocspStapling is the empty status_request extension that announces
+	// a CertificateStatus message.
+	ocspStapling bool
 	// extensionTypes lists every extension seen, in order.
 	extensionTypes []uint16
 }
@@ -326,7 +347,7 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 	w.vec(1, m.sessionID)
 	w.u16(m.cipherSuite)
 	w.u8(m.compressionMethod)
-	if m.serverNameAck || m.alpnProtocol != "" || m.secureRenegotiation {
+	if m.serverNameAck || m.alpnProtocol != "" || m.secureRenegotiation || m.ocspStapling {
 		exts := w.open(2)
 		if m.secureRenegotiation {
 			w.u16(extensionRenegotiationInfo)
@@ -342,6 +363,10 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 			ext := w.open(2)
 			addALPNList(w, []string{m.alpnProtocol})
 			w.close(ext, 2)
+		}
+		if m.ocspStapling {
+			w.u16(extensionStatusRequest)
+			w.u16(0)
 		}
 		w.close(exts, 2)
 	}
@@ -397,6 +422,11 @@ func (m *serverHelloMsg) unmarshal(data []byte) bool {
 				return false // only an initial handshake's is valid
 			}
 			m.secureRenegotiation = true
+		case extensionStatusRequest:
+			if !ext.Empty() {
+				return false
+			}
+			m.ocspStapling = true
 		}
 	}
 	return true
@@ -645,6 +675,8 @@ func newHandshakeMessage(typ uint8) handshakeMessage {
 		return new(clientKeyExchangeMsg)
 	case typeFinished:
 		return new(finishedMsg)
+	case typeCertificateStatus:
+		return new(certificateStatusMsg)
 	}
 	return nil
 }

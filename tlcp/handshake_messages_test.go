@@ -32,6 +32,7 @@ var roundTripTypes = []handshakeMessage{
 	&clientKeyExchangeMsg{},
 	&certificateVerifyMsg{},
 	&finishedMsg{},
+	&certificateStatusMsg{},
 }
 
 func TestMarshalUnmarshal(t *testing.T) {
@@ -87,6 +88,8 @@ func clearRaw(m handshakeMessage) {
 		m.raw = nil
 	case *finishedMsg:
 		m.raw = nil
+	case *certificateStatusMsg:
+		m.raw = nil
 	}
 }
 
@@ -123,6 +126,11 @@ func (*clientHelloMsg) Generate(r *mrand.Rand, _ int) reflect.Value {
 		m.extensionTypes = append(m.extensionTypes, extensionALPN)
 		m.hasExtensions = true
 	}
+	if r.Intn(2) == 0 {
+		m.ocspStapling = true
+		m.extensionTypes = append(m.extensionTypes, extensionStatusRequest)
+		m.hasExtensions = true
+	}
 	return reflect.ValueOf(m)
 }
 
@@ -137,7 +145,15 @@ func (*serverHelloMsg) Generate(r *mrand.Rand, _ int) reflect.Value {
 		m.alpnProtocol = randString(r, 10)
 		m.extensionTypes = append(m.extensionTypes, extensionALPN)
 	}
+	if r.Intn(2) == 0 {
+		m.ocspStapling = true
+		m.extensionTypes = append(m.extensionTypes, extensionStatusRequest)
+	}
 	return reflect.ValueOf(m)
+}
+
+func (*certificateStatusMsg) Generate(r *mrand.Rand, _ int) reflect.Value {
+	return reflect.ValueOf(&certificateStatusMsg{response: randBytes(r, 1, 2000)})
 }
 
 func (*certificateMsg) Generate(r *mrand.Rand, _ int) reflect.Value {
@@ -199,6 +215,9 @@ func seedMessages(t testing.TB) map[uint8][][]byte {
 		compressionMethods: []byte{0}, serverName: "server.test", alpnProtocols: []string{"h2", "http/1.1"}})
 	add(&serverHelloMsg{vers: VersionTLCP, random: random, sessionID: random, cipherSuite: ECC_SM4_GCM_SM3})
 	add(&serverHelloMsg{vers: VersionTLCP, random: random, cipherSuite: ECDHE_SM4_GCM_SM3, serverNameAck: true, alpnProtocol: "http/1.1"})
+	add(&clientHelloMsg{vers: VersionTLCP, random: random, cipherSuites: DefaultCipherSuites, compressionMethods: []byte{0}, serverName: "server.test", ocspStapling: true})
+	add(&serverHelloMsg{vers: VersionTLCP, random: random, cipherSuite: ECC_SM4_GCM_SM3, ocspStapling: true})
+	add(&certificateStatusMsg{response: []byte{0x30, 0x03, 0x0a, 0x01, 0x00}})
 	add(&certificateMsg{certificates: p.server.wireList(true)})
 	add(&certificateMsg{})
 	sig, err := signMessage(p.server.SignKey, rand.Reader, []byte("params"))
@@ -271,7 +290,7 @@ func fuzzMessage(f *testing.F, typ uint8, extra func(t *testing.T, m handshakeMe
 // does not write again, and puts the others in the order marshal writes
 // them (server_name, then ALPN) whatever order they arrived in.
 func dropUnknownExtensions(m handshakeMessage) {
-	keep := func(types []uint16, sni, alpn bool) []uint16 {
+	keep := func(types []uint16, sni, alpn, status bool) []uint16 {
 		var out []uint16
 		if sni && slices.Contains(types, extensionServerName) {
 			out = append(out, extensionServerName)
@@ -279,13 +298,16 @@ func dropUnknownExtensions(m handshakeMessage) {
 		if alpn && slices.Contains(types, extensionALPN) {
 			out = append(out, extensionALPN)
 		}
+		if status && slices.Contains(types, extensionStatusRequest) {
+			out = append(out, extensionStatusRequest)
+		}
 		return out
 	}
 	switch m := m.(type) {
 	case *clientHelloMsg:
-		m.extensionTypes = keep(m.extensionTypes, m.serverName != "", len(m.alpnProtocols) > 0)
+		m.extensionTypes = keep(m.extensionTypes, m.serverName != "", len(m.alpnProtocols) > 0, m.ocspStapling)
 	case *serverHelloMsg:
-		m.extensionTypes = keep(m.extensionTypes, m.serverNameAck, m.alpnProtocol != "")
+		m.extensionTypes = keep(m.extensionTypes, m.serverNameAck, m.alpnProtocol != "", m.ocspStapling)
 	}
 }
 
@@ -317,6 +339,7 @@ func FuzzClientKeyExchange(f *testing.F) {
 
 func FuzzCertificateVerify(f *testing.F) { fuzzMessage(f, typeCertificateVerify, nil) }
 func FuzzFinished(f *testing.F)          { fuzzMessage(f, typeFinished, nil) }
+func FuzzCertificateStatus(f *testing.F) { fuzzMessage(f, typeCertificateStatus, nil) }
 
 func FuzzSessionState(f *testing.F) {
 	for _, s := range []*SessionState{

@@ -401,6 +401,11 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 		hs.transcript.raw = append(hs.transcript.raw, hs.clientHello.raw...)
 	}
 
+	// A stapled OCSP response goes to a TLCP client that asked for it.
+	// Not to a GM browser's TLS-form hello: nothing says those read a
+	// CertificateStatus in TLCP.
+	hs.hello.ocspStapling = hs.clientHello.ocspStapling && len(hs.cert.OCSPStaple) > 0 && !c.tlsHello
+
 	c.buffering = true
 	if err := c.writeHandshake(hs.hello, &hs.transcript); err != nil {
 		return err
@@ -408,6 +413,11 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	certMsg := &certificateMsg{certificates: hs.cert.wireList(true)}
 	if err := c.writeHandshake(certMsg, &hs.transcript); err != nil {
 		return err
+	}
+	if hs.hello.ocspStapling {
+		if err := c.writeHandshake(&certificateStatusMsg{response: hs.cert.OCSPStaple}, &hs.transcript); err != nil {
+			return err
+		}
 	}
 	ske, err := hs.serverKeyExchange()
 	if err != nil {

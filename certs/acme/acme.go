@@ -45,6 +45,9 @@ type Options struct {
 	// DisableHTTPChallenge and DisableTLSALPNChallenge turn a challenge
 	// type off.
 	DisableHTTPChallenge, DisableTLSALPNChallenge bool
+	// DisableOCSPStapling turns off certmagic's OCSP stapling, which
+	// is on by default.
+	DisableOCSPStapling bool
 	// KeyType of the certificates: "p256" (default), "p384", "rsa2048",
 	// "rsa4096".
 	KeyType string
@@ -119,6 +122,7 @@ func New(opts Options) (*Manager, error) {
 		KeySource: certmagic.StandardKeyGenerator{KeyType: keyType},
 		Logger:    zl,
 		OnEvent:   a.onEvent,
+		OCSP:      certmagic.OCSPConfig{DisableStapling: opts.DisableOCSPStapling},
 	})
 	ca := opts.DirectoryURL
 	if ca == "" {

@@ -33,7 +33,11 @@ const acmeTestDomain = "acme.gmgate.test"
 // returned listener, and returns the ACME options for it.
 func pebbleHTTP01(t *testing.T) (*testacme.Pebble, net.Listener, Options) {
 	t.Helper()
-	pebble := testacme.New(t)
+	return pebbleHTTP01With(t, testacme.New(t))
+}
+
+func pebbleHTTP01With(t *testing.T, pebble *testacme.Pebble) (*testacme.Pebble, net.Listener, Options) {
+	t.Helper()
 	challengeLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,12 @@ type ConnInfo struct {
 	// who the client is.
 	peerCert    *smx509.Certificate
 	peerCertDER []byte
+	// peerChain is the DER of the rest of the verified chain, from the
+	// signing certificate's issuer to the trust anchor; peerEncDER is a
+	// TLCP client's (verified) encryption certificate. Both are set only
+	// with peerCert.
+	peerChain  [][]byte
+	peerEncDER []byte
 	// ambiguousFraming is set when a request header block with both
 	// Content-Length and Transfer-Encoding was read on the connection;
 	// the next request answered takes it and closes the connection.
@@ -63,6 +69,12 @@ func (ci *ConnInfo) SetTLCPClient(cs tlcp.ConnectionState) {
 	ci.clientVerified = true
 	ci.peerCert = cs.PeerCertificates[0]
 	ci.peerCertDER = cs.PeerCertificates[0].Raw
+	for _, c := range cs.VerifiedChains[0][1:] {
+		ci.peerChain = append(ci.peerChain, c.Raw)
+	}
+	if enc := cs.PeerEncCertificate(); enc != nil {
+		ci.peerEncDER = enc.Raw
+	}
 }
 
 // setTLSClient records the client's identity from a TLS handshake.
@@ -77,6 +89,9 @@ func (ci *ConnInfo) SetTLSClient(cs tls.ConnectionState) {
 	ci.clientVerified = true
 	ci.peerCert = cert
 	ci.peerCertDER = cert.Raw
+	for _, c := range cs.VerifiedChains[0][1:] {
+		ci.peerChain = append(ci.peerChain, c.Raw)
+	}
 }
 
 // SetTLS13Client records the client's identity from a TLS 1.3 ShangMi

@@ -136,6 +136,8 @@ type HeaderPolicy struct {
 	// session are the canonical names of the session headers in the order
 	// of connHeaders.session ("" for one not configured).
 	session [sessionHeaderCount]string
+	// certMaxBytes bounds the value of each certificate header.
+	certMaxBytes int
 }
 
 // The session headers, in the order they are applied.
@@ -147,6 +149,11 @@ const (
 	sessionClientSubject
 	sessionClientSerial
 	sessionClientFingerprint
+	sessionClientIssuer
+	sessionClientSANs
+	sessionClientCert
+	sessionClientCertChain
+	sessionClientEncCert
 	sessionHeaderCount
 )
 
@@ -154,7 +161,10 @@ const (
 // h, and removes every header of identity (identityHeaderNames) that clients
 // send.
 func NewHeaderPolicy(h config.SessionHeaders, identity []string) *HeaderPolicy {
-	p := &HeaderPolicy{Spoofable: spoofableHeaders(identity)}
+	p := &HeaderPolicy{Spoofable: spoofableHeaders(identity), certMaxBytes: h.ClientCertMaxBytes}
+	if p.certMaxBytes <= 0 {
+		p.certMaxBytes = config.DefaultClientCertMaxBytes
+	}
 	for i, name := range [sessionHeaderCount]string{
 		sessionProtocol:          h.Protocol,
 		sessionSuite:             h.Suite,
@@ -163,6 +173,11 @@ func NewHeaderPolicy(h config.SessionHeaders, identity []string) *HeaderPolicy {
 		sessionClientSubject:     h.ClientSubject,
 		sessionClientSerial:      h.ClientSerial,
 		sessionClientFingerprint: h.ClientFingerprint,
+		sessionClientIssuer:      h.ClientIssuer,
+		sessionClientSANs:        h.ClientSANs,
+		sessionClientCert:        h.ClientCert,
+		sessionClientCertChain:   h.ClientCertChain,
+		sessionClientEncCert:     h.ClientEncCert,
 	} {
 		if name != "" {
 			p.session[i] = http.CanonicalHeaderKey(name)
@@ -176,7 +191,7 @@ func NewHeaderPolicy(h config.SessionHeaders, identity []string) *HeaderPolicy {
 // client sent under these names is gone first, so that they cannot be
 // forged. The values are those the connection's first request made.
 func (p *HeaderPolicy) Apply(out http.Header, in *http.Request, ci *ConnInfo) {
-	ch := ci.forwarding(in.RemoteAddr)
+	ch := ci.forwarding(in.RemoteAddr, p)
 	if ch.xForwardedFor != nil {
 		out[KeyXForwardedFor] = ch.xForwardedFor
 	} else {
@@ -219,17 +234,18 @@ type forwardedHeader struct {
 }
 
 // forwarding returns the connection's header values for requests from
-// remoteAddr (which net/http sets to the connection's address).
-func (ci *ConnInfo) forwarding(remoteAddr string) *connHeaders {
+// remoteAddr (which net/http sets to the connection's address) under
+// the policy p of the connection's site.
+func (ci *ConnInfo) forwarding(remoteAddr string, p *HeaderPolicy) *connHeaders {
 	if ch := ci.headers.Load(); ch != nil && ch.remoteAddr == remoteAddr {
 		return ch
 	}
-	ch := newConnHeaders(ci, remoteAddr)
+	ch := newConnHeaders(ci, remoteAddr, p)
 	ci.headers.Store(ch)
 	return ch
 }
 
-func newConnHeaders(ci *ConnInfo, remoteAddr string) *connHeaders {
+func newConnHeaders(ci *ConnInfo, remoteAddr string, p *HeaderPolicy) *connHeaders {
 	one := func(v string) []string {
 		if v == "" {
 			return nil
@@ -264,6 +280,23 @@ func newConnHeaders(ci *ConnInfo, remoteAddr string) *connHeaders {
 		ch.session[sessionClientSerial] = one(strings.ToUpper(ci.peerCert.SerialNumber.Text(16)))
 		sum := sha256.Sum256(ci.peerCertDER)
 		ch.session[sessionClientFingerprint] = one(hex.EncodeToString(sum[:]))
+		// The rest is made only for a site that sends it: a chain's
+		// base64 is kilobytes.
+		if p.session[sessionClientIssuer] != "" {
+			ch.session[sessionClientIssuer] = one(ci.peerCert.Issuer.String())
+		}
+		if p.session[sessionClientSANs] != "" {
+			ch.session[sessionClientSANs] = one(sanList(ci.peerCert))
+		}
+		if p.session[sessionClientCert] != "" {
+			ch.session[sessionClientCert] = one(byteSequences([][]byte{ci.peerCertDER}, p.certMaxBytes))
+		}
+		if p.session[sessionClientCertChain] != "" {
+			ch.session[sessionClientCertChain] = one(byteSequences(ci.peerChain, p.certMaxBytes))
+		}
+		if p.session[sessionClientEncCert] != "" && ci.peerEncDER != nil {
+			ch.session[sessionClientEncCert] = one(byteSequences([][]byte{ci.peerEncDER}, p.certMaxBytes))
+		}
 	}
 	return ch
 }

@@ -16,13 +16,16 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/letsencrypt/pebble/v2/ca"
 	"github.com/letsencrypt/pebble/v2/db"
 	"github.com/letsencrypt/pebble/v2/va"
 	"github.com/letsencrypt/pebble/v2/wfe"
 	"github.com/miekg/dns"
+	"golang.org/x/crypto/ocsp"
 )
 
 // Pebble is an ACME CA on loopback. Its directory answers once Start has
@@ -33,24 +36,73 @@ type Pebble struct {
 	// ServerRoots verify the directory's HTTPS certificate.
 	ServerRoots *x509.CertPool
 
-	t        testing.TB
-	srv      *httptest.Server
-	store    *db.MemoryStore
-	ca       *ca.CAImpl
-	started  chan struct{}
-	once     sync.Once
-	resolver string
-	handler  http.Handler
+	t       testing.TB
+	srv     *httptest.Server
+	store   *db.MemoryStore
+	ca      *ca.CAImpl
+	started chan struct{}
+	// ocspRequests counts NewWithOCSP's responder's requests.
+	ocspRequests atomic.Int64
+	once         sync.Once
+	resolver     string
+	handler      http.Handler
 }
 
 // New starts a Pebble whose validation is configured by Start.
 func New(t testing.TB) *Pebble {
 	t.Helper()
+	return newPebble(t, "ecdsa", "")
+}
+
+// NewWithOCSP is New with an OCSP responder: the certificates Pebble
+// issues name it, and it answers good for them, signed by Pebble's
+// intermediate (an RSA chain, whose key Pebble hands out).
+func NewWithOCSP(t testing.TB) *Pebble {
+	t.Helper()
+	var p *Pebble
+	responder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.answerOCSP(w, r) }))
+	t.Cleanup(responder.Close)
+	p = newPebble(t, "rsa", responder.URL+"/ocsp")
+	return p
+}
+
+// OCSPRequests is the number of requests NewWithOCSP's responder got.
+func (p *Pebble) OCSPRequests() int64 { return p.ocspRequests.Load() }
+
+func (p *Pebble) answerOCSP(w http.ResponseWriter, r *http.Request) {
+	p.ocspRequests.Add(1)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := ocsp.ParseRequest(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	issuer, key := p.ca.GetIntermediateCert(0), p.ca.GetIntermediateKey(0)
+	if issuer == nil || key == nil {
+		http.Error(w, "no RSA intermediate", http.StatusInternalServerError)
+		return
+	}
+	now := time.Now().Truncate(time.Second)
+	der, err := ocsp.CreateResponse(issuer.Cert, issuer.Cert, ocsp.Response{Status: ocsp.Good, SerialNumber: req.SerialNumber,
+		ThisUpdate: now.Add(-time.Minute), NextUpdate: now.Add(time.Hour)}, key)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/ocsp-response")
+	_, _ = w.Write(der)
+}
+
+func newPebble(t testing.TB, keyAlg, ocspURL string) *Pebble {
 	t.Setenv("PEBBLE_VA_NOSLEEP", "1")
 	t.Setenv("PEBBLE_WFE_NONCEREJECT", "0")
 	quiet := log.New(io.Discard, "", 0)
 	p := &Pebble{t: t, store: db.NewMemoryStore(), started: make(chan struct{}), resolver: loopbackDNS(t)}
-	p.ca = ca.New(quiet, p.store, "", "ecdsa", 0, 1, map[string]ca.Profile{"default": {Description: "default"}})
+	p.ca = ca.New(quiet, p.store, ocspURL, keyAlg, 0, 1, map[string]ca.Profile{"default": {Description: "default"}})
 	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-p.started:
