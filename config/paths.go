@@ -19,6 +19,10 @@ func (c *Config) resolvePaths(dir string) {
 	key := func(p *string) { *p = resolveKeyRef(dir, *p) }
 
 	file(&c.StateDir)
+	file(&c.Admin.TokenFile)
+	file(&c.Admin.Cert)
+	file(&c.Admin.Key)
+	file(&c.Admin.ClientCA)
 	switch c.Log.Access {
 	case "", "stdout", "stderr", "off":
 	default:

@@ -40,6 +40,8 @@ type generation struct {
 	// configuration that fails leaves the sessions in service alone.
 	sessionCaches map[string]*sessionCache
 	ticketers     map[string]*tls.Config
+	// admin is the admin listener's access control (adminstate.go).
+	admin *adminSettings
 }
 
 // buildOptions say what a generation is built for.
@@ -158,6 +160,9 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	gen.shared = shared
 	probs = append(probs, storeProbs...)
 	probs = append(probs, s.acmeSites(cfg, prev, gen, bo.check)...)
+	adminSettings, adminProbs := buildAdmin(cfg, bo.offline)
+	gen.admin = adminSettings
+	probs = append(probs, adminProbs...)
 	for i, lc := range cfg.Listeners {
 		st, err := s.listenerState(i, lc, gen)
 		if err != nil {
@@ -178,6 +183,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 // was built with.
 func (s *Server) adopt(gen *generation) {
 	s.gen = gen
+	s.adminSettings.Store(gen.admin)
 	s.sessionCaches, s.ticketers = gen.sessionCaches, gen.ticketers
 }
 

@@ -19,6 +19,7 @@ import (
 // cannot be set up leaves the running one in place.
 func (s *Server) Reload(cfg *config.Config) error {
 	err := s.reload(cfg)
+	s.history.note(err)
 	if err != nil {
 		s.metrics.Reloads.WithLabelValues("failure").Inc()
 		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
