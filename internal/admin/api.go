@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -197,7 +196,8 @@ type certificateView struct {
 	KeyBackend string    `json:"key_backend"`
 	NotBefore  time.Time `json:"not_before"`
 	NotAfter   time.Time `json:"not_after"`
-	// DaysLeft is whole days until NotAfter, negative once expired.
+	// DaysLeft is whole days until NotAfter; once expired, minus the
+	// whole days since.
 	DaysLeft int `json:"days_left"`
 	// Revocation is the OCSP/CRL state of the certificate; "not_checked"
 	// while the gateway does not staple or fetch for served certificates.
@@ -215,7 +215,7 @@ func (h *Handler) certificates(*http.Request) any {
 			Subject: observe.SafeText(l.Subject.String()), Issuer: observe.SafeText(l.Issuer.String()),
 			Serial: hex.EncodeToString(l.SerialNumber.Bytes()), KeyType: keyType(l.PublicKey),
 			KeyBackend: c.KeyBackend, NotBefore: l.NotBefore.UTC(), NotAfter: l.NotAfter.UTC(),
-			DaysLeft:   int(math.Floor(l.NotAfter.Sub(now).Hours() / 24)),
+			DaysLeft:   int(l.NotAfter.Sub(now).Hours() / 24),
 			Revocation: "not_checked",
 			SANs:       []string{},
 		}

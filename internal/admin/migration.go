@@ -52,7 +52,7 @@ func (h *Handler) migration(*http.Request) any {
 	// Every configured site shows, traffic or not.
 	for _, l := range h.o.State.Listeners() {
 		for _, s := range l.Sites {
-			if bySite[s.Name] == nil {
+			if bySite[s.Name] == nil && len(order) < maxItems {
 				bySite[s.Name] = &siteMigration{Site: s.Name}
 				order = append(order, s.Name)
 			}

@@ -94,7 +94,7 @@ func SafeText(s string) string {
 	if !clean {
 		q := strconv.QuoteToGraphic(s)
 		s = q[1 : len(q)-1]
-		s = strings.NewReplacer("<", `\x3c`, ">", `\x3e`).Replace(s)
+		s = strings.NewReplacer(`\"`, `\x22`, "<", `\x3c`, ">", `\x3e`).Replace(s)
 	}
 	if len(s) > maxFailureText {
 		cut := maxFailureText
