@@ -61,17 +61,17 @@ function drawMigration(m) {
     const w = {};
     for (const x of s.windows) w[x.minutes] = x;
     const h = w[60] || s.windows[s.windows.length - 1];
-    const suites = (h.by_suite || []).map(b => b.protocol + (b.suite ? " " + b.suite : "") + ": " + b.connections).join(", ");
+    const suites = el("div", { class: "suites muted" });
+    for (const b of h.by_suite || []) suites.append(el("div", {}, b.protocol + (b.suite ? " " + b.suite : "") + ": " + b.connections));
+    if (!suites.childNodes.length) suites.append("no traffic");
+    const share = m => el("span", { class: "gm-share", "data-site": s.site, "data-minutes": String(m) }, pct((w[m] || h).gm_share));
     rows.push([
-      el("b", {}, s.site),
-      el("span", { class: "gm-share", "data-site": s.site }, "GM share " + pct(w[1].gm_share) + " / " + pct(w[15].gm_share) + " / " + pct(h.gm_share)),
-      shareBar(h.gm_share),
-      String(h.connections), String(h.requests), String(h.tls_clients_offered_gm),
-      el("span", { class: "muted" }, suites || "no traffic"),
+      el("b", {}, s.site), share(1), share(15), share(60), shareBar(h.gm_share),
+      String(h.connections), String(h.requests), String(h.tls_clients_offered_gm), suites,
     ]);
   }
-  const note = el("p", { class: "legend" }, "GM share of connections over the last 1 / 15 / 60 minutes; connections, requests and TLS clients that offered GM suites over 60 minutes.");
-  const box = el("div", {}, table(["site", "GM share 1/15/60 min", "", "conns", "reqs", "TLS offered GM", "by protocol and suite"], rows, [3, 4, 5]), note);
+  const note = el("p", { class: "legend" }, "GM share: the part of the connections that used TLCP or TLS 1.3 ShangMi over the last 1, 15 and 60 minutes. Connections, requests and TLS clients that offered GM suites: last 60 minutes.");
+  const box = el("div", {}, table(["site", "GM 1 min", "15 min", "60 min", "", "conns", "reqs", "TLS offered GM", "by protocol and suite"], rows, [1, 2, 3, 5, 6, 7]), note);
   replace("migration-body", box);
 }
 
@@ -131,6 +131,11 @@ function lineChart(values, width, height) {
   frame.setAttribute("fill", "none"); frame.setAttribute("stroke", "#d9dee3");
   svg.append(frame);
   const max = Math.max(1, ...values);
+  if (values.length === 1) {
+    const dot = document.createElementNS(SVG, "circle");
+    dot.setAttribute("cx", width / 2); dot.setAttribute("cy", (height - 4 - values[0] / max * (height - 18)).toFixed(1)); dot.setAttribute("r", 3); dot.setAttribute("fill", "#b3261e");
+    svg.append(dot);
+  }
   if (values.length > 1) {
     const pts = values.map((v, i) => (4 + i * (width - 8) / (values.length - 1)).toFixed(1) + "," + (height - 4 - v / max * (height - 18)).toFixed(1));
     const line = document.createElementNS(SVG, "polyline");
