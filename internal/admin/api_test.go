@@ -44,9 +44,9 @@ func (f *fakeState) Config() ConfigInfo {
 	defer f.mu.Unlock()
 	return ConfigInfo{File: "/etc/gmgate/gmgate.yaml", Generation: 1 + len(f.reloads), LoadedAt: time.Unix(1700000000, 0), Reloads: f.reloads}
 }
-func (f *fakeState) Listeners() []ListenerInfo                { return f.listeners }
+func (f *fakeState) Listeners() []ListenerInfo               { return f.listeners }
 func (f *fakeState) Certificates() []certs.ServedCertificate { return f.certs }
-func (f *fakeState) Upstreams() []UpstreamInfo                { return f.upstreams }
+func (f *fakeState) Upstreams() []UpstreamInfo               { return f.upstreams }
 func (f *fakeState) SessionCaches() SessionInfo {
 	return SessionInfo{Caches: []SessionCacheInfo{{Listener: "edge", Size: 20000, LifetimeSeconds: 3600}}, Store: "redis"}
 }
