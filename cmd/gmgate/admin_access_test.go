@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,4 +167,44 @@ func TestAdminTokenAndWriteActions(t *testing.T) {
 			t.Error("the log carries the token")
 		}
 	})
+}
+
+// TestServeDemoPrintsConsole: gmgate serve --demo prints the console's
+// URL, and the console and its API answer there.
+func TestServeDemoPrintsConsole(t *testing.T) {
+	cmd := gmgateCommand("serve", "--demo", "--state", t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, cmd)
+	sc := bufio.NewScanner(stdout)
+	var console string
+	for console == "" && sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "Console: "); ok {
+			console = rest
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	if !strings.HasPrefix(console, "http://127.0.0.1:") || !strings.HasSuffix(console, "/console/") {
+		t.Fatalf("no console URL printed (%q)", console)
+	}
+	resp, err := http.Get(console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "<title>gmgate console</title>") {
+		t.Fatalf("%s: %d %.200s", console, resp.StatusCode, page)
+	}
+	resp, err = http.Get(strings.TrimSuffix(console, "/console/") + "/api/v1/certificates")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"role": "sign"`) {
+		t.Fatalf("certificates: %d %.300s", resp.StatusCode, body)
+	}
 }

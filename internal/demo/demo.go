@@ -450,11 +450,12 @@ Reach it with TLCP:
 Reach it with TLS:
   curl --cacert %s https://127.0.0.1:%d/
 
-Metrics: http://%s/metrics
+Console: http://%s/console/
+Metrics: http://%s/metrics   API: http://%s/api/v1/
 
 %sStop with Ctrl-C.
 
-`, head, made, st.Dir, note, in.probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, in.admin, file)
+`, head, made, st.Dir, note, in.probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, in.admin, in.admin, in.admin, file)
 }
 
 func shellQuote(s string) string {
