@@ -2,14 +2,21 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gmgate/gmgate/certs/pki"
 )
 
 // TestAdminOffLoopbackNeedsAccessControl: config check and serve refuse
@@ -206,5 +213,63 @@ func TestServeDemoPrintsConsole(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"role": "sign"`) {
 		t.Fatalf("certificates: %d %.300s", resp.StatusCode, body)
+	}
+}
+
+// TestAdminClientCertificates: an admin listener with admin.cert, key and
+// client_ca speaks TLS and lets in clients whose certificate the CA
+// verifies, and no one else.
+func TestAdminClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.IssueTLS(pki.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := server.Write(dir, "admin", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.IssueTLS(pki.IssueOptions{Subject: pkix.Name{CommonName: "monitoring"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startConsoleFixture(t, fmt.Sprintf(`{listen: "127.0.0.1:0", cert: %q, key: %q, client_ca: %q}`, certFile, keyFile, filepath.Join(dir, pki.CACertFile)))
+	roots := x509.NewCertPool()
+	root, _ := x509.ParseCertificate(ca.Root.Raw)
+	roots.AddCert(root)
+	get := func(cert *tls.Certificate) (int, error) {
+		conf := &tls.Config{RootCAs: roots}
+		if cert != nil {
+			conf.Certificates = []tls.Certificate{*cert}
+		}
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
+		defer cl.CloseIdleConnections()
+		resp, err := cl.Get("https://" + c.srv.admin + "/api/v1/certificates")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get(nil); err == nil {
+		t.Errorf("without a client certificate: %d", code)
+	}
+	cert := &tls.Certificate{Certificate: [][]byte{client.Cert.Raw}, PrivateKey: client.Key}
+	if code, err := get(cert); err != nil || code != 200 {
+		t.Errorf("with a client certificate: %d %v", code, err)
+	}
+	// Plain HTTP gets nothing.
+	if resp, err := http.Get(c.admin + "/api/v1/certificates"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Error("plain HTTP answered 200")
+		}
 	}
 }
