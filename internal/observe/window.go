@@ -69,33 +69,37 @@ func (s *windowSeries) sum(now int64, minutes int) (conns, requests, offeredGM u
 // suites by site, protocol and suite, minute by minute, over the last
 // hour. Safe for concurrent use; the zero value is not: use NewWindow.
 type Window struct {
-	series sync.Map // WindowKey -> *windowSeries
-	mu     sync.Mutex
-	n      int
+	// series is read under mu's read lock: a plain map, so that a lookup
+	// by a key of three strings allocates nothing (a sync.Map would box
+	// the key on every request).
+	mu     sync.RWMutex
+	series map[WindowKey]*windowSeries
 	// now is time.Now, replaced in tests.
 	now func() time.Time
 }
 
-func NewWindow() *Window { return &Window{now: time.Now} }
+func NewWindow() *Window { return &Window{now: time.Now, series: map[WindowKey]*windowSeries{}} }
 
 func (w *Window) seriesOf(k WindowKey) *windowSeries {
-	if s, ok := w.series.Load(k); ok {
-		return s.(*windowSeries)
+	w.mu.RLock()
+	s := w.series[k]
+	w.mu.RUnlock()
+	if s != nil {
+		return s
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s, ok := w.series.Load(k); ok {
-		return s.(*windowSeries)
+	if s := w.series[k]; s != nil {
+		return s
 	}
-	if w.n >= maxWindowSeries {
+	if len(w.series) >= maxWindowSeries {
 		k = overflowKey
-		if s, ok := w.series.Load(k); ok {
-			return s.(*windowSeries)
+		if s := w.series[k]; s != nil {
+			return s
 		}
 	}
-	s := &windowSeries{}
-	w.series.Store(k, s)
-	w.n++
+	s = &windowSeries{}
+	w.series[k] = s
 	return s
 }
 
@@ -131,13 +135,14 @@ func (w *Window) Counts(minutes int) []WindowCount {
 	minutes = max(1, min(minutes, windowMinutes))
 	now := w.minute()
 	var out []WindowCount
-	w.series.Range(func(k, v any) bool {
-		c, r, g := v.(*windowSeries).sum(now, minutes)
+	w.mu.RLock()
+	for k, s := range w.series {
+		c, r, g := s.sum(now, minutes)
 		if c+r+g > 0 {
-			out = append(out, WindowCount{WindowKey: k.(WindowKey), Connections: c, Requests: r, OfferedGM: g})
+			out = append(out, WindowCount{WindowKey: k, Connections: c, Requests: r, OfferedGM: g})
 		}
-		return true
-	})
+	}
+	w.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].WindowKey, out[j].WindowKey
 		if a.Site != b.Site {

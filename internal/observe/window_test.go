@@ -55,8 +55,7 @@ func TestWindowBoundsSeries(t *testing.T) {
 	for i := range 2 * maxWindowSeries {
 		w.Connection(strings.Repeat("s", i%300)+string(rune('a'+i%26)), "tlcp", "x")
 	}
-	n := 0
-	w.series.Range(func(any, any) bool { n++; return true })
+	n := len(w.series)
 	if n > maxWindowSeries+1 {
 		t.Errorf("%d series kept", n)
 	}
@@ -98,6 +97,26 @@ func FuzzSafeText(f *testing.F) {
 			if r < 0x20 || r == 0x7f || r == '<' || r == '>' || r == '"' {
 				t.Fatalf("%q: kept %q in %q", s, r, out)
 			}
+		}
+	})
+}
+
+// A request counted into the window allocates nothing.
+func TestWindowRequestAllocs(t *testing.T) {
+	w := NewWindow()
+	site, proto, suite := "api", "tlcp", "ECC_SM4_GCM_SM3"
+	w.Request(site, proto, suite)
+	if n := testing.AllocsPerRun(100, func() { w.Request(site, proto, suite) }); n != 0 {
+		t.Errorf("%v allocations a request", n)
+	}
+}
+
+func BenchmarkWindowRequest(b *testing.B) {
+	w := NewWindow()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			w.Request("api", "tlcp", "ECC_SM4_GCM_SM3")
 		}
 	})
 }
