@@ -75,8 +75,8 @@ func (h *Handler) migration(*http.Request) any {
 			}
 			w := &sm.Windows[i]
 			w.TLSClientsOfferedGM += c.OfferedGM
-			if c.Protocol == "" && c.Suite == "" {
-				continue
+			if c.Connections+c.Requests == 0 {
+				continue // a series of OfferedGM only
 			}
 			gm := IsGM(c.Protocol, c.Suite)
 			w.Connections += c.Connections
