@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
-	"github.com/gmgate/gmgate/tlcp"
 )
 
 // adminSettings are the admin listener's access control as one
@@ -212,18 +212,17 @@ func (a adminState) SessionCaches() admin.SessionInfo {
 	if gen.shared != nil {
 		si.Store = "redis"
 	}
+	shared := map[string]bool{}
 	for _, lc := range gen.cfg.Listeners {
-		if lc.Protocol == config.ProtocolHTTP || lc.Protocol == config.ProtocolTCP || lc.Protocol == config.ProtocolTLS {
-			continue
-		}
-		ci := admin.SessionCacheInfo{Listener: lc.Name, Shared: lc.SharedSessions}
-		if c := gen.sessionCaches[lc.Name]; c != nil {
-			ci.Size, ci.LifetimeSeconds = c.size, c.lifetime.Seconds()
-		} else {
-			ci.LifetimeSeconds = tlcp.DefaultSessionLifetime.Seconds()
-		}
-		si.Caches = append(si.Caches, ci)
+		shared[lc.Name] = lc.SharedSessions
 	}
+	// One cache per certificate source (listener/site), kept across
+	// reloads.
+	for source, c := range gen.sessionCaches {
+		listener, _, _ := strings.Cut(source, "/")
+		si.Caches = append(si.Caches, admin.SessionCacheInfo{Source: source, Size: c.size, LifetimeSeconds: c.lifetime.Seconds(), Shared: shared[listener] && gen.shared != nil})
+	}
+	sort.Slice(si.Caches, func(i, j int) bool { return si.Caches[i].Source < si.Caches[j].Source })
 	return si
 }
 

@@ -215,6 +215,59 @@ func TestAdminConsole(t *testing.T) {
 		t.Fatalf("certificates: %+v", cs.Certificates)
 	}
 
+	t.Run("api views", func(t *testing.T) {
+		var ls struct {
+			Listeners []struct {
+				Name, Listen, Protocol string
+				Sites                  []struct {
+					Name      string   `json:"name"`
+					Protocols []string `json:"protocols"`
+				}
+			}
+		}
+		c.getJSON(t, "/api/v1/listeners", &ls)
+		if len(ls.Listeners) != 1 || ls.Listeners[0].Listen != c.srv.addrs["edge"] || len(ls.Listeners[0].Sites) != 2 ||
+			ls.Listeners[0].Sites[1].Name != "www" || strings.Join(ls.Listeners[0].Sites[1].Protocols, ",") != "tlcp,tls" {
+			t.Errorf("listeners: %+v", ls)
+		}
+		var fl struct {
+			Failures []struct{ Listener, Protocol, Result, Cause string }
+			Total    int
+		}
+		c.getJSON(t, "/api/v1/handshakes/failures", &fl)
+		if fl.Total < 1 || fl.Failures[0].Listener != "edge" || fl.Failures[0].Protocol != "tlcp" || fl.Failures[0].Result == "" || fl.Failures[0].Cause == "" {
+			t.Errorf("failures: %+v", fl)
+		}
+		var sess struct {
+			Caches []struct {
+				Source string
+				Size   int
+			}
+			Resumption map[string]map[string]float64
+		}
+		c.getJSON(t, "/api/v1/sessions", &sess)
+		if len(sess.Caches) != 2 || sess.Caches[0].Source != "edge/api" || sess.Caches[1].Source != "edge/www" || sess.Caches[0].Size <= 0 {
+			t.Errorf("sessions: %+v", sess)
+		}
+		var acc struct {
+			Backends []struct {
+				Backend string
+				Ops     map[string]map[string]float64
+			}
+		}
+		c.getJSON(t, "/api/v1/accel", &acc)
+		if len(acc.Backends) == 0 || acc.Backends[0].Ops["sign"]["ok"] < 1 {
+			t.Errorf("accel: %+v", acc)
+		}
+		var cfg struct {
+			Generation int    `json:"generation"`
+			File       string `json:"file"`
+		}
+		c.getJSON(t, "/api/v1/config", &cfg)
+		if cfg.Generation != 1 || !strings.HasSuffix(cfg.File, "gmgate.yaml") {
+			t.Errorf("config: %+v", cfg)
+		}
+	})
 	t.Run("grafana dashboard", func(t *testing.T) {
 		checkDashboard(t, c)
 	})

@@ -48,7 +48,7 @@ func (f *fakeState) Listeners() []ListenerInfo               { return f.listener
 func (f *fakeState) Certificates() []certs.ServedCertificate { return f.certs }
 func (f *fakeState) Upstreams() []UpstreamInfo               { return f.upstreams }
 func (f *fakeState) SessionCaches() SessionInfo {
-	return SessionInfo{Caches: []SessionCacheInfo{{Listener: "edge", Size: 20000, LifetimeSeconds: 3600}}, Store: "redis"}
+	return SessionInfo{Caches: []SessionCacheInfo{{Source: "edge/api", Size: 20000, LifetimeSeconds: 3600}}, Store: "redis"}
 }
 func (f *fakeState) Reload() error {
 	f.mu.Lock()

@@ -90,10 +90,11 @@ type SessionInfo struct {
 	Store string `json:"store,omitempty"`
 }
 
-// SessionCacheInfo is one listener's TLCP session cache.
+// SessionCacheInfo is the TLCP session cache of one certificate source
+// (listener/site); sites without resumption have none.
 type SessionCacheInfo struct {
-	Listener string `json:"listener"`
-	// Size is the most sessions it holds; 0 when resumption is off.
+	Source string `json:"source"`
+	// Size is the most sessions it holds.
 	Size            int     `json:"size"`
 	LifetimeSeconds float64 `json:"lifetime_seconds"`
 	Shared          bool    `json:"shared"`
