@@ -10,8 +10,13 @@ import (
 // and cipher suite over the last minutes: Prometheus counters answer
 // "since the process started", the admin console asks "lately".
 
-// windowMinutes is how far back the window reaches.
-const windowMinutes = 60
+// windowMinutes is how far back the window reaches, in slots of
+// slotSeconds: "the last minute" is the last 50 to 60 seconds.
+const (
+	windowMinutes = 60
+	slotSeconds   = 10
+	windowSlots   = windowMinutes * 60 / slotSeconds
+)
 
 // maxWindowSeries bounds the series a window keeps (site × protocol ×
 // suite, all from the configuration and the suite tables, but a bound
@@ -26,23 +31,23 @@ type WindowKey struct {
 // overflowKey takes the counts of series past maxWindowSeries.
 var overflowKey = WindowKey{Site: "(other)", Protocol: "(other)", Suite: "(other)"}
 
-// minuteBucket is one minute of one series.
-type minuteBucket struct {
-	minute          int64 // Unix minute the counts belong to
+// slotBucket is one slot of one series.
+type slotBucket struct {
+	slot            int64 // Unix time / slotSeconds of the counts
 	conns, requests uint64
 	offeredGM       uint64
 }
 
 type windowSeries struct {
 	mu      sync.Mutex
-	buckets [windowMinutes]minuteBucket
+	buckets [windowSlots]slotBucket
 }
 
-func (s *windowSeries) add(minute int64, conns, requests, offeredGM uint64) {
-	b := &s.buckets[minute%windowMinutes]
+func (s *windowSeries) add(slot int64, conns, requests, offeredGM uint64) {
+	b := &s.buckets[slot%windowSlots]
 	s.mu.Lock()
-	if b.minute != minute {
-		*b = minuteBucket{minute: minute}
+	if b.slot != slot {
+		*b = slotBucket{slot: slot}
 	}
 	b.conns += conns
 	b.requests += requests
@@ -50,13 +55,14 @@ func (s *windowSeries) add(minute int64, conns, requests, offeredGM uint64) {
 	s.mu.Unlock()
 }
 
-// sum adds the buckets of the last minutes minutes, up to now's.
+// sum adds the buckets of the last minutes minutes, up to now's slot.
 func (s *windowSeries) sum(now int64, minutes int) (conns, requests, offeredGM uint64) {
+	from := now - int64(minutes*60/slotSeconds)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.buckets {
 		b := &s.buckets[i]
-		if b.minute > now-int64(minutes) && b.minute <= now {
+		if b.slot > from && b.slot <= now {
 			conns += b.conns
 			requests += b.requests
 			offeredGM += b.offeredGM
@@ -66,7 +72,7 @@ func (s *windowSeries) sum(now int64, minutes int) (conns, requests, offeredGM u
 }
 
 // Window counts connections, requests and TLS clients that offered GM
-// suites by site, protocol and suite, minute by minute, over the last
+// suites by site, protocol and suite, ten seconds at a time, over the last
 // hour. Safe for concurrent use; the zero value is not: use NewWindow.
 type Window struct {
 	// series is read under mu's read lock: a plain map, so that a lookup
@@ -103,24 +109,24 @@ func (w *Window) seriesOf(k WindowKey) *windowSeries {
 	return s
 }
 
-func (w *Window) minute() int64 { return w.now().Unix() / 60 }
+func (w *Window) slot() int64 { return w.now().Unix() / slotSeconds }
 
 // Connection counts an established client connection.
 func (w *Window) Connection(site, protocol, suite string) {
-	w.seriesOf(WindowKey{site, protocol, suite}).add(w.minute(), 1, 0, 0)
+	w.seriesOf(WindowKey{site, protocol, suite}).add(w.slot(), 1, 0, 0)
 }
 
 // Request counts a request served on a connection of site, protocol and
 // suite.
 func (w *Window) Request(site, protocol, suite string) {
-	w.seriesOf(WindowKey{site, protocol, suite}).add(w.minute(), 0, 1, 0)
+	w.seriesOf(WindowKey{site, protocol, suite}).add(w.slot(), 0, 1, 0)
 }
 
 // OfferedGM counts a TLS client whose ClientHello offered a GM cipher
 // suite (TLCP's or TLS 1.3 ShangMi) on site: the clients that could move
 // to GM. Fed by the ClientHello reader; until it is, the counts are 0.
 func (w *Window) OfferedGM(site string) {
-	w.seriesOf(WindowKey{Site: site}).add(w.minute(), 0, 0, 1)
+	w.seriesOf(WindowKey{Site: site}).add(w.slot(), 0, 0, 1)
 }
 
 // WindowCount is one series' counts over some minutes.
@@ -133,7 +139,7 @@ type WindowCount struct {
 // minutes (1 to 60), sorted by site, protocol and suite.
 func (w *Window) Counts(minutes int) []WindowCount {
 	minutes = max(1, min(minutes, windowMinutes))
-	now := w.minute()
+	now := w.slot()
 	var out []WindowCount
 	w.mu.RLock()
 	for k, s := range w.series {
