@@ -83,12 +83,14 @@ func tokenFileCause(err error) string {
 
 // adminTLSConfig serves the admin listener's TLS from the generation in
 // service, so that a reload changes its certificate and client CA.
-func (s *Server) adminTLSConfig() *tls.Config {
+// A reload that drops admin.cert keeps the certificate the listener
+// started with: whether it speaks TLS changes on restart only.
+func (s *Server) adminTLSConfig(started *tls.Config) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		if as := s.adminSettings.Load(); as != nil && as.tls != nil {
 			return as.tls, nil
 		}
-		return nil, errors.New("the admin listener has no certificate now")
+		return started, nil
 	}}
 }
 

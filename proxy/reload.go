@@ -122,6 +122,9 @@ func (s *Server) warnUnapplied(cfg *config.Config) {
 	if cfg.Admin.Listen != s.adminListen {
 		s.log.Warn("admin.listen changes take effect on restart", "running", s.adminListen)
 	}
+	if (cfg.Admin.Cert != "") != s.adminTLS && cfg.Admin.Listen != "off" {
+		s.log.Warn("admin.cert changes whether the admin listener speaks TLS on restart only", "running_tls", s.adminTLS)
+	}
 	if cfg.Log.Access != s.accessDest {
 		s.log.Warn("log.access changes take effect on restart", "running", s.accessDest)
 	}

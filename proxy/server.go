@@ -84,6 +84,8 @@ type Server struct {
 	history reloadHistory
 	// adminSettings are the admin listener's access control in service.
 	adminSettings atomic.Pointer[adminSettings]
+	// adminTLS is set when the admin listener speaks TLS (admin.cert).
+	adminTLS bool
 
 	// sessionCaches keep TLCP sessions across reloads, by listener. A
 	// session resumes only under the configuration it was made under
@@ -270,7 +272,8 @@ func (s *Server) Start() {
 		}
 		ln := s.adminLn
 		if as := s.adminSettings.Load(); as != nil && as.tls != nil {
-			ln = tls.NewListener(ln, s.adminTLSConfig())
+			ln = tls.NewListener(ln, s.adminTLSConfig(as.tls))
+			s.adminTLS = true
 		}
 		go func() { _ = s.admin.Serve(ln) }()
 	}
