@@ -57,6 +57,17 @@ type Admin struct {
 	Listen string `yaml:"listen"`
 	// Pprof serves Go's profiles (net/http/pprof) under /debug/pprof/.
 	Pprof bool `yaml:"pprof"`
+	// TokenFile holds the bearer token the admin listener asks for
+	// (everything but /healthz and /readyz); "" for none.
+	TokenFile string `yaml:"token_file"`
+	// Cert and Key make the admin listener speak TLS; with ClientCA it
+	// asks for client certificates issued by that CA.
+	Cert     string `yaml:"cert"`
+	Key      string `yaml:"key"`
+	ClientCA string `yaml:"client_ca"`
+	// WriteActions turns on the API's write actions (reload, drain and
+	// undrain an upstream target), for holders of the token only.
+	WriteActions bool `yaml:"write_actions"`
 }
 
 // Log configures the process log and the access log.

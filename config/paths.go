@@ -29,6 +29,10 @@ func (c *Config) resolvePaths(dir string) {
 	}
 
 	file(&c.StateDir)
+	file(&c.Admin.TokenFile)
+	file(&c.Admin.Cert)
+	file(&c.Admin.Key)
+	file(&c.Admin.ClientCA)
 	switch c.Log.Access {
 	case "", "stdout", "stderr", "off":
 	default:

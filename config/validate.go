@@ -50,6 +50,7 @@ func validate(c *Config, idx *nodeIndex) []Problem {
 	v := &validator{idx: idx, file: c.File}
 	if c.Admin.Listen != "off" {
 		v.hostPort("admin.listen", c.Admin.Listen, `or "off" to run without the admin listener`)
+		v.adminAccess(&c.Admin)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -1231,4 +1232,38 @@ func fieldByTag(t reflect.Type, tag string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
+}
+
+// adminAccess checks the admin listener's access control: off loopback it
+// needs a bearer token or client certificates, and the write actions
+// need the token.
+func (v *validator) adminAccess(a *Admin) {
+	if (a.Cert == "") != (a.Key == "") {
+		v.add("admin.cert", "admin.cert and admin.key go together", "give both (the admin listener then speaks TLS), or neither")
+	}
+	if a.ClientCA != "" && a.Cert == "" {
+		v.add("admin.client_ca", "client certificates need the admin listener to speak TLS", "set admin.cert and admin.key too")
+	}
+	if a.WriteActions && a.TokenFile == "" {
+		v.add("admin.write_actions", "the write actions are for holders of the bearer token, and there is none", "set admin.token_file, or leave write_actions off")
+	}
+	if !AdminLoopback(a.Listen) && a.TokenFile == "" && a.ClientCA == "" {
+		v.add("admin.listen", fmt.Sprintf("%q is not a loopback address, and the admin listener has no access control", a.Listen),
+			"set admin.token_file (a file holding a bearer token) or admin.client_ca with admin.cert and admin.key (client certificates), or listen on 127.0.0.1")
+	}
+}
+
+// AdminLoopback reports whether the admin address addr (host:port) is
+// reachable from this host only: a loopback IP or localhost. An empty
+// host (every interface) is not.
+func AdminLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -4,14 +4,20 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/gmgate/gmgate/internal/admin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // adminHandler serves /metrics, /healthz (the process is alive) and
-// /readyz (it accepts new connections: not draining), and Go's profiles
-// under /debug/pprof/ while admin.pprof is on.
+// /readyz (it accepts new connections: not draining), Go's profiles
+// under /debug/pprof/ while admin.pprof is on, and the API and console
+// of package admin, all behind its access control.
 func (s *Server) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	s.api = admin.New(admin.Options{State: adminState{s}, Metrics: s.metrics, Log: s.log, Access: func() *admin.Access {
+		return &s.adminSettings.Load().access
+	}})
+	s.api.Mount(mux)
 	mux.Handle("/debug/pprof/", s.whenPprof(pprof.Index))
 	mux.Handle("/debug/pprof/cmdline", s.whenPprof(pprof.Cmdline))
 	mux.Handle("/debug/pprof/profile", s.whenPprof(pprof.Profile))
@@ -31,7 +37,7 @@ func (s *Server) adminHandler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	return mux
+	return s.api.Protect(mux)
 }
 
 // whenPprof serves h while admin.pprof is on (a reload turns it on and

@@ -44,6 +44,8 @@ type generation struct {
 	shangMiTicketKeys map[string][32]byte
 	// revocation are the revocation checkers of sites and upstreams.
 	revocation *revocationSet
+	// admin is the admin listener's access control (adminstate.go).
+	admin *adminSettings
 }
 
 // buildOptions say what a generation is built for.
@@ -176,6 +178,9 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 	gen.shared = shared
 	probs = append(probs, storeProbs...)
 	probs = append(probs, s.acmeSites(cfg, prev, gen, bo.check)...)
+	adminSettings, adminProbs := buildAdmin(cfg, bo.offline)
+	gen.admin = adminSettings
+	probs = append(probs, adminProbs...)
 	for i, lc := range cfg.Listeners {
 		st, err := s.listenerState(i, lc, gen)
 		if err != nil {
@@ -198,6 +203,7 @@ func (s *Server) build(cfg *config.Config, prev *generation, bo buildOptions) (*
 // was built with.
 func (s *Server) adopt(gen *generation) {
 	s.gen = gen
+	s.adminSettings.Store(gen.admin)
 	s.sessionCaches, s.ticketers = gen.sessionCaches, gen.ticketers
 	s.shangMiTicketKeys = gen.shangMiTicketKeys
 }

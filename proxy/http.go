@@ -108,6 +108,7 @@ func (h *httpHandler) finished(st *listenerState, ci *forward.ConnInfo, site *ro
 	if r.ProtoMajor == 2 {
 		v = 1
 	}
+	h.srv.metrics.Request(ci.Site, ci.Protocol, ci.Suite)
 	if site != nil && site.Name == ci.Site {
 		site.Requests[v].Observe(d.Seconds())
 	} else {

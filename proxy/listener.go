@@ -285,4 +285,5 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 // handshakeFailed counts and logs a failed handshake on rl.
 func (s *Server) handshakeFailed(rl *runningListener, client net.Addr, info *forward.ConnInfo, err error, d time.Duration) {
 	edge.HandshakeFailed(s.log, rl.failLog, s.metrics, rl.name, client, info, err, d)
+	s.noteFailure(rl.name, client, info, err, d)
 }

@@ -19,6 +19,7 @@ import (
 // cannot be set up leaves the running one in place.
 func (s *Server) Reload(cfg *config.Config) error {
 	err := s.reload(cfg)
+	s.history.note(err)
 	if err != nil {
 		s.metrics.Reloads.WithLabelValues("failure").Inc()
 		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
@@ -120,6 +121,9 @@ func (s *Server) reload(cfg *config.Config) error {
 func (s *Server) warnUnapplied(cfg *config.Config) {
 	if cfg.Admin.Listen != s.adminListen {
 		s.log.Warn("admin.listen changes take effect on restart", "running", s.adminListen)
+	}
+	if (cfg.Admin.Cert != "") != s.adminTLS && cfg.Admin.Listen != "off" {
+		s.log.Warn("admin.cert changes whether the admin listener speaks TLS on restart only", "running_tls", s.adminTLS)
 	}
 	if cfg.Log.Access != s.accessDest {
 		s.log.Warn("log.access changes take effect on restart", "running", s.accessDest)

@@ -37,6 +37,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 	if err != nil {
 		return err
 	}
+	s.history.path = path
 	s.Start()
 	for name, rl := range s.listeners {
 		s.log.Info("listening", "listener", name, "addr", rl.ln.Addr().String(), "protocol", rl.state.Load().protocol)
@@ -81,9 +82,9 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 			return err
 		case <-reload:
 			s.ReopenLogs()
-			s.reloadFile(path)
+			_ = s.reloadFile(path)
 		case <-changed:
-			s.reloadFile(path)
+			_ = s.reloadFile(path)
 		case <-opts.ReopenLogs:
 			s.ReopenLogs()
 		}
@@ -92,7 +93,7 @@ func Run(ctx context.Context, path string, reload <-chan struct{}, opts Options)
 
 // reloadFile loads the configuration again; the new generation reads the
 // certificate files afresh, so this reloads certificates too.
-func (s *Server) reloadFile(path string) {
+func (s *Server) reloadFile(path string) error {
 	s.notify(reloadingState())
 	// The old configuration stays in service when the new one fails, so
 	// the process is ready again either way.
@@ -101,9 +102,10 @@ func (s *Server) reloadFile(path string) {
 	if err != nil {
 		s.metrics.Reloads.WithLabelValues("failure").Inc()
 		s.log.Error("reload failed; the previous configuration stays in service", "cause", err.Error())
-		return
+		s.history.note(err)
+		return err
 	}
-	_ = s.Reload(cfg)
+	return s.Reload(cfg)
 }
 
 // fileWatcher watches one file through its directory, so that a file

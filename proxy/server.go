@@ -28,6 +28,7 @@ import (
 	"github.com/gmgate/gmgate/accel"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/admin"
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/route"
@@ -81,6 +82,14 @@ type Server struct {
 	closed      bool
 	// pprof is admin.pprof of the running configuration.
 	pprof atomic.Bool
+	// api is the admin API and console (nil until Start); history the
+	// reloads it shows.
+	api     *admin.Handler
+	history reloadHistory
+	// adminSettings are the admin listener's access control in service.
+	adminSettings atomic.Pointer[adminSettings]
+	// adminTLS is set when the admin listener speaks TLS (admin.cert).
+	adminTLS bool
 
 	// sessionCaches keep TLCP sessions across reloads, by listener. A
 	// session resumes only under the configuration it was made under
@@ -173,6 +182,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	resolveRedirectPorts(gen, func(name string) *runningListener { return s.listeners[name] })
 	s.adopt(gen)
 	s.pprof.Store(cfg.Admin.Pprof)
+	s.history.started()
 	accel.SetObserver(s.metrics.AccelObserver())
 	s.metrics.SetCerts(gen.store)
 	s.metrics.SetACME(gen.acmeCollectors())
@@ -270,7 +280,12 @@ func (s *Server) Start() {
 			ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog:          s.stdErrorLog,
 		}
-		go func() { _ = s.admin.Serve(s.adminLn) }()
+		ln := s.adminLn
+		if as := s.adminSettings.Load(); as != nil && as.tls != nil {
+			ln = tls.NewListener(ln, s.adminTLSConfig(as.tls))
+			s.adminTLS = true
+		}
+		go func() { _ = s.admin.Serve(ln) }()
 	}
 	s.log.Info("gmgate started", "listeners", len(s.listeners), "admin", forward.AddrString(s.AdminAddr()))
 }
@@ -393,6 +408,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.admin.Shutdown(sctx)
 		cancel()
+		s.api.Close()
 	} else if s.adminLn != nil {
 		s.adminLn.Close()
 	}

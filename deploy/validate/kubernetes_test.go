@@ -373,6 +373,10 @@ func configFiles(cfg *config.Config) []string {
 		s, _, _ = strings.Cut(s, "?")
 		out = append(out, s)
 	}
+	add(cfg.Admin.TokenFile)
+	add(cfg.Admin.Cert)
+	add(cfg.Admin.Key)
+	add(cfg.Admin.ClientCA)
 	if ss := cfg.SessionStore; ss != nil {
 		add(ss.KeysFile)
 		if r := ss.Redis; r != nil {

@@ -10,6 +10,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -294,6 +295,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	tokenFile, err := st.adminToken(o.Admin)
+	if err != nil {
+		return err
+	}
 
 	var cfg, file *config.Config
 	if upstream == "" {
@@ -309,7 +314,9 @@ func Run(ctx context.Context, o Options) error {
 		file = st.UpstreamConfig(o.Listen, o.Admin, upstream)
 		cfg = st.UpstreamConfig(o.Listen, o.Admin, upstream)
 		config.Defaults(cfg)
+		file.Admin.TokenFile = tokenFile
 	}
+	cfg.Admin.TokenFile = tokenFile
 	srv, err := proxy.New(cfg, proxy.Options{Logger: o.Logger, AccessLog: o.AccessLog})
 	if err != nil {
 		return err
@@ -326,9 +333,9 @@ func Run(ctx context.Context, o Options) error {
 			_ = srv.Shutdown(sctx)
 			return err
 		}
-		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin, upstream: upstream, cfgFile: path})
+		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin, upstream: upstream, cfgFile: path, tokenFile: tokenFile})
 	} else {
-		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin})
+		st.printInstructions(o.Out, instructions{probeCmd: o.ProbeCommand, gw: gw, admin: admin, tokenFile: tokenFile})
 	}
 	if o.Started != nil {
 		o.Started(srv)
@@ -419,6 +426,9 @@ type instructions struct {
 	gw, admin net.Addr
 	// upstream and cfgFile are set for --upstream.
 	upstream, cfgFile string
+	// tokenFile holds the admin token when the admin listener is off
+	// loopback.
+	tokenFile string
 }
 
 func (st *State) printInstructions(w io.Writer, in instructions) {
@@ -440,6 +450,9 @@ func (st *State) printInstructions(w io.Writer, in instructions) {
 		}
 		file = fmt.Sprintf("The same gateway from a file, to edit and keep:\n  %s\n  %s serve -c %s\n\n", in.cfgFile, in.probeCmd, shellQuote(in.cfgFile))
 	}
+	if in.tokenFile != "" {
+		file = fmt.Sprintf("The admin listener is not on loopback: the console asks for the token in\n  %s\n(curl -H \"Authorization: Bearer $(cat %s)\" http://%s/metrics)\n\n", in.tokenFile, shellQuote(in.tokenFile), in.admin) + file
+	}
 	fmt.Fprintf(w, `
 %s
 Certificates (%s): %s
@@ -450,11 +463,12 @@ Reach it with TLCP:
 Reach it with TLS:
   curl --cacert %s https://127.0.0.1:%d/
 
-Metrics: http://%s/metrics
+Console: http://%s/console/
+Metrics: http://%s/metrics   API: http://%s/api/v1/
 
 %sStop with Ctrl-C.
 
-`, head, made, st.Dir, note, in.probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, in.admin, file)
+`, head, made, st.Dir, note, in.probeCmd, shellQuote(st.Dual.CACert), port, shellQuote(st.TLSCA), port, in.admin, in.admin, in.admin, file)
 }
 
 func shellQuote(s string) string {
@@ -462,4 +476,30 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// adminTokenFile is the admin token's file in the state directory, made
+// when the admin listener is off loopback.
+const adminTokenFile = "admin.token"
+
+// adminToken returns the file of the admin listener's token when admin
+// is off loopback (config check and serve refuse such a listener
+// without access control): a random token made once and kept in the
+// state directory, readable by the user only. "" on loopback.
+func (st *State) adminToken(admin string) (string, error) {
+	if config.AdminLoopback(admin) {
+		return "", nil
+	}
+	path := filepath.Join(st.Dir, adminTokenFile)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("the admin token: %w", err)
+	}
+	return path, nil
 }

@@ -122,3 +122,41 @@ func TestConfigFileEditedIsKept(t *testing.T) {
 		}
 	}
 }
+
+// An admin listener off loopback (--admin 0.0.0.0:9180 in a container)
+// gets a token made once in the state directory, which makes the
+// configuration one that serve accepts.
+func TestAdminTokenOffLoopback(t *testing.T) {
+	st, err := Prepare(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := st.adminToken("127.0.0.1:9180"); err != nil || f != "" {
+		t.Fatalf("loopback: %q %v", f, err)
+	}
+	cfg := st.Config("127.0.0.1:0", "0.0.0.0:9180", "http://127.0.0.1:1")
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "admin.token_file") {
+		t.Fatalf("off loopback without a token: %v", err)
+	}
+	f, err := st.adminToken("0.0.0.0:9180")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(f)
+	if err != nil || len(strings.TrimSpace(string(data))) != 64 {
+		t.Fatalf("token file %s: %v %d bytes", f, err, len(data))
+	}
+	if fi, _ := os.Stat(f); fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v", fi.Mode().Perm())
+	}
+	if again, _ := st.adminToken("[::]:9180"); again != f {
+		t.Errorf("a second run made another token file: %s", again)
+	}
+	if data2, _ := os.ReadFile(f); string(data2) != string(data) {
+		t.Error("a second run changed the token")
+	}
+	cfg.Admin.TokenFile = f
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("with the token: %v", err)
+	}
+}

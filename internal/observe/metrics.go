@@ -63,6 +63,11 @@ type Metrics struct {
 	gmCapable       *prometheus.CounterVec
 	gmCapableSeries sync.Map // gmCapableLabels -> prometheus.Counter
 	groupSeries     sync.Map // groupLabels -> prometheus.Counter
+	// Window counts the last hour's connections and requests for the
+	// admin API's migration view; Failures keeps the last failed
+	// handshakes (window.go, failures.go).
+	Window   *Window
+	Failures *FailureRing
 }
 
 type groupLabels struct{ protocol, group string }
@@ -79,7 +84,7 @@ type handshakeHandles struct {
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 func NewMetrics() *Metrics {
-	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m := &Metrics{Registry: prometheus.NewRegistry(), Window: NewWindow(), Failures: NewFailureRing(RecentFailures)}
 	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gmgate_handshakes_total",
 		Help: "Client handshakes by protocol (tlcp, tls1.2, tls1.3), cipher suite, site (empty before one was chosen) and result (ok, or why it failed).",
@@ -219,6 +224,9 @@ func (m *Metrics) Handshake(protocol, suite, site, result string, d time.Duratio
 	hh := h.(*handshakeHandles)
 	hh.count.Inc()
 	hh.duration.Observe(d.Seconds())
+	if result == "ok" {
+		m.Window.Connection(site, protocol, suite)
+	}
 }
 
 // resumed counts a resumed handshake of protocol.

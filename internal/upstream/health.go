@@ -60,6 +60,7 @@ func (p *Pool) checkAll(ctx context.Context) {
 // goroutine at a time, so the counters need no lock.
 func (p *Pool) record(t *Target, err error) {
 	if err != nil {
+		t.noteError(err)
 		t.checkPasses = 0
 		t.checkFails++
 		if t.checkFails >= p.Cfg.Health.Fails && t.healthy.Load() {
@@ -132,6 +133,7 @@ func (p *Pool) updateHealthyGauge() {
 // failed counts a failure on real traffic against t and ejects it after
 // maxFails in a row.
 func (p *Pool) failed(t *Target, err error) {
+	t.noteError(err)
 	if p.maxFails <= 0 {
 		return
 	}

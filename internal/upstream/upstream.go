@@ -37,10 +37,13 @@ type Target struct {
 	ejectedUntil atomic.Int64
 	// checkFails and checkPasses count consecutive check results.
 	checkFails, checkPasses int
+	// drained and lastErr are for operators (view.go).
+	drained atomic.Bool
+	lastErr atomic.Pointer[targetError]
 }
 
 func (t *Target) Available(now time.Time) bool {
-	return t.healthy.Load() && now.UnixNano() >= t.ejectedUntil.Load()
+	return t.healthy.Load() && now.UnixNano() >= t.ejectedUntil.Load() && !t.drained.Load()
 }
 
 // selectionPolicy picks a target among the available ones.
@@ -265,7 +268,7 @@ func (p *Pool) Pick(tried []*Target) *Target {
 	}
 	cands := make([]*Target, 0, len(p.Targets))
 	for _, t := range p.Targets {
-		if !t.Available(now) && !(panicking && t.healthy.Load()) {
+		if !t.Available(now) && !(panicking && t.healthy.Load() && !t.drained.Load()) {
 			continue
 		}
 		skip := false
