@@ -19,6 +19,9 @@ func (m *Metrics) GMCapableHello(listener, site, outcome string) {
 	if outcome == "" {
 		return
 	}
+	if site != "" {
+		m.OfferedGM(site) // the admin API's migration view
+	}
 	key := gmCapableLabels{listener, site, outcome}
 	c, ok := m.gmCapableSeries.Load(key)
 	if !ok {
