@@ -130,6 +130,16 @@ upstreams: {u: {targets: ["http://h:1"]}}
 			`listeners[0].tlcp.tls13_groups[1]: unknown TLS 1.3 ShangMi group "X25519"; use curveSM2MLKEM768 or curveSM2`,
 			`listeners[0].tlcp.tls13_shangmi: unknown tls13_shangmi "always"; use one of prefer, accept, off`,
 		}},
+		{"auto without tls and tls13_shangmi off", `
+listeners:
+  - listen: ":1"
+    protocol: auto
+    tlcp: {sign_cert: a, sign_key: "file:k", enc_cert: b, enc_key: "file:k2", tls13_shangmi: "off"}
+    routes: [{upstream: u}]
+upstreams: {u: {targets: ["http://h:1"]}}
+`, []string{
+			"listeners[0].tls: an auto listener needs a tls section for its TLS clients",
+		}},
 		{"inline secrets", `
 listeners:
   - listen: ":1"

@@ -221,7 +221,7 @@ func (v *validator) protocolSections(p string, l *Listener) {
 		}
 	case ProtocolAuto:
 		v.needTLCP(p, l)
-		if l.TLS == nil {
+		if l.TLS == nil && !l.TLCP.servesShangMi() {
 			v.add(p+".tls", "an auto listener needs a tls section for its TLS clients", "add tls: with cert and key, or set protocol: tlcp")
 		}
 	}
@@ -290,7 +290,9 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 			}
 		}
 		hasTLCP = hasTLCP || site.TLCP != nil
-		hasTLS = hasTLS || site.TLS != nil
+		// A site whose signing pair answers TLS 1.3 ShangMi serves TLS
+		// clients of that kind without a tls section.
+		hasTLS = hasTLS || site.TLS != nil || site.TLCP.servesShangMi()
 		switch {
 		case l.Protocol == ProtocolTLCP && site.TLCP == nil:
 			v.add(sp+".tlcp", "a site of a tlcp listener needs a tlcp section", "add tlcp: with sign_cert, sign_key, enc_cert and enc_key")
@@ -504,6 +506,12 @@ func (v *validator) tlcp(p string, t *TLCP) {
 			v.add(fmt.Sprintf("%s.tls13_groups[%d]", p, i), fmt.Sprintf("unknown TLS 1.3 ShangMi group %q", g), "use curveSM2MLKEM768 or curveSM2")
 		}
 	}
+}
+
+// servesShangMi reports whether the section's signing pair answers TLS
+// 1.3 ShangMi clients on an auto listener (tls13_shangmi is not off).
+func (t *TLCP) servesShangMi() bool {
+	return t != nil && t.TLS13ShangMi != TLS13ShangMiOff
 }
 
 // TLS13Group returns the TLS 1.3 ShangMi group a tls13_groups entry

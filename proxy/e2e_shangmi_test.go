@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -525,4 +526,82 @@ func TestShangMiIdleConnectionParks(t *testing.T) {
 	}
 	c.get(getRequest+getRequest, 2)
 	testwait.For(t, "the connection to be parked again", func() bool { return parkedCount(s) == 1 })
+}
+
+// dialShangMiSite makes a TLS 1.3 ShangMi connection for the server name
+// sni.
+func dialShangMiSite(t *testing.T, s *Server, sni string, certs ...tls13.Certificate) (*tls13.Conn, error) {
+	t.Helper()
+	return tls13.Dial("tcp", s.Addr("edge").String(), &tls13.Config{RootCAs: getPKI(t).roots, ServerName: sni, Certificates: certs})
+}
+
+// On an auto listener with sites, a ShangMi client reaches the site its
+// server name selects when that site has an SM2 identity (a TLCP-only
+// site included, with its client authentication), not one whose site has
+// none; a request on such a connection for a site without an SM2
+// identity is answered 421 with words that say so.
+func TestShangMiSites(t *testing.T) {
+	p := getPKI(t)
+	cfg := siteConfig(t, true, siteUpstreams(t))
+	sites := cfg.Listeners[0].Sites
+	sites[1].TLCP = nil // www: TLS only
+	sites[2].TLS = nil  // pay: TLCP only, require_and_verify
+	s := startServer(t, cfg, nil)
+	pair, err := p.ca.IssueDual(pki.IssueOptions{Subject: pkix.Name{CommonName: "payer"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payer := tls13.Certificate{Certificate: [][]byte{pair.SignCert.Raw}, PrivateKey: pair.SignKey}
+
+	conn, err := dialShangMiSite(t, s, "pay.example.cn", payer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, upstream := siteGet(t, conn, "pay.example.cn"); resp.StatusCode != http.StatusCreated || upstream != "pay" {
+		t.Fatalf("pay over TLS 1.3 ShangMi: %d from %q", resp.StatusCode, upstream)
+	}
+	// A TLS 1.3 client finishes its side before the server has checked
+	// its certificate: the refusal comes as the first read's alert.
+	if c, err := dialShangMiSite(t, s, "pay.example.cn"); err == nil {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: pay.example.cn\r\n\r\n")
+		var ae *tls13.AlertError
+		if _, err := c.Read(make([]byte, 1)); !errors.As(err, &ae) || ae.Alert != tls13.AlertCertificateRequired {
+			t.Errorf("pay without a client certificate: read %v, want certificate_required", err)
+		}
+		c.Close()
+	}
+	if _, err := dialShangMiSite(t, s, "www.example.cn"); err == nil {
+		t.Error("www, which has no SM2 identity, served a ShangMi-only client")
+	}
+	for _, tc := range []struct{ sni, host, want string }{
+		{"pay.example.cn", "www.example.cn", "www.example.cn is not served over TLS 1.3 ShangMi (its site www has no tlcp identity, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site pay"},
+		{"api.example.cn", "pay.example.cn", "this connection was made for another site; open a new one to pay.example.cn"},
+	} {
+		conn, err := dialShangMiSite(t, s, tc.sni, payer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, body := siteBody(t, conn, tc.host); status != http.StatusMisdirectedRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%s on a connection for %s: %d %q, want 421 with %q", tc.host, tc.sni, status, body, tc.want)
+		}
+	}
+}
+
+// An auto listener without a tls section serves TLCP and TLS 1.3
+// ShangMi on one port (a port for GM clients only); a standard TLS client
+// is refused.
+func TestShangMiWithoutTLSSection(t *testing.T) {
+	p := getPKI(t)
+	up := echoUpstream(t, "a")
+	cfg := testConfig(p, up.URL)
+	cfg.Listeners[0].TLS = nil
+	s := startServer(t, cfg, nil)
+	mustServeTLCP(t, p, s)
+	if e := getEchoed(t, newShangMiClient(t, p, &tls13.Config{}).Client, gatewayURL(s, "/")); e.Headers.Get("X-Tlcp-Protocol") != "tls1.3-sm" {
+		t.Errorf("upstream saw protocol %q", e.Headers.Get("X-Tlcp-Protocol"))
+	}
+	if _, err := tlsClient(t, p).Get(gatewayURL(s, "/")); err == nil {
+		t.Error("a standard TLS client was served by a listener without a tls section")
+	}
 }

@@ -181,6 +181,11 @@ func (t *SiteTable) Misdirected(host, connSite, protocol string) string {
 	switch {
 	case s != nil && tlcpConn && s.TLCP == nil:
 		return host + " is not served over TLCP, only over TLS (its site " + s.Name + " has no tlcp identity); this TLCP connection was made for site " + connSite
+	case s != nil && protocol == "tls1.3-sm" && s.TLS13 == nil:
+		// edge.ProtocolTLS13SM: the site has no SM2 identity for it.
+		return host + " is not served over TLS 1.3 ShangMi (its site " + s.Name + " has no tlcp identity, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site " + connSite
+	case s != nil && protocol == "tls1.3-sm":
+		return "this connection was made for another site; open a new one to " + host
 	case s != nil && !tlcpConn && s.TLS == nil:
 		return host + " is not served over TLS, only over TLCP (its site " + s.Name + " has no tls identity); this TLS connection was made for site " + connSite
 	}

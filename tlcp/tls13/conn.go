@@ -616,6 +616,10 @@ func (c *Conn) Read(b []byte) (int, error) {
 			continue
 		}
 		if err := c.readRecord(); err != nil {
+			// A timeout (an idle keep-alive connection's wait for its
+			// next request) leaves the connection usable: it holds no
+			// input buffer meanwhile unless part of a record came.
+			c.releaseInput()
 			return 0, err
 		}
 	}
