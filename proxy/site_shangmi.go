@@ -42,6 +42,19 @@ func (s *Server) siteShangMi(sp siteSpec, gen *generation, protos []string, tc *
 		SessionContext:              sp.sessionContext(),
 		SessionTicketsDisabled:      tc.SessionsDisabled,
 	}
+	if verify := tc.VerifyConnection; verify != nil {
+		// The TLCP side's checks of a connection (revocation of the
+		// client's certificate) hold for TLS 1.3 ShangMi too, on full
+		// and resumed handshakes alike.
+		c.VerifyConnection = func(cs tls13.ConnectionState) error {
+			return verify(tlcp.ConnectionState{
+				ServerName:       cs.ServerName,
+				PeerCertificates: cs.PeerCertificates,
+				VerifiedChains:   cs.VerifiedChains,
+				DidResume:        cs.DidResume,
+			})
+		}
+	}
 	for _, name := range sp.cfg.TLCP.TLS13Groups {
 		if g, ok := config.TLS13Group(name); ok {
 			c.CurvePreferences = append(c.CurvePreferences, g)

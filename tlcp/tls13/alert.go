@@ -1,6 +1,9 @@
 package tls13
 
-import "strconv"
+import (
+	"errors"
+	"strconv"
+)
 
 // Alert is a TLS 1.3 alert description (RFC 8446 §6).
 type Alert uint8
@@ -100,3 +103,20 @@ func (e *AlertError) Error() string {
 }
 
 func (e *AlertError) Unwrap() error { return e.Err }
+
+// verifyAlert is the alert sent when VerifyConnection refuses a peer:
+// the one its error names (an *AlertError of this side, or an
+// Alert() uint8 method such as a revocation check's
+// certificate_revoked), else bad_certificate.
+func verifyAlert(err error) Alert {
+	if ae := (*AlertError)(nil); errors.As(err, &ae) && !ae.Remote {
+		return ae.Alert
+	}
+	var named interface{ Alert() uint8 }
+	if errors.As(err, &named) {
+		if a := Alert(named.Alert()); a != AlertCloseNotify {
+			return a
+		}
+	}
+	return AlertBadCertificate
+}

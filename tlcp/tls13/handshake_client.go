@@ -83,7 +83,7 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 	}
 	if cfg.VerifyConnection != nil {
 		if err := cfg.VerifyConnection(c.connectionStateLocked()); err != nil {
-			return c.sendAlert(AlertBadCertificate, err)
+			return c.sendAlert(verifyAlert(err), err)
 		}
 	}
 	c.isHandshakeComplete.Store(true)

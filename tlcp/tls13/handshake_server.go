@@ -644,7 +644,7 @@ func (hs *serverHandshakeState) verifyConnection() error {
 	c := hs.c
 	if hs.config.VerifyConnection != nil {
 		if err := hs.config.VerifyConnection(c.connectionStateLocked()); err != nil {
-			return c.sendAlert(AlertBadCertificate, err)
+			return c.sendAlert(verifyAlert(err), err)
 		}
 	}
 	return nil
