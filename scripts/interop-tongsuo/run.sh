@@ -55,11 +55,13 @@ result() { # verdict name [detail]
 	esac
 }
 
-# free_port prints a loopback port nobody listens on.
+# free_port prints a loopback port nobody listens on, below Linux's
+# default range of ephemeral ports (32768-60999), where the local end of an
+# outgoing connection could hold it without listening.
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 30000))
+		p=$((20000 + RANDOM % 12000))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
@@ -67,11 +69,16 @@ free_port() {
 	done
 }
 
-# wait_port waits up to 10 s for a listener on the port.
+# wait_port port [pid]: waits until something accepts connections on the
+# port, up to 60 s, and gives up at once when the process pid (the server
+# that should listen there) has exited.
 wait_port() {
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 600); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then
+			return 1
+		fi
 		sleep 0.1
 	done
 	return 1
@@ -96,17 +103,35 @@ short() { # suite -> GCM or CCM
 	case $1 in *GCM*) echo GCM ;; *) echo CCM ;; esac
 }
 
-# start_s_server port suite groups auth: Tongsuo's s_server answering each
+# start_s_server suite groups auth: Tongsuo's s_server answering each
 # HTTP GET with a status page (-www) that says New or Reused, the suite and
-# the client certificate.
+# the client certificate, on a free loopback port that it leaves in $port
+# (its pid in $server_pid). It returns once s_server has printed ACCEPT
+# (it is bound and accepting), and fails when s_server exits first or has
+# not said so within 60 s; s_server_failure then says why. A port that was
+# taken between free_port and the bind (s_server exits: the address is in
+# use) is tried again with another, three times in all.
 start_s_server() {
-	local args=(s_server -accept "127.0.0.1:$1" -www -tls1_3 -ciphersuites "$2" -sigalgs sm2sig_sm3 -groups "$3"
-		-cert "$SRV_SIGN_CERT" -key "$SRV_SIGN_KEY" -CAfile "$CA")
-	[ "$4" = mutual ] && args+=(-Verify 1)
-	"$TONGSUO" "${args[@]}" >"$work/s_server.$1.log" 2>&1 &
-	pids+=($!)
-	server_pid=$!
-	wait_port "$1"
+	local try i log
+	for try in 1 2 3; do
+		port=$(free_port)
+		log=$work/s_server.$port.log
+		local args=(s_server -accept "127.0.0.1:$port" -www -tls1_3 -ciphersuites "$1" -sigalgs sm2sig_sm3 -groups "$2"
+			-cert "$SRV_SIGN_CERT" -key "$SRV_SIGN_KEY" -CAfile "$CA")
+		[ "$3" = mutual ] && args+=(-Verify 1)
+		"$TONGSUO" "${args[@]}" >"$log" 2>&1 &
+		server_pid=$!
+		pids+=($server_pid)
+		for i in $(seq 600); do
+			grep -q '^ACCEPT' "$log" 2>/dev/null && return 0
+			kill -0 "$server_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		stop "$server_pid"
+		s_server_failure="s_server did not listen on 127.0.0.1:$port (try $try): $(tail -1 "$log" 2>/dev/null)"
+		grep -qi 'in use' "$log" 2>/dev/null || return 1
+	done
+	return 1
 }
 
 # --- gmgate probe => Tongsuo s_server --------------------------------------
@@ -114,9 +139,8 @@ for suite in TLS_SM4_GCM_SM3 TLS_SM4_CCM_SM3; do
 	for group in curveSM2 curveSM2MLKEM768; do
 		for auth in none mutual; do
 			name="probe => s_server $(short $suite) $group auth=$auth, resumed"
-			port=$(free_port)
-			if ! start_s_server "$port" "$suite" "$group" "$auth"; then
-				result FAIL "$name" "s_server did not listen"
+			if ! start_s_server "$suite" "$group" "$auth"; then
+				result FAIL "$name" "$s_server_failure"
 				continue
 			fi
 			args=(probe --protocol tls13-sm --ca "$CA" --sni localhost --suite "$suite" --group "$group" --resume)
@@ -141,8 +165,7 @@ done
 # HelloRetryRequest: the probe's first key share (curveSM2) is not the
 # server's group.
 name="probe => s_server GCM curveSM2MLKEM768 only, HelloRetryRequest"
-port=$(free_port)
-if start_s_server "$port" TLS_SM4_GCM_SM3 curveSM2MLKEM768 none; then
+if start_s_server TLS_SM4_GCM_SM3 curveSM2MLKEM768 none; then
 	out=$("$GMGATE" probe --protocol tls13-sm --ca "$CA" --sni localhost --group curveSM2,curveSM2MLKEM768 "https://127.0.0.1:$port/" 2>&1)
 	code=$?
 	stop "$server_pid"
@@ -152,13 +175,12 @@ if start_s_server "$port" TLS_SM4_GCM_SM3 curveSM2MLKEM768 none; then
 		result FAIL "$name" "exit $code, no HelloRetryRequest reported"
 	fi
 else
-	result FAIL "$name" "s_server did not listen"
+	result FAIL "$name" "$s_server_failure"
 fi
 
 # A server that requires a client certificate refuses a probe without one.
 name="probe => s_server GCM curveSM2 auth=mutual, no client certificate refused"
-port=$(free_port)
-if start_s_server "$port" TLS_SM4_GCM_SM3 curveSM2 mutual; then
+if start_s_server TLS_SM4_GCM_SM3 curveSM2 mutual; then
 	out=$("$GMGATE" probe --protocol tls13-sm --ca "$CA" --sni localhost "https://127.0.0.1:$port/" 2>&1)
 	code=$?
 	stop "$server_pid"
@@ -168,7 +190,7 @@ if start_s_server "$port" TLS_SM4_GCM_SM3 curveSM2 mutual; then
 		result FAIL "$name" "exit $code: $(tail -1 <<<"$out")"
 	fi
 else
-	result FAIL "$name" "s_server did not listen"
+	result FAIL "$name" "$s_server_failure"
 fi
 
 # --- gmgate serve, tls13sm:// upstream => Tongsuo s_server ---------------
@@ -177,9 +199,8 @@ fi
 for combo in "TLS_SM4_GCM_SM3 curveSM2MLKEM768" "TLS_SM4_CCM_SM3 curveSM2" "TLS_SM4_GCM_SM3 curveSM2"; do
 	read -r suite group <<<"$combo"
 	name="upstream tls13sm:// => s_server $(short $suite) $group auth=mutual, resumed"
-	port=$(free_port)
-	if ! start_s_server "$port" "$suite" "$group" mutual; then
-		result FAIL "$name" "s_server did not listen"
+	if ! start_s_server "$suite" "$group" mutual; then
+		result FAIL "$name" "$s_server_failure"
 		continue
 	fi
 	app=$(free_port)
@@ -210,7 +231,7 @@ YAML
 	gw=$!
 	pids+=($gw)
 	why=""
-	if wait_port "$app"; then
+	if wait_port "$app" "$gw"; then
 		first=$(curl -sS --max-time 20 "http://127.0.0.1:$app/first" 2>&1)
 		second=$(curl -sS --max-time 20 "http://127.0.0.1:$app/second" 2>&1)
 		metrics=$(curl -sS --max-time 10 "http://127.0.0.1:$admin/metrics" 2>&1)
@@ -265,7 +286,7 @@ for c in "${serve_cases[@]}"; do
 	gw=$!
 	pids+=($gw)
 	why=""
-	if wait_port "$listen"; then
+	if wait_port "$listen" "$gw"; then
 		sess=$work/sess.$listen.pem
 		first=$(s_client "$listen" "$suite" "$group" "$auth" -sess_out "$sess")
 		second=$(s_client "$listen" "$suite" "$group" "$auth" -sess_in "$sess")
