@@ -346,7 +346,7 @@ func (r *Revocation) OCSPResponder() string {
 
 // Revocation is how certificates verified against a CA are checked for
 // revocation: a client's certificate on a site (client_revocation), an
-// upstream target's on a https:// or tlcp:// pool (revocation).
+// upstream target's on a https://, tlcp:// or tls13sm:// pool (revocation).
 type Revocation struct {
 	// CRL are CRL files (PEM or DER) and http(s) URLs, each holding the
 	// complete CRL of one CA.

@@ -80,6 +80,12 @@ func (c *Config) resolvePaths(dir string) {
 			key(&t.EncKey)
 			crls(t.Revocation)
 		}
+		if t := u.TLS13SM; t != nil {
+			file(&t.CA)
+			file(&t.SignCert)
+			key(&t.SignKey)
+			crls(t.Revocation)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ listeners:
     routes: [{upstream: u}]
 upstreams:
   u: {targets: ["https://h:1"], tls: {ca: up/ca.crt, cert: up/c.crt, key: up/c.key}}
+  g: {targets: ["tls13sm://h:1"], tls13sm: {ca: gm/ca.crt, sign_cert: gm/c.crt, sign_key: gm/c.key, revocation: {crl: [gm/crl.pem]}}}
 `
 	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,6 +59,10 @@ upstreams:
 		{l1.TLS.Key, "sdf:" + sub + "/lib/libsdf.so?index=1&key=sign&pin-file=" + sub + "/pin"},
 		{cfg.Upstreams["u"].TLS.CA, sub + "/up/ca.crt"},
 		{cfg.Upstreams["u"].TLS.Key, sub + "/up/c.key"},
+		{cfg.Upstreams["g"].TLS13SM.CA, sub + "/gm/ca.crt"},
+		{cfg.Upstreams["g"].TLS13SM.SignCert, sub + "/gm/c.crt"},
+		{cfg.Upstreams["g"].TLS13SM.SignKey, sub + "/gm/c.key"},
+		{cfg.Upstreams["g"].TLS13SM.Revocation.CRL[0], sub + "/gm/crl.pem"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

@@ -42,6 +42,9 @@ type UpstreamTLS13SM struct {
 	// SessionCache bounds the tickets kept to resume with the targets
 	// (one per target is used); size 0 turns resumption off.
 	SessionCache *SessionCache `yaml:"session_cache"`
+	// Revocation checks the targets' certificates against CRLs and OCSP
+	// responders, as for tlcp:// (none when nil).
+	Revocation *Revocation `yaml:"revocation"`
 }
 
 // HasIdentity reports whether a client certificate is configured.
@@ -107,6 +110,7 @@ func (u *Upstream) tls13SMDefaults() {
 	}
 	setIntPtr(&t.SessionCache.Size, DefaultUpstreamSessions)
 	setDuration(&t.SessionCache.Lifetime, tls13.DefaultSessionLifetime)
+	revocationDefaults(t.Revocation)
 }
 
 // upstreamTLS13SM checks the client settings of a tls13sm:// upstream
@@ -161,4 +165,5 @@ func (v *validator) upstreamTLS13SM(p, scheme string, t *UpstreamTLS13SM) {
 		seen["g"+g] = true
 	}
 	v.sessionCache(p, t.SessionCache)
+	v.upstreamRevocation(p, t.InsecureSkipVerify, t.Revocation)
 }

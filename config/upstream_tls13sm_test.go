@@ -71,6 +71,9 @@ upstreams:
   other:
     targets: ["tlcp://10.0.0.3"]
     tls13sm: {groups: [curveSM2]}
+  blind:
+    targets: ["tls13sm://10.0.0.5:443"]
+    tls13sm: {insecure_skip_verify: true, revocation: {ocsp: aia, policy: strict}}
 `
 	_, err := Parse("x.yaml", []byte(yml))
 	var ce *Error
@@ -93,6 +96,8 @@ upstreams:
 		{16, "upstreams.keyonly.tls13sm.sign_key: the client key has no certificate: sign_cert is not set"},
 		{16, "upstreams.keyonly.tls13sm.sign_key: the password is written in the configuration"},
 		{19, "upstreams.other.tls13sm: tls13sm settings apply to tls13sm:// targets only"},
+		{22, "upstreams.blind.tls13sm.revocation: insecure_skip_verify verifies no target certificate"},
+		{22, `upstreams.blind.tls13sm.revocation.policy: unknown policy "strict"`},
 	}
 	var got []string
 	for _, p := range ce.Problems {

@@ -19,6 +19,7 @@ import (
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
 // firstRefreshTimeout bounds the first read of a checker's CRLs when a
@@ -148,13 +149,15 @@ func (s *Server) upstreamRevocation(cfg *config.Config, prev *generation, gen *g
 			rc, field, caFile = uc.TLS.Revocation, "tls.revocation", uc.TLS.CA
 		case p.Scheme == "tlcp" && uc.TLCP != nil:
 			rc, field, caFile = uc.TLCP.Revocation, "tlcp.revocation", uc.TLCP.CA
+		case p.Scheme == config.SchemeTLS13SM && uc.TLS13SM != nil:
+			rc, field, caFile = uc.TLS13SM.Revocation, "tls13sm.revocation", uc.TLS13SM.CA
 		}
 		kept := prev != nil && prev.pools[name] == p
 		chk := gen.revocation.checker(s, upstream.Source(name), config.Field(uc.Path(), field), rc, caFile, cfg, kept)
 		if chk == nil || kept {
 			continue
 		}
-		p.CheckServerCertificates(verifyTLSRevocation(chk), verifyTLCPRevocation(chk))
+		p.CheckServerCertificates(verifyTLSRevocation(chk), verifyTLCPRevocation(chk), verifyTLS13Revocation(chk))
 	}
 }
 
@@ -280,6 +283,21 @@ func verifyTLCPRevocation(chk *revocation.Checker) func(tlcp.ConnectionState) er
 		ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 		defer cancel()
 		return chk.VerifyTLCP(ctx, cs.PeerCertificates, cs.VerifiedChains)
+	}
+}
+
+// verifyTLS13Revocation is verifyTLCPRevocation for TLS 1.3 ShangMi,
+// whose peer has one certificate: its chains are checked, on full and
+// resumed handshakes; a refusal is answered with the alert the checker's
+// error names (certificate_revoked, certificate_unknown).
+func verifyTLS13Revocation(chk *revocation.Checker) func(tls13.ConnectionState) error {
+	return func(cs tls13.ConnectionState) error {
+		if len(cs.VerifiedChains) == 0 {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+		defer cancel()
+		return chk.Verify(ctx, cs.VerifiedChains)
 	}
 }
 

@@ -1,19 +1,22 @@
 package main
 
 import (
+	"crypto"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/gmgate/gmgate/tlcp"
+	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
-// An upstream's revocation section refuses https:// and tlcp:// targets
-// whose certificate its CA revoked: the request gets a 502, and the
-// target next to it, whose certificate is good, answers.
+// An upstream's revocation section refuses https://, tlcp:// and
+// tls13sm:// targets whose certificate its CA revoked: the request gets a
+// 502, and the target next to it, whose certificate is good, answers.
 func TestServeUpstreamRevocation(t *testing.T) {
 	f := newRevokeFixture(t)
 	mustGmgate(t, f.dir, "cert", "revoke", "--ca", "tls-ca", "tls-ca-certs/alice.example.cn.crt")
@@ -48,6 +51,17 @@ func TestServeUpstreamRevocation(t *testing.T) {
 		go hs.Serve(ln)
 		t.Cleanup(func() { hs.Close() })
 		targets[who+"-tlcp"] = "tlcp://" + ln.Addr().String()
+
+		// A TLS 1.3 ShangMi server presents the signing pair alone.
+		raw, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := &http.Server{Handler: hello}
+		go sm.Serve(tls13.NewListener(raw, &tls13.Config{Certificates: []tls13.Certificate{{
+			Certificate: dual.SignCertificate, PrivateKey: dual.SignKey.(crypto.Signer)}}}))
+		t.Cleanup(func() { sm.Close() })
+		targets[who+"-tls13sm"] = "tls13sm://" + raw.Addr().String()
 	}
 	ups := ""
 	for _, who := range []string{"alice", "bob"} {
@@ -59,7 +73,11 @@ func TestServeUpstreamRevocation(t *testing.T) {
     targets: [%[3]q]
     health: {disabled: true}
     tlcp: {ca: sm2-ca/ca.crt, server_name: %[1]s.example.cn, revocation: {crl: [sm2-ca/crl.pem]}}
-`, who, targets[who+"-https"], targets[who+"-tlcp"])
+  %[1]s-tls13sm:
+    targets: [%[4]q]
+    health: {disabled: true}
+    tls13sm: {ca: sm2-ca/ca.crt, server_name: %[1]s.example.cn, revocation: {crl: [sm2-ca/crl.pem]}}
+`, who, targets[who+"-https"], targets[who+"-tlcp"], targets[who+"-tls13sm"])
 	}
 	cfg := `  - name: front
     listen: "127.0.0.1:0"
@@ -69,9 +87,11 @@ func TestServeUpstreamRevocation(t *testing.T) {
       - {path: /bob-https, upstream: bob-https}
       - {path: /alice-tlcp, upstream: alice-tlcp}
       - {path: /bob-tlcp, upstream: bob-tlcp}
+      - {path: /alice-tls13sm, upstream: alice-tls13sm}
+      - {path: /bob-tls13sm, upstream: bob-tls13sm}
 `
 	srv := f.serveUpstreams(t, cfg, ups, "front")
-	for path, want := range map[string]int{"/alice-https": 502, "/bob-https": 200, "/alice-tlcp": 502, "/bob-tlcp": 200} {
+	for path, want := range map[string]int{"/alice-https": 502, "/bob-https": 200, "/alice-tlcp": 502, "/bob-tlcp": 200, "/alice-tls13sm": 502, "/bob-tls13sm": 200} {
 		resp, err := http.Get("http://" + srv.addrs["front"] + path)
 		if err != nil {
 			t.Fatal(err)
@@ -82,12 +102,14 @@ func TestServeUpstreamRevocation(t *testing.T) {
 			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
 		}
 	}
-	for _, up := range []string{"alice-https", "alice-tlcp"} {
+	for _, up := range []string{"alice-https", "alice-tlcp", "alice-tls13sm"} {
 		if n := metricSum(t, srv.admin, "gmgate_revocation_refused_total", `scope="upstreams.`+up+`"`, `status="revoked"`); n < 1 {
 			t.Errorf("%s: no refusal counted", up)
 		}
 	}
-	if n := metricSum(t, srv.admin, "gmgate_upstream_failures_total", `upstream="alice-tlcp"`, `reason="alert_sent_revoked_certificate"`); n < 1 {
-		t.Errorf("alice-tlcp: no handshake failure with the alert revoked_certificate counted")
+	for _, up := range []string{"alice-tlcp", "alice-tls13sm"} {
+		if n := metricSum(t, srv.admin, "gmgate_upstream_failures_total", `upstream="`+up+`"`, `reason="alert_sent_revoked_certificate"`); n < 1 {
+			t.Errorf("%s: no handshake failure with the alert revoked_certificate counted", up)
+		}
 	}
 }

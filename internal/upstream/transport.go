@@ -226,11 +226,15 @@ func Failure(err error) (stage, reason string) {
 	return stage, "error"
 }
 
+// protoTLS13SM names the handshakes of tls13sm:// targets in errors.
+const protoTLS13SM = "TLS 1.3 ShangMi"
+
 // FailureHint explains the failures whose label alone may puzzle an
 // operator; "" for the others. A tlcp:// target's refused handshake is
 // explained from what the client saw (the profile in use, whether the
 // target asked for a client certificate), in the words gmgate probe
-// uses too (tlcphint).
+// uses too (tlcphint). A hint names the settings of the target's scheme:
+// tlcp.ca for tlcp://, tls13sm.ca for tls13sm://, tls.ca for https://.
 func FailureHint(err error) string {
 	var se *stageError
 	if errors.As(err, &se) && se.hint != "" {
@@ -240,13 +244,31 @@ func FailureHint(err error) string {
 	if stage != stageHandshake {
 		return ""
 	}
+	section := "tls" // https://: crypto/tls errors come without a stageError
+	if se != nil {
+		section = "tlcp"
+		if se.proto == protoTLS13SM {
+			section = config.SchemeTLS13SM
+		}
+	}
 	switch reason {
 	case "alert_received_protocol_version_not_supported":
-		return "the target refused TLCP 1.1; it may speak TLS only"
+		switch section {
+		case "tlcp":
+			return "the target refused TLCP 1.1; it may speak TLS only"
+		case config.SchemeTLS13SM:
+			return "the target refused TLS 1.3; it may speak TLCP (use a tlcp:// target) or an older TLS only"
+		}
+	case "alert_received_handshake_failure":
+		if section == config.SchemeTLS13SM {
+			return "the target shares no suite, signature scheme or group with tls13sm.suites and tls13sm.groups; it may not offer TLS 1.3 with the ShangMi suites (sm2sig_sm3, curveSM2)"
+		}
 	case "alert_sent_unexpected_message":
-		return "the target's first answer was not TLCP; it may speak plain HTTP or another protocol"
+		if section == "tlcp" {
+			return "the target's first answer was not TLCP; it may speak plain HTTP or another protocol"
+		}
 	case "alert_sent_unknown_certificate_authority", "alert_sent_bad_certificate", "alert_sent_expired_certificate", "alert_sent_unsupported_certificate":
-		return "the target's certificate did not verify; check tlcp.ca and tlcp.server_name"
+		return "the target's certificate did not verify; check " + section + ".ca and " + section + ".server_name"
 	case "timeout":
 		return "the target took the connection but did not finish the handshake within timeouts.upstream_connect; it may speak another protocol on this port, or be overloaded"
 	}

@@ -210,7 +210,7 @@ func (tr *tls13SMTransport) dial(ctx context.Context, addr string) (*tls13.Conn,
 	c := tls13.Client(raw, cfg)
 	if err := c.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		return nil, &stageError{stage: stageHandshake, proto: "TLS 1.3 ShangMi", err: err}
+		return nil, &stageError{stage: stageHandshake, proto: protoTLS13SM, err: err}
 	}
 	if tr.handshakeDone != nil {
 		tr.handshakeDone(c.ConnectionState())

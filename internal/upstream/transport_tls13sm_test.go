@@ -3,9 +3,11 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/tlcp"
 	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
@@ -66,5 +68,23 @@ func TestFailureTLS13Alert(t *testing.T) {
 	var ae *tls13.AlertError
 	if !errors.As(err, &ae) {
 		t.Error("the alert does not unwrap")
+	}
+}
+
+// A target's certificate that did not verify is explained with the
+// settings of its own scheme.
+func TestFailureHintNamesTheScheme(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{&stageError{stage: stageHandshake, proto: protoTLS13SM, err: &tls13.AlertError{Alert: tls13.AlertBadCertificate}}, "check tls13sm.ca and tls13sm.server_name"},
+		{&stageError{stage: stageHandshake, err: &tlcp.AlertError{Alert: tlcp.AlertBadCertificate}}, "check tlcp.ca and tlcp.server_name"},
+		{&stageError{stage: stageHandshake, proto: protoTLS13SM, err: &tls13.AlertError{Alert: tls13.AlertHandshakeFailure, Remote: true}}, "tls13sm.suites and tls13sm.groups"},
+		{&stageError{stage: stageHandshake, proto: protoTLS13SM, err: &tls13.AlertError{Alert: tls13.AlertProtocolVersion, Remote: true}}, "refused TLS 1.3"},
+	} {
+		if got := FailureHint(c.err); !strings.Contains(got, c.want) {
+			t.Errorf("FailureHint(%v) = %q, want it to say %q", c.err, got, c.want)
+		}
 	}
 }
