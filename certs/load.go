@@ -42,6 +42,41 @@ type TLSFiles struct {
 	OCSPStapling bool
 }
 
+// SM2Files name an SM2 certificate (PEM, leaf first) and its key
+// reference that serve TLS 1.3 with the ShangMi suites: a site's tls.sm2.
+type SM2Files struct {
+	Cert, Key string
+}
+
+// sm2Side is the FieldError side of SM2Files: their place in a site's
+// configuration.
+const sm2Side = "tls.sm2"
+
+// loadSM2Files loads an SM2 identity for TLS 1.3 with the checks of a
+// TLCP signing pair (an SM2 certificate with digitalSignature, its key,
+// a card key's self-test), its problems on the side tls.sm2 with the
+// fields cert and key.
+func loadSM2Files(f SM2Files, opts LoadOptions) (*tlcp.Certificate, []string, error) {
+	opts.SignOnly = true
+	if opts.Names == (FieldNames{}) {
+		opts.Names = FieldNames{SignCert: "cert", SignKey: "key"}
+	}
+	c, warnings, err := LoadTLCPFiles(TLCPFiles{SignCert: f.Cert, SignKey: f.Key}, opts)
+	for _, leaf := range joined(err) {
+		var fe *FieldError
+		if errors.As(leaf, &fe) {
+			fe.Side = sm2Side
+			switch fe.Field {
+			case "sign_cert":
+				fe.Field = "cert"
+			case "sign_key":
+				fe.Field = "key"
+			}
+		}
+	}
+	return c, warnings, err
+}
+
 // LoadOptions adjust the load-time checks.
 type LoadOptions struct {
 	// Roots, when set, are the trusted CA certificates: each leaf must

@@ -20,12 +20,16 @@ import (
 )
 
 // Source is one named certificate set of the configuration: a TLCP pair,
-// a TLS certificate, or both.
+// a TLS certificate, an SM2 certificate for TLS 1.3, or some of them.
 type Source struct {
 	// Name labels the set in logs and metrics (the listener's name, say).
 	Name string
 	TLCP *TLCPFiles
 	TLS  *TLSFiles
+	// SM2 is an SM2 signing certificate and key that serve TLS 1.3 with
+	// the ShangMi suites (a site's tls.sm2): its problems are reported
+	// on the side "tls.sm2", with the fields cert and key.
+	SM2 *SM2Files
 	// SignOnly lets the TLCP identity go without an encryption pair
 	// (LoadOptions.SignOnly), as a client identity may.
 	SignOnly bool
@@ -95,6 +99,8 @@ type storeEntry struct {
 	name string
 	tlcp *tlcp.Certificate
 	tls  *tls.Certificate
+	// sm2 is the SM2 identity (a signing pair alone).
+	sm2 *tlcp.Certificate
 	// tlsStaple and tlcpStaple serve tls and tlcp with their OCSP
 	// staples; nil when they are not stapled.
 	tlsStaple  *stapled[tls.Certificate]
@@ -130,8 +136,8 @@ func NewStore(opts StoreOptions, sources ...Source) (*Store, error) {
 			return nil, fmt.Errorf("certificate source name %q is used twice", src.Name)
 		}
 		seen[src.Name] = true
-		if src.TLCP == nil && src.TLS == nil {
-			return nil, fmt.Errorf("certificate source %q has neither tlcp nor tls files", src.Name)
+		if src.TLCP == nil && src.TLS == nil && src.SM2 == nil {
+			return nil, fmt.Errorf("certificate source %q has neither tlcp, tls nor sm2 files", src.Name)
 		}
 	}
 	s := &Store{opts: opts, sources: sources, log: opts.Logger, retiring: map[*certSet]*time.Timer{}}
@@ -197,6 +203,14 @@ func (s *Store) load() (*certSet, error) {
 				}
 			}
 		}
+		if src.SM2 != nil {
+			c, warnings, err := loadSM2Files(*src.SM2, s.opts.Load)
+			if err != nil {
+				failed(src.Name, err)
+			}
+			warn(src.Name, sm2Side, warnings)
+			e.sm2 = c
+		}
 		set.entries = append(set.entries, e)
 	}
 	if len(errs) > 0 {
@@ -225,6 +239,9 @@ func (s *Store) closeSet(set *certSet) {
 		}
 		if e.tls != nil {
 			s.closeKey(e.name, "tls key", e.tls.PrivateKey)
+		}
+		if e.sm2 != nil {
+			s.closeKey(e.name, "tls.sm2 key", e.sm2.SignKey)
 		}
 	}
 }
@@ -375,6 +392,18 @@ func (s *Store) TLSCertificate(name string) *tls.Certificate {
 	return nil
 }
 
+// SM2Certificate returns the SM2 identity of the named source for TLS
+// 1.3 ShangMi, a signing pair alone (nil when it has none).
+func (s *Store) SM2Certificate(name string) *tlcp.Certificate {
+	entries := s.current.Load().entries
+	for i := range entries {
+		if entries[i].name == name {
+			return entries[i].sm2
+		}
+	}
+	return nil
+}
+
 // GetTLCPCertificate chooses the TLCP identity whose signing certificate
 // names the requested server (SNI), or the first one; for
 // tlcp.Config.GetCertificate.
@@ -464,6 +493,10 @@ func (s *Store) watchedFiles() []string {
 		if src.TLS != nil {
 			files = append(files, src.TLS.Cert)
 			addRef(src.TLS.Key)
+		}
+		if src.SM2 != nil {
+			files = append(files, src.SM2.Cert)
+			addRef(src.SM2.Key)
 		}
 	}
 	return files
@@ -570,6 +603,9 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 			if c, err := smx509.ParseCertificate(e.tls.Certificate[0]); err == nil {
 				emit(e.name, "tls", c)
 			}
+		}
+		if e.sm2 != nil {
+			emit(e.name, "sm2", e.sm2.SignLeaf)
 		}
 		if e.tlsStaple != nil {
 			collectStaple(ch, e.name, "tls", e.tlsStaple.record, time.Now())

@@ -10,7 +10,7 @@ import (
 // ServedCertificate is one certificate the store serves, with its role
 // and the kind of key backend behind it: what the admin API lists.
 type ServedCertificate struct {
-	// Source is the source's name, Role sign, enc or tls.
+	// Source is the source's name, Role sign, enc, tls or sm2.
 	Source, Role string
 	Leaf         *smx509.Certificate
 	// KeyBackend is "file" or "sdf": the scheme of the key reference,
@@ -19,7 +19,8 @@ type ServedCertificate struct {
 }
 
 // Served returns the certificates in service, by source in configuration
-// order: sign and enc of each TLCP pair, then the TLS leaf.
+// order: sign and enc of each TLCP pair, then the TLS leaf, then the SM2
+// leaf for TLS 1.3 ShangMi.
 func (s *Store) Served() []ServedCertificate {
 	var out []ServedCertificate
 	set := s.current.Load()
@@ -42,6 +43,9 @@ func (s *Store) Served() []ServedCertificate {
 		}
 		if leaf := tlsLeaf(e.tls); leaf != nil && src.TLS != nil {
 			out = append(out, ServedCertificate{e.name, "tls", leaf, keyBackend(src.TLS.Key)})
+		}
+		if e.sm2 != nil && e.sm2.SignLeaf != nil && src.SM2 != nil {
+			out = append(out, ServedCertificate{e.name, "sm2", e.sm2.SignLeaf, keyBackend(src.SM2.Key)})
 		}
 	}
 	return out

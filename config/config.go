@@ -381,11 +381,17 @@ type SessionCache struct {
 
 // TLS is a listener's TLS identity (RSA or ECDSA) and policy. The
 // certificate comes from files (Cert, Key) or from an ACME CA (ACME).
+// SM2 adds an SM2 identity for TLS 1.3 with the ShangMi suites; with it,
+// Cert and Key may be left out (a site for ShangMi clients alone).
 type TLS struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
 	// ACME obtains and renews the certificate instead of Cert and Key.
 	ACME *ACME `yaml:"acme"`
+	// SM2 is the identity that answers TLS 1.3 ClientHellos offering the
+	// ShangMi suites of RFC 8998, under this section's client_auth and
+	// client_revocation.
+	SM2 *TLSSM2 `yaml:"sm2"`
 	// MinVersion is "1.2" or "1.3".
 	MinVersion string `yaml:"min_version"`
 	ClientAuth string `yaml:"client_auth"`
@@ -399,6 +405,36 @@ type TLS struct {
 
 // Staples reports whether OCSP responses are stapled to the certificate.
 func (t *TLS) Staples() bool { return t.OCSPStapling == nil || *t.OCSPStapling }
+
+// HasStandard reports whether the section has a certificate for
+// crypto/tls: files or ACME. A section with an SM2 identity alone has
+// none.
+func (t *TLS) HasStandard() bool {
+	return t != nil && (t.ACME != nil || t.Cert != "" || t.Key != "" || t.SM2 == nil)
+}
+
+// TLSSM2 is a site's SM2 identity for TLS 1.3 with the ShangMi suites
+// (RFC 8998): an SM2 certificate (with digitalSignature) and its key, on
+// a tls listener, or on an auto listener instead of the tlcp signing
+// pair.
+type TLSSM2 struct {
+	// Cert is a PEM file: the SM2 certificate, then its intermediates.
+	Cert string `yaml:"cert"`
+	// Key is its key reference (a path, file:..., sdf:...).
+	Key string `yaml:"key"`
+	// ClientCA is a PEM file of the SM2 CAs that verify the client
+	// certificates of TLS 1.3 ShangMi clients (the tls section's
+	// client_ca verifies those of crypto/tls).
+	ClientCA string `yaml:"client_ca"`
+	// TLS13ShangMi and TLS13Groups are as in TLCP: prefer, accept or
+	// off, and the groups in preference order.
+	TLS13ShangMi string   `yaml:"tls13_shangmi"`
+	TLS13Groups  []string `yaml:"tls13_groups"`
+}
+
+// Serves reports whether the identity answers TLS 1.3 ShangMi clients
+// (tls13_shangmi is not off).
+func (t *TLSSM2) Serves() bool { return t != nil && t.TLS13ShangMi != TLS13ShangMiOff }
 
 // ACME challenge types.
 const (

@@ -248,6 +248,14 @@ func (c *Config) defaultSite(tc *TLCP, tl *TLS, routes []Route) {
 			on := true
 			tl.OCSPStapling = &on
 		}
+		if sm := tl.SM2; sm != nil {
+			setString(&sm.TLS13ShangMi, TLS13ShangMiPrefer)
+			if len(sm.TLS13Groups) == 0 {
+				for _, g := range tls13.DefaultCurvePreferences {
+					sm.TLS13Groups = append(sm.TLS13Groups, g.String())
+				}
+			}
+		}
 		if a := tl.ACME; a != nil {
 			setString(&a.CA, DefaultACMECA)
 			setString(&a.KeyType, DefaultACMEKeyType)

@@ -29,6 +29,7 @@ var docSections = map[string]string{
 	"tls":                 "listeners.tls",
 	"client_revocation":   "listeners.tlcp.client_revocation",
 	"tls.acme":            "listeners.tls.acme",
+	"tls.sm2":             "listeners.tls.sm2",
 	"proxy_protocol":      "listeners.proxy_protocol",
 	"session_headers":     "listeners.session_headers",
 	"routes":              "listeners.routes",
@@ -188,7 +189,7 @@ func TestConfigDocListsEverySchemaKey(t *testing.T) {
 func defaultsExample() *Config {
 	c := &Config{
 		Listeners: []Listener{{
-			TLCP: &TLCP{ClientRevocation: &Revocation{}}, TLS: &TLS{ACME: &ACME{}}, ProxyProtocol: &ProxyProtocol{},
+			TLCP: &TLCP{ClientRevocation: &Revocation{}}, TLS: &TLS{ACME: &ACME{}, SM2: &TLSSM2{}}, ProxyProtocol: &ProxyProtocol{},
 			Routes: []Route{{}},
 		}, {
 			Sites: []Site{{TLCP: &TLCP{}, TLS: &TLS{}, Routes: []Route{{}}}},

@@ -58,6 +58,11 @@ func (c *Config) resolvePaths(dir string) {
 				if t.ACME != nil {
 					file(&t.ACME.CARoot)
 				}
+				if sm := t.SM2; sm != nil {
+					file(&sm.Cert)
+					key(&sm.Key)
+					file(&sm.ClientCA)
+				}
 			}
 		}
 	}

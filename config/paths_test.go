@@ -30,7 +30,7 @@ listeners:
     routes: [{upstream: u}]
   - listen: ":2"
     protocol: tls
-    tls: {cert: t.crt, key: "sdf:lib/libsdf.so?index=1&key=sign&pin-file=pin"}
+    tls: {cert: t.crt, key: "sdf:lib/libsdf.so?index=1&key=sign&pin-file=pin", sm2: {cert: gm/s.crt, key: gm/s.key, client_ca: gm/ca.crt}}
     routes: [{upstream: u}]
 upstreams:
   u: {targets: ["https://h:1"], tls: {ca: up/ca.crt, cert: up/c.crt, key: up/c.key}}
@@ -59,6 +59,9 @@ upstreams:
 		{l1.TLS.Key, "sdf:" + sub + "/lib/libsdf.so?index=1&key=sign&pin-file=" + sub + "/pin"},
 		{cfg.Upstreams["u"].TLS.CA, sub + "/up/ca.crt"},
 		{cfg.Upstreams["u"].TLS.Key, sub + "/up/c.key"},
+		{l1.TLS.SM2.Cert, sub + "/gm/s.crt"},
+		{l1.TLS.SM2.Key, sub + "/gm/s.key"},
+		{l1.TLS.SM2.ClientCA, sub + "/gm/ca.crt"},
 		{cfg.Upstreams["g"].TLS13SM.CA, sub + "/gm/ca.crt"},
 		{cfg.Upstreams["g"].TLS13SM.SignCert, sub + "/gm/c.crt"},
 		{cfg.Upstreams["g"].TLS13SM.SignKey, sub + "/gm/c.key"},

@@ -200,6 +200,7 @@ func (v *validator) listener(c *Config, i int, names, addrs map[string]int) {
 		if l.TLS != nil {
 			v.tls(c, p+".tls", l.TLS)
 		}
+		v.shangMiIdentity(p, l.Protocol, l.TLCP, l.TLS)
 	}
 }
 
@@ -221,7 +222,7 @@ func (v *validator) protocolSections(p string, l *Listener) {
 		}
 	case ProtocolAuto:
 		v.needTLCP(p, l)
-		if l.TLS == nil && !l.TLCP.servesShangMi() {
+		if l.TLS == nil && !l.TLCP.servesShangMi(nil) {
 			v.add(p+".tls", "an auto listener needs a tls section for its TLS clients", "add tls: with cert and key, or set protocol: tlcp")
 		}
 	}
@@ -292,7 +293,7 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 		hasTLCP = hasTLCP || site.TLCP != nil
 		// A site whose signing pair answers TLS 1.3 ShangMi serves TLS
 		// clients of that kind without a tls section.
-		hasTLS = hasTLS || site.TLS != nil || site.TLCP.servesShangMi()
+		hasTLS = hasTLS || site.TLS != nil || site.TLCP.servesShangMi(nil)
 		switch {
 		case l.Protocol == ProtocolTLCP && site.TLCP == nil:
 			v.add(sp+".tlcp", "a site of a tlcp listener needs a tlcp section", "add tlcp: with sign_cert, sign_key, enc_cert and enc_key")
@@ -320,6 +321,7 @@ func (v *validator) sites(c *Config, p string, l *Listener) {
 				}
 			}
 		}
+		v.shangMiIdentity(sp, l.Protocol, site.TLCP, site.TLS)
 		if site.SessionHeaders != nil {
 			v.sessionHeaders(sp+".session_headers", *site.SessionHeaders)
 		}
@@ -509,9 +511,30 @@ func (v *validator) tlcp(p string, t *TLCP) {
 }
 
 // servesShangMi reports whether the section's signing pair answers TLS
-// 1.3 ShangMi clients on an auto listener (tls13_shangmi is not off).
-func (t *TLCP) servesShangMi() bool {
-	return t != nil && t.TLS13ShangMi != TLS13ShangMiOff
+// 1.3 ShangMi clients on an auto listener (tls13_shangmi is not off) of a
+// site whose tls section (tl, nil for none) has no sm2 identity, which
+// takes its place.
+func (t *TLCP) servesShangMi(tl *TLS) bool {
+	return t != nil && t.TLS13ShangMi != TLS13ShangMiOff && (tl == nil || tl.SM2 == nil)
+}
+
+// ServesShangMi is servesShangMi for proxy: whether the signing pair of
+// the tlcp section answers TLS 1.3 ShangMi clients beside tls section tl.
+func (t *TLCP) ServesShangMi(tl *TLS) bool { return t.servesShangMi(tl) }
+
+// shangMiIdentity checks which identity of a site (at p) answers TLS 1.3
+// ShangMi clients: a tls.sm2 identity takes the place of the tlcp
+// signing pair, so the tlcp section's ShangMi settings written in the
+// file would not be used.
+func (v *validator) shangMiIdentity(p, protocol string, tc *TLCP, tl *TLS) {
+	if tl == nil || tl.SM2 == nil || tc == nil || protocol != ProtocolAuto {
+		return
+	}
+	for _, k := range []string{"tls13_shangmi", "tls13_groups"} {
+		if v.idx.has(p + ".tlcp." + k) {
+			v.add(p+".tlcp."+k, "tls.sm2 answers this site's TLS 1.3 ShangMi clients instead of the tlcp signing pair, so tlcp."+k+" is not used", "set "+k+" under tls.sm2, or remove tls.sm2 to serve TLS 1.3 ShangMi with the tlcp signing pair")
+		}
+	}
 }
 
 // TLS13Group returns the TLS 1.3 ShangMi group a tls13_groups entry
@@ -538,17 +561,53 @@ func (v *validator) sessionCache(p string, sc *SessionCache) {
 }
 
 func (v *validator) tls(c *Config, p string, t *TLS) {
-	if t.ACME != nil {
+	switch {
+	case t.ACME != nil:
 		v.acme(c, p, t)
-	} else {
+	case t.HasStandard():
 		v.certFile("cert", p, t.Cert)
 		v.keyRef(p+".key", t.Key)
 	}
 	if t.MinVersion != "1.2" && t.MinVersion != "1.3" {
 		v.add(p+".min_version", fmt.Sprintf("unknown TLS version %q", t.MinVersion), `use "1.2" or "1.3"`)
 	}
-	v.clientAuth(p, t.ClientAuth, t.ClientCA)
+	if t.HasStandard() {
+		v.clientAuth(p, t.ClientAuth, t.ClientCA)
+	} else {
+		// A section with an SM2 identity alone: client_ca would verify
+		// crypto/tls clients, which it does not serve.
+		if !slices.Contains(ClientAuthModes, t.ClientAuth) {
+			v.add(p+".client_auth", fmt.Sprintf("unknown client_auth %q", t.ClientAuth), "use one of "+strings.Join(ClientAuthModes, ", "))
+		}
+		if t.ClientCA != "" {
+			v.add(p+".client_ca", "client_ca verifies the client certificates of crypto/tls clients, and this tls section has no cert for them, only sm2", "move the SM2 CAs to sm2.client_ca, or add cert and key")
+		}
+	}
 	v.clientRevocation(p, t.ClientAuth, t.ClientRevocation)
+	if sm := t.SM2; sm != nil {
+		v.tlsSM2(p+".sm2", t.ClientAuth, sm)
+	}
+}
+
+// tlsSM2 checks a tls section's SM2 identity (at p) under the section's
+// client_auth.
+func (v *validator) tlsSM2(p, clientAuth string, t *TLSSM2) {
+	v.certFile("cert", p, t.Cert)
+	v.keyRef(p+".key", t.Key)
+	switch {
+	case (clientAuth == "verify_if_given" || clientAuth == "require_and_verify") && t.ClientCA == "":
+		v.add(p+".client_ca", "client_auth: "+clientAuth+" verifies the client certificates of TLS 1.3 ShangMi clients too, and no SM2 CA is given for them", "set client_ca under sm2 to a PEM file of the SM2 CAs that issue your clients' certificates")
+	case t.ClientCA != "":
+		v.notInline(p+".client_ca", t.ClientCA)
+	}
+	if t.TLS13ShangMi != "" && !slices.Contains(TLS13ShangMiModes, t.TLS13ShangMi) {
+		v.add(p+".tls13_shangmi", fmt.Sprintf("unknown tls13_shangmi %q", t.TLS13ShangMi), "use one of "+strings.Join(TLS13ShangMiModes, ", "))
+	}
+	for i, g := range t.TLS13Groups {
+		if _, ok := TLS13Group(g); !ok {
+			v.add(fmt.Sprintf("%s.tls13_groups[%d]", p, i), fmt.Sprintf("unknown TLS 1.3 ShangMi group %q", g), "use curveSM2MLKEM768 or curveSM2")
+		}
+	}
 }
 
 // clientRevocation checks a site's client_revocation: it needs client

@@ -122,6 +122,9 @@ func absentKeyFiles(cfg *config.Config) []config.Problem {
 		if t := src.TLS; t != nil {
 			at("tls", "key", t.Key)
 		}
+		if t := src.SM2; t != nil {
+			at("tls.sm2", "key", t.Key)
+		}
 	}
 	// The client keys of https:// upstreams and of the session store.
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {

@@ -575,7 +575,7 @@ func TestShangMiSites(t *testing.T) {
 		t.Error("www, which has no SM2 identity, served a ShangMi-only client")
 	}
 	for _, tc := range []struct{ sni, host, want string }{
-		{"pay.example.cn", "www.example.cn", "www.example.cn is not served over TLS 1.3 ShangMi (its site www has no tlcp identity, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site pay"},
+		{"pay.example.cn", "www.example.cn", "www.example.cn is not served over TLS 1.3 ShangMi (its site www has no SM2 identity: neither tls.sm2 nor a tlcp section, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site pay"},
 		{"api.example.cn", "pay.example.cn", "this connection was made for another site; open a new one to pay.example.cn"},
 	} {
 		conn, err := dialShangMiSite(t, s, tc.sni, payer)

@@ -90,8 +90,8 @@ func openStore(cfg *config.Config, logger *slog.Logger, offline bool, stapler *c
 	return store, paths, probs
 }
 
-// certSources lists the certificate sources of cfg: a site's TLCP and
-// TLS certificates, and the client identities of tlcp:// upstreams; paths
+// certSources lists the certificate sources of cfg: a site's TLCP, TLS
+// and SM2 (tls.sm2) certificates, and the client identities of tlcp:// upstreams; paths
 // maps each site's source name to its field path.
 func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]string) {
 	paths = map[string]string{}
@@ -104,7 +104,10 @@ func certSources(cfg *config.Config) (sources []certs.Source, paths map[string]s
 		if sp.servesTLS() && sp.cfg.TLS.ACME == nil {
 			src.TLS = &certs.TLSFiles{Cert: sp.cfg.TLS.Cert, Key: sp.cfg.TLS.Key, OCSPStapling: sp.cfg.TLS.Staples()}
 		}
-		if src.TLCP != nil || src.TLS != nil {
+		if sp.servesSM2() {
+			src.SM2 = &certs.SM2Files{Cert: sp.cfg.TLS.SM2.Cert, Key: sp.cfg.TLS.SM2.Key}
+		}
+		if src.TLCP != nil || src.TLS != nil || src.SM2 != nil {
 			sources = append(sources, src)
 			paths[src.Name] = sp.cfg.Path()
 		}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,10 +41,13 @@ type revocationSet struct {
 	// prev is the set in service, whose checkers are kept when their
 	// settings and CAs are the same.
 	prev *revocationSet
+	// built are the checkers made so far by scope (nil for none or a
+	// problem), so that the configurations of a scope share one.
+	built map[string]*revocation.Checker
 }
 
 func newRevocationSet(check bool, prev *generation, m *observe.RevocationMetrics) *revocationSet {
-	rs := &revocationSet{check: check, m: m, runs: map[string]*revocationRun{}}
+	rs := &revocationSet{check: check, m: m, runs: map[string]*revocationRun{}, built: map[string]*revocation.Checker{}}
 	if prev != nil {
 		rs.prev = prev.revocation
 	}
@@ -65,25 +69,39 @@ type revocationRun struct {
 func siteScope(sp siteSpec, protocol string) string { return sp.source() + "/" + protocol }
 
 // checker returns the revocation checker of a scope, built from rc (at
-// the field path) with the CAs of caFile as the CRLs' issuers; a
-// problem with a CRL file is kept in the set's problems. It reuses the
-// checker in service when nothing it was built from changed, and reads
-// its CRLs again, and always with keep (the configuration it was hooked
-// into is kept too); a new one reads them before it serves. Nil for a
-// nil rc, or when a problem was found.
-func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revocation, caFile string, cfg *config.Config, keep bool) *revocation.Checker {
+// the field path) with the CAs of caFiles (empty names are left out) as
+// the CRLs' issuers; a problem with a CRL file is kept in the set's
+// problems. It reuses the checker in service when nothing it was built
+// from changed, and reads its CRLs again, and always with keep (the
+// configuration it was hooked into is kept too); a new one reads them
+// before it serves. Nil for a nil rc, or when a problem was found. The
+// checker of a scope is built once per set: a second call returns the
+// first one's (a tls section's crypto/tls and SM2 sides share one).
+func (rs *revocationSet) checker(s *Server, scope, path string, rc *config.Revocation, caFiles []string, cfg *config.Config, keep bool) *revocation.Checker {
+	if chk, ok := rs.built[scope]; ok {
+		return chk
+	}
+	chk := rs.build(s, scope, path, rc, caFiles, cfg, keep)
+	rs.built[scope] = chk
+	return chk
+}
+
+func (rs *revocationSet) build(s *Server, scope, path string, rc *config.Revocation, caFiles []string, cfg *config.Config, keep bool) *revocation.Checker {
 	if rc == nil {
 		return nil
 	}
+	caFiles = slices.DeleteFunc(slices.Clone(caFiles), func(f string) bool { return f == "" })
 	var caPEM []byte
 	var issuers []*smx509.Certificate
-	if caFile != "" {
-		var err error
-		if caPEM, err = os.ReadFile(caFile); err != nil {
+	for _, caFile := range caFiles {
+		data, err := os.ReadFile(caFile)
+		if err != nil {
 			return nil // the CA file's own problem is reported
 		}
-		issuers = pemCertificates(caPEM)
+		caPEM = append(caPEM, data...)
+		issuers = append(issuers, pemCertificates(data)...)
 	}
+	caFile := strings.Join(caFiles, " ")
 	bad := false
 	for i, src := range rc.CRL {
 		if config.RevocationURL(src) {
@@ -153,7 +171,7 @@ func (s *Server) upstreamRevocation(cfg *config.Config, prev *generation, gen *g
 			rc, field, caFile = uc.TLS13SM.Revocation, "tls13sm.revocation", uc.TLS13SM.CA
 		}
 		kept := prev != nil && prev.pools[name] == p
-		chk := gen.revocation.checker(s, upstream.Source(name), config.Field(uc.Path(), field), rc, caFile, cfg, kept)
+		chk := gen.revocation.checker(s, upstream.Source(name), config.Field(uc.Path(), field), rc, []string{caFile}, cfg, kept)
 		if chk == nil || kept {
 			continue
 		}

@@ -57,8 +57,10 @@ func (sp siteSpec) servesTLCP() bool {
 	return sp.cfg.TLCP != nil && (sp.lc.Protocol == config.ProtocolTLCP || sp.lc.Protocol == config.ProtocolAuto)
 }
 
+// servesTLS says whether the site serves crypto/tls: a tls section with
+// a certificate (files or ACME), not an SM2 identity alone.
 func (sp siteSpec) servesTLS() bool {
-	return sp.cfg.TLS != nil && (sp.lc.Protocol == config.ProtocolTLS || sp.lc.Protocol == config.ProtocolAuto)
+	return sp.cfg.TLS.HasStandard() && (sp.lc.Protocol == config.ProtocolTLS || sp.lc.Protocol == config.ProtocolAuto)
 }
 
 // buildSite makes one site of a listener with its TLCP and TLS
@@ -103,7 +105,14 @@ func (s *Server) buildSite(sp siteSpec, gen *generation) (*route.Site, error) {
 		}
 		st.TLS = tc
 	}
-	if sp.servesShangMi() {
+	switch {
+	case sp.servesSM2():
+		tc, err := s.siteSM2(sp, gen, protos)
+		if err != nil {
+			return nil, err
+		}
+		st.TLS13, st.TLS13Preferred = tc, sp.cfg.TLS.SM2.TLS13ShangMi == config.TLS13ShangMiPrefer
+	case sp.servesShangMi():
 		st.TLS13, st.TLS13Preferred = s.siteShangMi(sp, gen, protos, st.TLCP), sp.cfg.TLCP.TLS13ShangMi == config.TLS13ShangMiPrefer
 	}
 	return st, nil
@@ -159,7 +168,7 @@ func (s *Server) siteTLCP(sp siteSpec, gen *generation, protos []string) (*tlcp.
 		}
 		tc.ClientCAs = pool
 	}
-	if chk := gen.revocation.checker(s, siteScope(sp, "tlcp"), config.Field(sp.cfg.Path(), "tlcp.client_revocation"), t.ClientRevocation, t.ClientCA, gen.cfg, false); chk != nil {
+	if chk := gen.revocation.checker(s, siteScope(sp, "tlcp"), config.Field(sp.cfg.Path(), "tlcp.client_revocation"), t.ClientRevocation, []string{t.ClientCA}, gen.cfg, false); chk != nil {
 		tc.VerifyConnection = verifyTLCPRevocation(chk)
 	}
 	return tc, nil
@@ -198,7 +207,7 @@ func (s *Server) siteTLS(sp siteSpec, gen *generation, protos []string) (*tls.Co
 		tc.ClientCAs = pool
 		caPEM = pem
 	}
-	if chk := gen.revocation.checker(s, siteScope(sp, "tls"), config.Field(sp.cfg.Path(), "tls.client_revocation"), t.ClientRevocation, t.ClientCA, gen.cfg, false); chk != nil {
+	if chk := s.tlsClientRevocation(sp, gen); chk != nil {
 		tc.VerifyConnection = verifyTLSRevocation(chk)
 	}
 	s.bindTickets(gen, tc, source, sp.lc.SharedSessions, t.ClientAuth, caPEM)

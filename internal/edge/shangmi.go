@@ -9,14 +9,14 @@ import (
 	"github.com/gmgate/gmgate/tlcp/tls13"
 )
 
-// TLS 1.3 with the ShangMi suites (RFC 8998) on auto listeners (a tls
-// listener's sites have no SM2 identity, so none of them serves it).
+// TLS 1.3 with the ShangMi suites (RFC 8998) on tls and auto listeners.
 //
 // A TLS ClientHello that offers TLS 1.3, a ShangMi suite, sm2sig_sm3 and
 // curveSM2 (or the hybrid) is served by package tls13 with the SM2
-// signing pair of the site its server name selects, when that site serves
-// TLS 1.3 ShangMi (tlcp.tls13_shangmi) and prefers it, or when the hello
-// offers nothing crypto/tls could serve, or the site has no TLS identity;
+// identity of the site its server name selects (its tls.sm2, or on an
+// auto listener its TLCP signing pair), when that site serves TLS 1.3
+// ShangMi (route.Site.TLS13) and prefers it, or when the hello offers
+// nothing crypto/tls could serve, or the site has no crypto/tls identity;
 // every other TLS hello goes to crypto/tls as before. The decision reads
 // the first flight ReadClientHello peeked and ReplayConn replays, so that
 // neither stack has consumed a byte when it is made.

@@ -17,12 +17,14 @@ import (
 type Certificates interface {
 	TLCPCertificate(source string) *tlcp.Certificate
 	TLSCertificate(source string) *tls.Certificate
+	SM2Certificate(source string) *tlcp.Certificate
 }
 
 // CertificateHostWarnings warns about the hosts of a listener's sites
 // that a site's own certificates do not name: the TLCP signing
 // certificate (the one a TLCP client verifies the name against), the TLS
-// certificate, or the domains an ACME certificate is obtained for. A
+// certificate, the SM2 certificate of tls.sm2, or the domains an ACME
+// certificate is obtained for. A
 // client that checks the name then refuses the handshake.
 //
 // It is a warning, not a problem: the gateway cannot know how its clients
@@ -39,7 +41,12 @@ func CertificateHostWarnings(cfg *config.Config, lc *config.Listener, sites []*S
 			continue
 		}
 		sc := confs[j]
-		var tlcpLeaf, tlsLeaf *x509.Certificate
+		var tlcpLeaf, tlsLeaf, sm2Leaf *x509.Certificate
+		if site.TLS13 != nil && sc.TLS != nil && sc.TLS.SM2 != nil && certs != nil {
+			if c := certs.SM2Certificate(site.Source); c != nil && c.SignLeaf != nil {
+				sm2Leaf = &x509.Certificate{DNSNames: c.SignLeaf.DNSNames, Subject: c.SignLeaf.Subject}
+			}
+		}
 		if site.TLCP != nil && certs != nil {
 			if c := certs.TLCPCertificate(site.Source); c != nil && c.SignLeaf != nil {
 				// Only the names are read.
@@ -67,6 +74,9 @@ func CertificateHostWarnings(cfg *config.Config, lc *config.Listener, sites []*S
 			}
 			if tlsLeaf != nil && !certificateNames(tlsLeaf, pattern) {
 				missing = append(missing, "the TLS certificate "+sc.TLS.Cert+" ("+describeNames(tlsLeaf)+")")
+			}
+			if sm2Leaf != nil && !certificateNames(sm2Leaf, pattern) {
+				missing = append(missing, "the SM2 certificate "+sc.TLS.SM2.Cert+" ("+describeNames(sm2Leaf)+")")
 			}
 			if sc.TLS != nil && sc.TLS.ACME != nil && site.TLS != nil && !acmeNames(acmeDomains, pattern) {
 				missing = append(missing, "the ACME certificate (for "+strings.Join(acmeDomains, ", ")+")")

@@ -48,8 +48,8 @@ type Site struct {
 	GMCapableTLCP bool
 
 	// tls13 serves TLS 1.3 ClientHellos that offer the ShangMi suites
-	// (RFC 8998) with the site's SM2 signing pair; nil when the site
-	// serves none. tls13Preferred says whether it serves those that
+	// (RFC 8998) with the site's SM2 identity (tls.sm2, or the TLCP
+	// signing pair); nil when the site serves none. tls13Preferred says whether it serves those that
 	// offer the standard TLS 1.3 suites too (tls13_shangmi: prefer) or
 	// only those that offer nothing else (accept).
 	TLS13          *tls13.Config
@@ -183,7 +183,7 @@ func (t *SiteTable) Misdirected(host, connSite, protocol string) string {
 		return host + " is not served over TLCP, only over TLS (its site " + s.Name + " has no tlcp identity); this TLCP connection was made for site " + connSite
 	case s != nil && protocol == "tls1.3-sm" && s.TLS13 == nil:
 		// edge.ProtocolTLS13SM: the site has no SM2 identity for it.
-		return host + " is not served over TLS 1.3 ShangMi (its site " + s.Name + " has no tlcp identity, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site " + connSite
+		return host + " is not served over TLS 1.3 ShangMi (its site " + s.Name + " has no SM2 identity: neither tls.sm2 nor a tlcp section, or tls13_shangmi: off); this TLS 1.3 ShangMi connection was made for site " + connSite
 	case s != nil && protocol == "tls1.3-sm":
 		return "this connection was made for another site; open a new one to " + host
 	case s != nil && !tlcpConn && s.TLS == nil:
