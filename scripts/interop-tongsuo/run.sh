@@ -250,16 +250,22 @@ done
 
 # --- Tongsuo s_client => gmgate serve ------------------------------------
 # gmgate serve runs serve.yaml.in beside this script (or the file that
-# GMGATE_SERVE_TEMPLATE names), with its placeholders @LISTEN@, @ADMIN@,
-# @SIGN_CERT@, @SIGN_KEY@, @ENC_CERT@, @ENC_KEY@, @CLIENT_CA@ and
-# @CLIENT_AUTH@ (none or require_and_verify) filled in; the route's
+# GMGATE_SERVE_TEMPLATE names): an auto listener whose site's TLCP signing
+# pair answers TLS 1.3 ShangMi; and serve-tls.yaml.in (or
+# GMGATE_SERVE_TLS_TEMPLATE): a tls listener whose site has an SM2
+# identity in its tls section (tls.sm2). Their placeholders @LISTEN@,
+# @ADMIN@, @SIGN_CERT@, @SIGN_KEY@, @ENC_CERT@, @ENC_KEY@, @CLIENT_CA@ and
+# @CLIENT_AUTH@ (none or require_and_verify) are filled in; the route's
 # upstream is unreachable (a 502 answer still proves the handshake).
 GMGATE_SERVE_TEMPLATE=${GMGATE_SERVE_TEMPLATE:-$here/serve.yaml.in}
+GMGATE_SERVE_TLS_TEMPLATE=${GMGATE_SERVE_TLS_TEMPLATE:-$here/serve-tls.yaml.in}
 serve_cases=()
-for suite in TLS_SM4_GCM_SM3 TLS_SM4_CCM_SM3; do
-	for group in curveSM2 curveSM2MLKEM768; do
-		for auth in none mutual; do
-			serve_cases+=("$suite $group $auth")
+for listener in auto tls; do
+	for suite in TLS_SM4_GCM_SM3 TLS_SM4_CCM_SM3; do
+		for group in curveSM2 curveSM2MLKEM768; do
+			for auth in none mutual; do
+				serve_cases+=("$listener $suite $group $auth")
+			done
 		done
 	done
 done
@@ -271,8 +277,13 @@ s_client() { # port suite group auth sess-flag sess-file
 	printf 'GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n' | timeout 20 "$TONGSUO" "${args[@]}" 2>&1
 }
 for c in "${serve_cases[@]}"; do
-	read -r suite group auth <<<"$c"
+	read -r listener suite group auth <<<"$c"
+	template=$GMGATE_SERVE_TEMPLATE
 	name="s_client => gmgate serve $(short $suite) $group auth=$auth, resumed (-sess_out/-sess_in)"
+	if [ "$listener" = tls ]; then
+		template=$GMGATE_SERVE_TLS_TEMPLATE
+		name="s_client => gmgate serve tls listener, tls.sm2, $(short $suite) $group auth=$auth, resumed (-sess_out/-sess_in)"
+	fi
 	listen=$(free_port)
 	admin=$(free_port)
 	client_auth=none
@@ -281,7 +292,7 @@ for c in "${serve_cases[@]}"; do
 		-e "s|@SIGN_CERT@|$SRV_SIGN_CERT|g" -e "s|@SIGN_KEY@|$SRV_SIGN_KEY|g" \
 		-e "s|@ENC_CERT@|$SRV_ENC_CERT|g" -e "s|@ENC_KEY@|$SRV_ENC_KEY|g" \
 		-e "s|@CLIENT_CA@|$CA|g" -e "s|@CLIENT_AUTH@|$client_auth|g" \
-		"$GMGATE_SERVE_TEMPLATE" >"$work/serve.$listen.yaml"
+		"$template" >"$work/serve.$listen.yaml"
 	"$GMGATE" serve -c "$work/serve.$listen.yaml" >"$work/serve.$listen.log" 2>&1 &
 	gw=$!
 	pids+=($gw)
