@@ -124,3 +124,54 @@ upstreams:
 		t.Errorf("tls1.3-sm handshakes counted: %v, want 2", v)
 	}
 }
+
+// gmgate serve answers a TLS 1.3 ShangMi client on a tls listener whose
+// site's SM2 identity (tls.sm2) has its key on a crypto card: the card
+// signs each full handshake, not a resumed one, and client
+// authentication follows the tls section with tls.sm2.client_ca.
+func TestServeTLSSM2WithCardKey(t *testing.T) {
+	s := newCardSetup(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "served by the upstream")
+	}))
+	defer up.Close()
+	cfg := fmt.Sprintf(`admin: {listen: "127.0.0.1:0"}
+log: {access: "off"}
+listeners:
+  - name: card
+    listen: "127.0.0.1:0"
+    protocol: tls
+    tls:
+      client_auth: require_and_verify
+      sm2:
+        cert: %s
+        key: %q
+        client_ca: %s
+    routes: [{upstream: app}]
+upstreams:
+  app: {targets: [%q]}
+`, s.signCert, s.ref("sign", s.card.PINFile), s.caFile, up.URL)
+	cfgFile := filepath.Join(s.dir, "tls-sm2.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t, s.command("serve", "-c", cfgFile), "card")
+
+	cache := tls13.NewLRUClientSessionCache(4)
+	signs := cardOps(t, srv.admin, "sign", "ok")
+	st, body, err := s.getShangMi(srv.addrs["card"], cache)
+	if err != nil || body != "served by the upstream" || st.DidResume {
+		t.Fatalf("full handshake: %v (body %q, resumed %v)\n%s", err, body, st.DidResume, srv.logs)
+	}
+	if n := cardOps(t, srv.admin, "sign", "ok") - signs; n != 1 {
+		t.Errorf("card signatures for a full TLS 1.3 ShangMi handshake: %v, want 1", n)
+	}
+	signs = cardOps(t, srv.admin, "sign", "ok")
+	st, body, err = s.getShangMi(srv.addrs["card"], cache)
+	if err != nil || body != "served by the upstream" || !st.DidResume {
+		t.Fatalf("resumed handshake: %v (body %q, resumed %v)", err, body, st.DidResume)
+	}
+	if n := cardOps(t, srv.admin, "sign", "ok") - signs; n != 0 {
+		t.Errorf("card signatures for a resumed handshake: %v, want 0", n)
+	}
+}
