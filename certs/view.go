@@ -3,8 +3,10 @@ package certs
 import (
 	"crypto/tls"
 	"strings"
+	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/certs/revocation"
 )
 
 // ServedCertificate is one certificate the store serves, with its role
@@ -16,6 +18,39 @@ type ServedCertificate struct {
 	// KeyBackend is "file" or "sdf": the scheme of the key reference,
 	// never the reference itself (it may name a PIN file).
 	KeyBackend string
+	// Staple is the OCSP stapling of the certificate; nil when it is
+	// not stapled (stapling off, no responder named, or the enc role,
+	// which is never stapled).
+	Staple *StapleReport
+}
+
+// StapleReport is the OCSP stapling state of one served certificate.
+type StapleReport struct {
+	// State is StapleGood, StaplePending, StapleRevoked, StapleUnknown,
+	// StapleFailed or StapleNoIssuer.
+	State string
+	// NextUpdate is the stapled answer's (zero while none is).
+	NextUpdate time.Time
+	// Responder is the URL asked, without user information or query.
+	Responder string
+	// FetchFailures counts the failed requests to the responder.
+	FetchFailures uint64
+}
+
+// report is the record's state at now.
+func (r *stapleRecord) report(now time.Time) *StapleReport {
+	if r == nil {
+		return nil
+	}
+	state, st := r.stateAt(now)
+	rep := &StapleReport{State: state, FetchFailures: r.failures.Load()}
+	if r.leaf != nil && len(r.leaf.OCSPServer) > 0 {
+		rep.Responder = revocation.RedactSource(r.leaf.OCSPServer[0])
+	}
+	if st != nil {
+		rep.NextUpdate, rep.Responder = st.NextUpdate, st.Responder
+	}
+	return rep
 }
 
 // Served returns the certificates in service, by source in configuration
@@ -31,21 +66,30 @@ func (s *Store) Served() []ServedCertificate {
 	for _, src := range s.sources {
 		bySource[src.Name] = src
 	}
+	now := time.Now()
 	for _, e := range set.entries {
 		src := bySource[e.name]
 		if e.tlcp != nil && src.TLCP != nil {
 			if e.tlcp.SignLeaf != nil {
-				out = append(out, ServedCertificate{e.name, "sign", e.tlcp.SignLeaf, keyBackend(src.TLCP.SignKey)})
+				sc := ServedCertificate{Source: e.name, Role: "sign", Leaf: e.tlcp.SignLeaf, KeyBackend: keyBackend(src.TLCP.SignKey)}
+				if e.tlcpStaple != nil {
+					sc.Staple = e.tlcpStaple.record.report(now)
+				}
+				out = append(out, sc)
 			}
 			if e.tlcp.EncLeaf != nil {
-				out = append(out, ServedCertificate{e.name, "enc", e.tlcp.EncLeaf, keyBackend(src.TLCP.EncKey)})
+				out = append(out, ServedCertificate{Source: e.name, Role: "enc", Leaf: e.tlcp.EncLeaf, KeyBackend: keyBackend(src.TLCP.EncKey)})
 			}
 		}
 		if leaf := tlsLeaf(e.tls); leaf != nil && src.TLS != nil {
-			out = append(out, ServedCertificate{e.name, "tls", leaf, keyBackend(src.TLS.Key)})
+			sc := ServedCertificate{Source: e.name, Role: "tls", Leaf: leaf, KeyBackend: keyBackend(src.TLS.Key)}
+			if e.tlsStaple != nil {
+				sc.Staple = e.tlsStaple.record.report(now)
+			}
+			out = append(out, sc)
 		}
 		if e.sm2 != nil && e.sm2.SignLeaf != nil && src.SM2 != nil {
-			out = append(out, ServedCertificate{e.name, "sm2", e.sm2.SignLeaf, keyBackend(src.SM2.Key)})
+			out = append(out, ServedCertificate{Source: e.name, Role: "sm2", Leaf: e.sm2.SignLeaf, KeyBackend: keyBackend(src.SM2.Key)})
 		}
 	}
 	return out

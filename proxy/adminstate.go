@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
+	"github.com/gmgate/gmgate/internal/upstream"
 )
 
 // adminSettings are the admin listener's access control as one
@@ -186,6 +188,23 @@ func (a adminState) Listeners() []admin.ListenerInfo {
 
 func (a adminState) Certificates() []certs.ServedCertificate {
 	return a.s.current().store.Served()
+}
+
+func (a adminState) Revocation() []admin.RevocationScope {
+	rs := a.s.current().revocation
+	if rs == nil {
+		return nil
+	}
+	out := make([]admin.RevocationScope, 0, len(rs.runs))
+	for _, scope := range slices.Sorted(maps.Keys(rs.runs)) {
+		chk := rs.runs[scope].chk
+		checks := "client"
+		if strings.HasPrefix(scope, upstream.Source("")) {
+			checks = "upstream"
+		}
+		out = append(out, admin.RevocationScope{Scope: scope, Checks: checks, Policy: string(chk.Policy()), Sources: chk.Sources()})
+	}
+	return out
 }
 
 func (a adminState) Upstreams() []admin.UpstreamInfo {

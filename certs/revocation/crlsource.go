@@ -68,6 +68,9 @@ type crlSource struct {
 	location string
 	name     string
 	current  atomic.Pointer[CRL]
+	// fetched is the outcome of the last read, for reports that must
+	// not wait for a refresh in progress.
+	fetched atomic.Pointer[fetchOutcome]
 	// guarded by CRLChecker.refreshMu:
 	lastErr  error
 	failures int
@@ -153,11 +156,18 @@ func (c *CRLChecker) refreshSource(ctx context.Context, s *crlSource) error {
 		}
 	}
 	s.lastErr = err
+	out := &fetchOutcome{at: c.opts.Now()}
 	if err != nil {
 		s.failures++
+		out.err = err.Error()
+		if prev := s.fetched.Load(); prev != nil {
+			out.succeeded = prev.succeeded
+		}
 	} else {
 		s.failures = 0
+		out.succeeded = out.at
 	}
+	s.fetched.Store(out)
 	c.report(s)
 	return err
 }

@@ -43,7 +43,8 @@ func redact(source string) string {
 		return "(unparsable URL)"
 	}
 	u.User = nil
-	u.RawQuery = ""
+	u.RawQuery, u.ForceQuery = "", false
+	u.Fragment, u.RawFragment = "", ""
 	return u.String()
 }
 

@@ -87,7 +87,7 @@ type OCSPChecker struct {
 	entries  map[string]*list.Element
 	bytes    int64
 	inflight map[string]*ocspCall
-	states   map[string]SourceState // per responder URL
+	states   map[string]responderStatus // per responder URL
 	// ownClient is set when the HTTP client is the checker's own.
 	ownClient bool
 }
@@ -171,7 +171,7 @@ func NewOCSPChecker(opts OCSPOptions) (*OCSPChecker, error) {
 		lru:       list.New(),
 		entries:   map[string]*list.Element{},
 		inflight:  map[string]*ocspCall{},
-		states:    map[string]SourceState{},
+		states:    map[string]responderStatus{},
 	}, nil
 }
 
@@ -392,20 +392,29 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// setState reports a responder's state when it changed.
+// setState records a responder's state after it was asked, and reports
+// the state when it changed.
 func (o *OCSPChecker) setState(responder string, st SourceState, err error) {
+	rs := responderStatus{state: st, asked: o.opts.Now()}
+	if err != nil {
+		rs.lastErr = err.Error()
+	}
 	o.mu.Lock()
 	old, ok := o.states[responder]
-	if ok && old == st {
-		o.mu.Unlock()
-		return
-	}
 	if !ok && len(o.states) >= o.opts.CacheEntries {
 		o.mu.Unlock()
 		return // responders come from certificates: bound the map too
 	}
-	o.states[responder] = st
+	if st == SourceOK {
+		rs.answered = rs.asked
+	} else {
+		rs.answered = old.answered
+	}
+	o.states[responder] = rs
 	o.mu.Unlock()
+	if ok && old.state == st {
+		return
+	}
 	o.opts.Observer.SourceChanged("OCSP "+redact(responder), st, err)
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,18 +19,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gmgate/gmgate/internal/testocsp"
 	"github.com/gmgate/gmgate/internal/testwait"
 )
 
 // consoleFixture is gmgate serve with two sites (api and www) on one auto
 // listener, where the api upstream has a second target that refuses
-// connections and is ejected on its first failure.
+// connections and is ejected on its first failure. The api site checks
+// TLCP client certificates against a CRL file (made by gmgate cert crl)
+// and a CRL URL with credentials that does not answer; www's TLS
+// certificate names an OCSP responder, whose answer gmgate staples.
 type consoleFixture struct {
 	f     *sitesFixture
 	srv   *served
 	admin string // http://host:port
 	dead  string // the refusing target's URL
+	// crlFile is api's CRL file; crlURL its CRL URL as configured (with
+	// user information and a query) and as shown (without).
+	crlFile, crlURL, crlURLShown string
 }
+
+// Secrets in the configured CRL URL, which no answer may show.
+const crlURLUser, crlURLPassword, crlURLToken = "crlreader", "pa55word-crl", "s3cret-crl-token"
 
 func startConsoleFixture(t *testing.T, adminYAML string) *consoleFixture {
 	t.Helper()
@@ -40,6 +51,29 @@ func startConsoleFixture(t *testing.T, adminYAML string) *consoleFixture {
 	}
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
+	mustGmgate(t, f.dir, "cert", "crl", "--ca", ".")
+	crls := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(crls.Close)
+	c := &consoleFixture{f: f, dead: dead, crlFile: filepath.Join(f.dir, "crl.pem"), crlURLShown: crls.URL + "/clients.crl"}
+	c.crlURL = strings.Replace(crls.URL, "http://", "http://"+crlURLUser+":"+crlURLPassword+"@", 1) + "/clients.crl?token=" + crlURLToken
+	revocation := fmt.Sprintf(`          client_auth: verify_if_given
+          client_ca: %s
+          client_revocation: {crl: [%q, %q], ocsp: aia, policy: fail_open}
+`, filepath.Join(f.dir, "ca.crt"), c.crlFile, c.crlURL)
+	// www's TLS certificate names a responder: stapled.
+	ocspCA := testocsp.New(t)
+	leaf := ocspCA.Issue(t, "www.example.cn")
+	wwwCert, wwwKey := filepath.Join(f.dir, "www-ocsp.crt"), filepath.Join(f.dir, "www-ocsp.key")
+	if err := os.WriteFile(wwwCert, leaf.ChainPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wwwKey, leaf.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.tlsFiles["www"] = [2]string{wwwCert, wwwKey}
+	f.tlsRoots.AddCert(ocspCA.Cert)
 	cfg := fmt.Sprintf(`admin: %s
 log: {access: "off"}
 listeners:
@@ -54,13 +88,14 @@ listeners:
     health: {disabled: true}
     passive: {max_fails: 1, eject_for: 10m, panic_threshold: 0}
   www: {targets: [%q]}
-`, adminYAML, f.site("api", true, ""), f.site("www", false, ""), f.upstreams["api"], dead, f.upstreams["www"])
+`, adminYAML, f.site("api", true, revocation), f.site("www", false, ""), f.upstreams["api"], dead, f.upstreams["www"])
 	file := filepath.Join(f.dir, "gmgate.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServe(t, gmgateCommand("serve", "-c", file), "edge")
-	return &consoleFixture{f: f, srv: srv, admin: "http://" + srv.admin, dead: dead}
+	c.srv = startServe(t, gmgateCommand("serve", "-c", file), "edge")
+	c.admin = "http://" + c.srv.admin
+	return c
 }
 
 // traffic makes tlcp TLCP and tls TLS connections to site, one request
@@ -200,19 +235,22 @@ func TestAdminConsole(t *testing.T) {
 		t.Fatalf("GM shares: %v", shares)
 	}
 
-	var cs struct {
-		Certificates []struct {
-			Source   string `json:"source"`
-			Role     string `json:"role"`
-			DaysLeft int    `json:"days_left"`
-			KeyType  string `json:"key_type"`
-		} `json:"certificates"`
-	}
-	c.getJSON(t, "/api/v1/certificates", &cs)
+	// The www TLS certificate's OCSP answer is stapled.
+	var cs certificatesAnswer
+	testwait.For(t, "www's OCSP staple", func() bool {
+		c.getJSON(t, "/api/v1/certificates", &cs)
+		for _, x := range cs.Certificates {
+			if x.Source == "edge/www" && x.Role == "tls" {
+				return x.Revocation == "good"
+			}
+		}
+		return false
+	})
+	checkRevocationAnswer(t, c, cs)
 	roles := map[string]bool{}
 	for _, x := range cs.Certificates {
 		roles[x.Role] = true
-		if x.DaysLeft <= 0 {
+		if x.DaysLeft < 0 { // www's OCSP test certificate lasts 12 hours
 			t.Errorf("certificate %s %s: %d days left", x.Source, x.Role, x.DaysLeft)
 		}
 	}
@@ -277,8 +315,78 @@ func TestAdminConsole(t *testing.T) {
 		checkDashboard(t, c)
 	})
 	t.Run("browser", func(t *testing.T) {
-		checkConsoleInBrowser(t, c, shares, cs.Certificates)
+		checkConsoleInBrowser(t, c, shares, cs.Certificates, cs.Checks)
 	})
+}
+
+type consoleCert struct {
+	Source     string `json:"source"`
+	Role       string `json:"role"`
+	DaysLeft   int    `json:"days_left"`
+	KeyType    string `json:"key_type"`
+	Revocation string `json:"revocation"`
+	OCSPStaple *struct {
+		State      string     `json:"state"`
+		NextUpdate *time.Time `json:"next_update"`
+		Responder  string     `json:"responder"`
+	} `json:"ocsp_staple"`
+}
+
+type consoleRevocationCheck struct {
+	Scope   string `json:"scope"`
+	Checks  string `json:"checks"`
+	Policy  string `json:"policy"`
+	Sources []struct {
+		Kind       string     `json:"kind"`
+		Source     string     `json:"source"`
+		State      string     `json:"state"`
+		NextUpdate *time.Time `json:"next_update"`
+		Revoked    *int       `json:"revoked"`
+		LastFetch  *time.Time `json:"last_fetch"`
+		LastError  string     `json:"last_error"`
+	} `json:"sources"`
+}
+
+type certificatesAnswer struct {
+	Certificates []consoleCert            `json:"certificates"`
+	Checks       []consoleRevocationCheck `json:"revocation_checks"`
+}
+
+// checkRevocationAnswer: the certificates endpoint shows www's stapled
+// OCSP answer, and api's revocation sources with their state, without
+// the CRL URL's credentials.
+func checkRevocationAnswer(t *testing.T, c *consoleFixture, cs certificatesAnswer) {
+	t.Helper()
+	for _, x := range cs.Certificates {
+		stapled := x.Source == "edge/www" && x.Role == "tls"
+		if stapled && (x.OCSPStaple == nil || x.OCSPStaple.State != "good" || x.OCSPStaple.NextUpdate == nil || !x.OCSPStaple.NextUpdate.After(time.Now()) ||
+			!strings.HasSuffix(x.OCSPStaple.Responder, "/ocsp")) {
+			t.Errorf("www's TLS certificate: %+v %+v", x, x.OCSPStaple)
+		}
+		if !stapled && (x.Revocation != "not_checked" || x.OCSPStaple != nil) {
+			t.Errorf("a certificate without a responder: %+v", x)
+		}
+	}
+	if len(cs.Checks) != 1 || cs.Checks[0].Scope != "edge/api/tlcp" || cs.Checks[0].Checks != "client" || cs.Checks[0].Policy != "fail_open" || len(cs.Checks[0].Sources) != 3 {
+		t.Fatalf("revocation checks: %+v", cs.Checks)
+	}
+	file, url, ocsp := cs.Checks[0].Sources[0], cs.Checks[0].Sources[1], cs.Checks[0].Sources[2]
+	if file.Kind != "crl" || file.Source != c.crlFile || file.State != "ok" || file.Revoked == nil || *file.Revoked != 0 ||
+		file.NextUpdate == nil || !file.NextUpdate.After(time.Now()) || file.LastFetch == nil || file.LastError != "" {
+		t.Errorf("CRL file: %+v", file)
+	}
+	if url.Kind != "crl" || url.Source != c.crlURLShown || url.State != "expired" || url.NextUpdate != nil || url.LastFetch == nil || !strings.Contains(url.LastError, "503") {
+		t.Errorf("CRL URL that does not answer: %+v", url)
+	}
+	if ocsp.Kind != "ocsp" || ocsp.Source != "aia" || ocsp.State != "not_asked" {
+		t.Errorf("OCSP from the certificates' AIA, not asked yet: %+v", ocsp)
+	}
+	_, body := c.get(t, "GET", "/api/v1/certificates", "")
+	for _, secret := range []string{crlURLUser, crlURLPassword, crlURLToken} {
+		if bytes.Contains(body, []byte(secret)) {
+			t.Errorf("the certificates answer shows %q of the CRL URL", secret)
+		}
+	}
 }
 
 // dashboardExprs returns every PromQL expression of the dashboard file.
@@ -363,6 +471,15 @@ func slicesCompact(s []string) []string {
 	return out
 }
 
+// chk0CRLNext is the first scope's first CRL's nextUpdate as the console
+// writes it.
+func chk0CRLNext(checks []consoleRevocationCheck) string {
+	if len(checks) == 0 || len(checks[0].Sources) == 0 || checks[0].Sources[0].NextUpdate == nil {
+		return "(none)"
+	}
+	return checks[0].Sources[0].NextUpdate.UTC().Format("2006-01-02 15:04")
+}
+
 // chromiumBinary finds a Chromium to drive, or skips the test, or fails
 // it when GMGATE_REQUIRE_BROWSER=1 (CI installs Debian's chromium).
 func chromiumBinary(t *testing.T) string {
@@ -400,12 +517,7 @@ func chromium(t *testing.T, bin, url string, args ...string) []byte {
 // checkConsoleInBrowser loads the console in headless Chromium: the page
 // must show each site's GM share, each certificate's days left and the
 // ejected target as ejected. It saves a screenshot and prints its path.
-func checkConsoleInBrowser(t *testing.T, c *consoleFixture, shares map[string]float64, certs []struct {
-	Source   string `json:"source"`
-	Role     string `json:"role"`
-	DaysLeft int    `json:"days_left"`
-	KeyType  string `json:"key_type"`
-}) {
+func checkConsoleInBrowser(t *testing.T, c *consoleFixture, shares map[string]float64, certs []consoleCert, checks []consoleRevocationCheck) {
 	bin := chromiumBinary(t)
 	url := c.admin + "/console/"
 	dom := string(chromium(t, bin, url, "--dump-dom"))
@@ -426,6 +538,32 @@ func checkConsoleInBrowser(t *testing.T, c *consoleFixture, shares map[string]fl
 	}
 	if want := `data-target="` + c.dead + `">ejected</span>`; !strings.Contains(dom, want) {
 		t.Errorf("the console does not show the target %s as ejected", c.dead)
+	}
+	for _, cert := range certs {
+		want := fmt.Sprintf(`data-source="%s" data-role="%s">not checked</span>`, cert.Source, cert.Role)
+		if cert.OCSPStaple != nil {
+			want = fmt.Sprintf(`data-source="%s" data-role="%s">OCSP %s until %s</span>`, cert.Source, cert.Role, cert.OCSPStaple.State,
+				cert.OCSPStaple.NextUpdate.UTC().Format("2006-01-02 15:04"))
+		}
+		if !strings.Contains(dom, want) {
+			t.Errorf("the console does not show %s %s's revocation state: %s", cert.Source, cert.Role, want)
+		}
+	}
+	for _, chk := range checks {
+		for _, src := range chk.Sources {
+			want := fmt.Sprintf(`data-scope="%s" data-source="%s">%s</span>`, chk.Scope, src.Source, src.State)
+			if !strings.Contains(dom, want) {
+				t.Errorf("the console does not show %s's %s source %s as %s", chk.Scope, src.Kind, src.Source, src.State)
+			}
+		}
+	}
+	if want := fmt.Sprintf("0 revoked, next update %s", chk0CRLNext(checks)); !strings.Contains(dom, want) {
+		t.Errorf("the console does not show the CRL's next update: %s", want)
+	}
+	for _, secret := range []string{crlURLUser, crlURLPassword, crlURLToken} {
+		if strings.Contains(dom, secret) {
+			t.Errorf("the console shows %q of the CRL URL", secret)
+		}
 	}
 	if t.Failed() {
 		t.Logf("console DOM:\n%s", dom)

@@ -199,9 +199,55 @@ type certificateView struct {
 	// DaysLeft is whole days until NotAfter; once expired, minus the
 	// whole days since.
 	DaysLeft int `json:"days_left"`
-	// Revocation is the OCSP/CRL state of the certificate; "not_checked"
-	// while the gateway does not staple or fetch for served certificates.
-	Revocation string `json:"revocation"`
+	// Revocation is the certificate's own OCSP state, from its stapling:
+	// the staple state (good, pending, revoked, unknown, failed,
+	// no_issuer), or not_checked for a certificate not stapled.
+	Revocation string      `json:"revocation"`
+	OCSPStaple *stapleView `json:"ocsp_staple,omitempty"`
+}
+
+// stapleView is the OCSP stapling of a served certificate.
+type stapleView struct {
+	State      string     `json:"state"`
+	NextUpdate *time.Time `json:"next_update,omitempty"`
+	// Responder is the URL asked, without user information, query or
+	// fragment.
+	Responder     string `json:"responder,omitempty"`
+	FetchFailures uint64 `json:"fetch_failures"`
+}
+
+// revocationCheckView is one scope of revocation checking.
+type revocationCheckView struct {
+	Scope   string                 `json:"scope"`
+	Checks  string                 `json:"checks"`
+	Policy  string                 `json:"policy"`
+	Sources []revocationSourceView `json:"sources"`
+}
+
+// revocationSourceView is one CRL source or OCSP responder.
+type revocationSourceView struct {
+	Kind       string     `json:"kind"`
+	Source     string     `json:"source"`
+	State      string     `json:"state"`
+	ThisUpdate *time.Time `json:"this_update,omitempty"`
+	NextUpdate *time.Time `json:"next_update,omitempty"`
+	// Revoked counts the loaded CRL's entries.
+	Revoked     *int       `json:"revoked,omitempty"`
+	LastFetch   *time.Time `json:"last_fetch,omitempty"`
+	LastSuccess *time.Time `json:"last_success,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+}
+
+// maxRevocationSources bounds the sources listed over all scopes.
+const maxRevocationSources = 2000
+
+// timeOrNil is t in UTC, nil for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func (h *Handler) certificates(*http.Request) any {
@@ -219,6 +265,10 @@ func (h *Handler) certificates(*http.Request) any {
 			Revocation: "not_checked",
 			SANs:       []string{},
 		}
+		if st := c.Staple; st != nil {
+			v.Revocation = st.State
+			v.OCSPStaple = &stapleView{State: st.State, NextUpdate: timeOrNil(st.NextUpdate), Responder: observe.SafeText(st.Responder), FetchFailures: st.FetchFailures}
+		}
 		for _, n := range l.DNSNames {
 			v.SANs = append(v.SANs, observe.SafeText(n))
 		}
@@ -228,7 +278,32 @@ func (h *Handler) certificates(*http.Request) any {
 		v.SANs, _ = bounded(v.SANs)
 		out = append(out, v)
 	}
-	return map[string]any{"certificates": out, "truncated": cut}
+	scopes, scopesCut := bounded(h.o.State.Revocation())
+	checks := make([]revocationCheckView, 0, len(scopes))
+	listed := 0
+	for _, sc := range scopes {
+		cv := revocationCheckView{Scope: observe.SafeText(sc.Scope), Checks: sc.Checks, Policy: sc.Policy, Sources: []revocationSourceView{}}
+		sources := sc.Sources
+		if room := maxRevocationSources - listed; len(sources) > room {
+			sources, scopesCut = sources[:max(room, 0)], true
+		}
+		listed += len(sources)
+		for _, src := range sources {
+			sv := revocationSourceView{
+				Kind: src.Kind, Source: observe.SafeText(src.Source), State: src.State,
+				ThisUpdate: timeOrNil(src.ThisUpdate), NextUpdate: timeOrNil(src.NextUpdate),
+				LastFetch: timeOrNil(src.LastFetch), LastSuccess: timeOrNil(src.LastSuccess),
+				LastError: observe.SafeText(src.LastError),
+			}
+			if src.Kind == "crl" && sv.ThisUpdate != nil {
+				n := src.Revoked
+				sv.Revoked = &n
+			}
+			cv.Sources = append(cv.Sources, sv)
+		}
+		checks = append(checks, cv)
+	}
+	return map[string]any{"certificates": out, "truncated": cut, "revocation_checks": checks, "revocation_checks_truncated": scopesCut}
 }
 
 func keyType(pub any) string {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
 )
@@ -33,6 +34,7 @@ type fakeState struct {
 	mu        sync.Mutex
 	listeners []ListenerInfo
 	certs     []certs.ServedCertificate
+	revoc     []RevocationScope
 	upstreams []UpstreamInfo
 	reloads   []ReloadRecord
 	reloadErr error
@@ -47,6 +49,7 @@ func (f *fakeState) Config() ConfigInfo {
 func (f *fakeState) Listeners() []ListenerInfo               { return f.listeners }
 func (f *fakeState) Certificates() []certs.ServedCertificate { return f.certs }
 func (f *fakeState) Upstreams() []UpstreamInfo               { return f.upstreams }
+func (f *fakeState) Revocation() []RevocationScope           { return f.revoc }
 func (f *fakeState) SessionCaches() SessionInfo {
 	return SessionInfo{Caches: []SessionCacheInfo{{Source: "edge/api", Size: 20000, LifetimeSeconds: 3600}}, Store: "redis"}
 }
@@ -121,7 +124,18 @@ func newTestServer(t *testing.T, access *Access) *testServer {
 		}}},
 		certs: []certs.ServedCertificate{
 			{Source: "edge/api", Role: "tls", Leaf: testCert(t, "api.example.cn", now.Add(90*24*time.Hour+time.Hour)), KeyBackend: "file"},
-			{Source: "edge/www", Role: "tls", Leaf: testCert(t, "www.example.cn", now.Add(-48*time.Hour)), KeyBackend: "sdf"},
+			{Source: "edge/www", Role: "tls", Leaf: testCert(t, "www.example.cn", now.Add(-48*time.Hour)), KeyBackend: "sdf",
+				Staple: &certs.StapleReport{State: certs.StapleGood, NextUpdate: now.Add(12 * time.Hour), Responder: "http://ocsp.example.cn/", FetchFailures: 2}},
+		},
+		revoc: []RevocationScope{
+			{Scope: "edge/api/tls", Checks: "client", Policy: "fail_closed", Sources: []revocation.SourceReport{
+				{Kind: "crl", Source: "/etc/gmgate/clients.crl", State: "ok", ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(23 * time.Hour), Revoked: 3, LastFetch: now, LastSuccess: now},
+				{Kind: "crl", Source: "http://ca.example.cn/clients.crl", State: "expired", LastFetch: now, LastError: "CRL http://ca.example.cn/clients.crl answered 404 <Not Found>"},
+				{Kind: "ocsp", Source: "aia", State: "not_asked"},
+			}},
+			{Scope: "upstreams.pay", Checks: "upstream", Policy: "fail_open", Sources: []revocation.SourceReport{
+				{Kind: "ocsp", Source: "http://ocsp.example.cn/", State: "failing", LastFetch: now, LastSuccess: now.Add(-time.Hour), LastError: "timeout"},
+			}},
 		},
 		upstreams: []UpstreamInfo{{Name: "app", Scheme: "http", Policy: "round_robin", Targets: []upstream.TargetState{
 			{URL: "http://10.0.0.5:8080", Healthy: true},
@@ -241,6 +255,7 @@ func TestAPISchema(t *testing.T) {
 	if cs.Certificates[0]["key_type"] != "ecdsa-P-256" || cs.Certificates[0]["serial"] != "1234" || cs.Certificates[1]["key_backend"] != "sdf" {
 		t.Errorf("certificate fields: %v", cs.Certificates)
 	}
+	checkRevocationSchema(t, ts)
 
 	var ups struct {
 		Upstreams []struct {
@@ -331,6 +346,49 @@ func TestAPIMigration(t *testing.T) {
 	}
 }
 
+// checkRevocationSchema checks the OCSP and CRL state the certificates
+// endpoint adds: each certificate's stapling, and each scope's sources.
+func checkRevocationSchema(t *testing.T, ts *testServer) {
+	t.Helper()
+	var cs struct {
+		Certificates []struct {
+			Revocation string      `json:"revocation"`
+			OCSPStaple *stapleView `json:"ocsp_staple"`
+		} `json:"certificates"`
+		Checks    []revocationCheckView `json:"revocation_checks"`
+		ChecksCut *bool                 `json:"revocation_checks_truncated"`
+	}
+	ts.getJSON(t, "/api/v1/certificates", &cs)
+	if c := cs.Certificates[0]; c.Revocation != "not_checked" || c.OCSPStaple != nil {
+		t.Errorf("a certificate not stapled: %+v", c)
+	}
+	if c := cs.Certificates[1]; c.Revocation != "good" || c.OCSPStaple == nil || c.OCSPStaple.State != "good" || c.OCSPStaple.NextUpdate == nil ||
+		c.OCSPStaple.Responder != "http://ocsp.example.cn/" || c.OCSPStaple.FetchFailures != 2 {
+		t.Errorf("a stapled certificate: %+v %+v", c, c.OCSPStaple)
+	}
+	if len(cs.Checks) != 2 || cs.ChecksCut == nil || *cs.ChecksCut {
+		t.Fatalf("revocation checks: %+v", cs.Checks)
+	}
+	client, up := cs.Checks[0], cs.Checks[1]
+	if client.Scope != "edge/api/tls" || client.Checks != "client" || client.Policy != "fail_closed" || len(client.Sources) != 3 {
+		t.Fatalf("client scope: %+v", client)
+	}
+	file, url, aia := client.Sources[0], client.Sources[1], client.Sources[2]
+	if file.Kind != "crl" || file.State != "ok" || file.NextUpdate == nil || file.ThisUpdate == nil || file.Revoked == nil || *file.Revoked != 3 ||
+		file.LastFetch == nil || file.LastSuccess == nil || file.LastError != "" {
+		t.Errorf("loaded CRL: %+v", file)
+	}
+	if url.State != "expired" || url.NextUpdate != nil || url.Revoked != nil || url.LastSuccess != nil || !strings.Contains(url.LastError, `\x3cNot Found\x3e`) {
+		t.Errorf("CRL never loaded: %+v", url)
+	}
+	if aia.Kind != "ocsp" || aia.Source != "aia" || aia.State != "not_asked" || aia.LastFetch != nil {
+		t.Errorf("OCSP not asked yet: %+v", aia)
+	}
+	if up.Checks != "upstream" || up.Policy != "fail_open" || len(up.Sources) != 1 || up.Sources[0].State != "failing" || up.Sources[0].LastSuccess == nil {
+		t.Errorf("upstream scope: %+v", up)
+	}
+}
+
 // TestAPIRedaction checks that names from the network are escaped, that
 // no answer carries the token, and that key references stay out.
 func TestAPIRedaction(t *testing.T) {
@@ -399,6 +457,15 @@ func TestAPIBoundedSizes(t *testing.T) {
 		targets = append(targets, upstream.TargetState{URL: fmt.Sprintf("http://10.0.%d.%d:80", i/256, i%256), Healthy: true, LastError: strings.Repeat("e", 5000)})
 	}
 	ts.state.upstreams = []UpstreamInfo{{Name: "big", Targets: targets}}
+	var scopes []RevocationScope
+	for i := range 1000 {
+		sc := RevocationScope{Scope: fmt.Sprintf("edge/site%d/tls", i), Checks: "client", Policy: "fail_closed"}
+		for j := range 100 {
+			sc.Sources = append(sc.Sources, revocation.SourceReport{Kind: "crl", Source: fmt.Sprintf("/etc/gmgate/crl%d.pem", j), State: "expired", LastError: strings.Repeat("e", 5000)})
+		}
+		scopes = append(scopes, sc)
+	}
+	ts.state.revoc = scopes
 
 	var fl struct {
 		Failures []observe.HandshakeFailure `json:"failures"`
@@ -437,6 +504,19 @@ func TestAPIBoundedSizes(t *testing.T) {
 	}
 	if len(body) > maxAnswerBytes {
 		t.Errorf("upstreams answer of %d bytes", len(body))
+	}
+
+	var cs struct {
+		Checks    []revocationCheckView `json:"revocation_checks"`
+		Truncated bool                  `json:"revocation_checks_truncated"`
+	}
+	body = ts.getJSON(t, "/api/v1/certificates", &cs)
+	sources := 0
+	for _, c := range cs.Checks {
+		sources += len(c.Sources)
+	}
+	if len(cs.Checks) != maxItems || !cs.Truncated || sources != maxRevocationSources || len(cs.Checks[0].Sources[0].LastError) > 300 || len(body) > maxAnswerBytes {
+		t.Errorf("revocation checks: %d scopes, %d sources, truncated %v, %d bytes", len(cs.Checks), sources, cs.Truncated, len(body))
 	}
 
 	var mv struct {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs"
+	"github.com/gmgate/gmgate/certs/revocation"
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 
@@ -16,6 +17,10 @@ type State interface {
 	Config() ConfigInfo
 	Listeners() []ListenerInfo
 	Certificates() []certs.ServedCertificate
+	// Revocation is the revocation checking of client certificates
+	// (per site and protocol) and of upstream targets' certificates,
+	// by scope.
+	Revocation() []RevocationScope
 	Upstreams() []UpstreamInfo
 	SessionCaches() SessionInfo
 	// Reload loads the configuration file again, as SIGHUP does.
@@ -98,4 +103,17 @@ type SessionCacheInfo struct {
 	Size            int     `json:"size"`
 	LifetimeSeconds float64 `json:"lifetime_seconds"`
 	Shared          bool    `json:"shared"`
+}
+
+// RevocationScope is one revocation checker: the client certificates of
+// a site for one protocol, or the certificates of an upstream's targets.
+type RevocationScope struct {
+	// Scope is LISTENER/tlcp, LISTENER/SITE/tls or upstreams.NAME, as
+	// in the metrics.
+	Scope string
+	// Checks is "client" or "upstream".
+	Checks string
+	// Policy is fail_closed or fail_open.
+	Policy  string
+	Sources []revocation.SourceReport
 }

@@ -123,8 +123,8 @@ func (w *Window) Request(site, protocol, suite string) {
 }
 
 // OfferedGM counts a TLS client whose ClientHello offered a GM cipher
-// suite (TLCP's or TLS 1.3 ShangMi) on site: the clients that could move
-// to GM. Fed by the ClientHello reader; until it is, the counts are 0.
+// suite (TLCP's) on site: the clients that could move to GM. Fed by
+// Metrics.GMCapableHello.
 func (w *Window) OfferedGM(site string) {
 	w.seriesOf(WindowKey{Site: site}).add(w.slot(), 0, 0, 1)
 }
@@ -169,6 +169,5 @@ const RecentFailures = 100
 func (m *Metrics) Request(site, protocol, suite string) { m.Window.Request(site, protocol, suite) }
 
 // OfferedGM counts a TLS client of site whose ClientHello offered a GM
-// cipher suite: the hook for the ClientHello reader. Until it is called
-// the migration view reports 0 such clients.
+// cipher suite, for the migration view.
 func (m *Metrics) OfferedGM(site string) { m.Window.OfferedGM(site) }

@@ -75,13 +75,34 @@ function drawMigration(m) {
   replace("migration-body", box);
 }
 
+function when(t) { return t ? t.replace("T", " ").slice(0, 16) : "–"; }
+
 function drawCertificates(c) {
   const rows = c.certificates.map(x => {
     const cls = x.days_left < 0 ? "days-expired" : x.days_left < 30 ? "days-soon" : "days-ok";
+    const ocsp = x.ocsp_staple ? "OCSP " + x.ocsp_staple.state + (x.ocsp_staple.next_update ? " until " + when(x.ocsp_staple.next_update) : "") : "not checked";
     return [x.source, x.role, x.subject, x.sans.join(", "), x.key_type + " (" + x.key_backend + ")",
-      x.not_after.slice(0, 10), el("span", { class: "days-left " + cls, "data-source": x.source, "data-role": x.role }, x.days_left + " days left")];
+      x.not_after.slice(0, 10), el("span", { class: "days-left " + cls, "data-source": x.source, "data-role": x.role }, x.days_left + " days left"),
+      el("span", { class: "revocation rev-" + x.revocation, "data-source": x.source, "data-role": x.role }, ocsp)];
   });
-  replace("certificates-body", table(["source", "role", "subject", "names", "key", "not after", "expiry"], rows));
+  replace("certificates-body", table(["source", "role", "subject", "names", "key", "not after", "expiry", "revocation"], rows));
+  drawRevocationChecks(c.revocation_checks || []);
+}
+
+// drawRevocationChecks lists the CRL sources and OCSP responders that
+// check client certificates (per site) and upstream certificates.
+function drawRevocationChecks(checks) {
+  if (!checks.length) { replace("revocation-body", el("span", { class: "muted" }, "no revocation checking configured")); return; }
+  const rows = [];
+  for (const s of checks) {
+    for (const src of s.sources) {
+      const crl = src.kind === "crl" ? (src.revoked !== undefined ? src.revoked + " revoked, next update " + when(src.next_update) : "no CRL loaded") : "";
+      rows.push([s.scope, s.checks + " · " + s.policy, src.kind.toUpperCase(), src.source,
+        el("span", { class: "source-state rev-" + src.state, "data-scope": s.scope, "data-source": src.source }, src.state),
+        crl, when(src.last_fetch), el("span", { class: "muted" }, src.last_error || "")]);
+    }
+  }
+  replace("revocation-body", table(["scope", "checks · policy", "kind", "source", "state", "CRL", "last fetch (UTC)", "last error"], rows));
 }
 
 function drawUpstreams(u) {
