@@ -68,11 +68,16 @@ type adminAutoListener struct {
 	detecting chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// waiting are the connections being read, closed by Close.
+	mu      sync.Mutex
+	waiting map[net.Conn]struct{}
 }
 
 func newAdminAutoListener(inner net.Listener, tlsConf *tls.Config, tlcpConf *tlcp.Config) *adminAutoListener {
 	l := &adminAutoListener{Listener: inner, tls: tlsConf, tlcp: tlcpConf,
-		conns: make(chan net.Conn), errs: make(chan error), detecting: make(chan struct{}, adminMaxDetecting), done: make(chan struct{})}
+		conns: make(chan net.Conn), errs: make(chan error), detecting: make(chan struct{}, adminMaxDetecting), done: make(chan struct{}),
+		waiting: map[net.Conn]struct{}{}}
 	go l.acceptLoop()
 	return l
 }
@@ -105,9 +110,23 @@ func (l *adminAutoListener) acceptLoop() {
 // closed.
 func (l *adminAutoListener) detect(c net.Conn) {
 	defer func() { <-l.detecting }()
+	l.mu.Lock()
+	select {
+	case <-l.done:
+		l.mu.Unlock()
+		c.Close()
+		return
+	default:
+	}
+	l.waiting[c] = struct{}{}
+	l.mu.Unlock()
 	hdr := make([]byte, edge.RecordHeaderLen)
 	_ = c.SetReadDeadline(time.Now().Add(adminDetectTimeout))
-	if _, err := io.ReadFull(c, hdr); err != nil {
+	_, err := io.ReadFull(c, hdr)
+	l.mu.Lock()
+	delete(l.waiting, c)
+	l.mu.Unlock()
+	if err != nil {
 		c.Close()
 		return
 	}
@@ -142,7 +161,15 @@ func (l *adminAutoListener) Accept() (net.Conn, error) {
 	}
 }
 
+// Close stops accepting and closes the connections still being read.
 func (l *adminAutoListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		close(l.done)
+		for c := range l.waiting {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
 	return l.Listener.Close()
 }

@@ -115,6 +115,12 @@ func TestAdminAutoListener(t *testing.T) {
 	if _, ok := <-accepted; ok {
 		t.Error("Accept handed out a connection after Close")
 	}
+	// Close let go of the silent client too.
+	_ = silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ne net.Error
+	if n, err := silent.Read(make([]byte, 1)); n != 0 || err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Errorf("the silent client after Close: read %d bytes, %v; want the connection closed", n, err)
+	}
 }
 
 func tlsRoots(t *testing.T, ca *pki.CA) *x509.CertPool {
