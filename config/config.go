@@ -62,12 +62,25 @@ type Admin struct {
 	TokenFile string `yaml:"token_file"`
 	// Cert and Key make the admin listener speak TLS; with ClientCA it
 	// asks for client certificates issued by that CA.
-	Cert     string `yaml:"cert"`
-	Key      string `yaml:"key"`
-	ClientCA string `yaml:"client_ca"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// TLCP makes the admin listener speak TLCP with this SM2 pair; with
+	// Cert and Key too, each connection speaks what its first record
+	// says. With ClientCA it asks TLCP clients for certificates too.
+	TLCP     *AdminTLCP `yaml:"tlcp"`
+	ClientCA string     `yaml:"client_ca"`
 	// WriteActions turns on the API's write actions (reload, drain and
 	// undrain an upstream target), for holders of the token only.
 	WriteActions bool `yaml:"write_actions"`
+}
+
+// AdminTLCP is the admin listener's TLCP identity: a signing and an
+// encryption certificate and key (files).
+type AdminTLCP struct {
+	SignCert string `yaml:"sign_cert"`
+	SignKey  string `yaml:"sign_key"`
+	EncCert  string `yaml:"enc_cert"`
+	EncKey   string `yaml:"enc_key"`
 }
 
 // Log configures the process log and the access log.

@@ -33,6 +33,12 @@ func (c *Config) resolvePaths(dir string) {
 	file(&c.Admin.Cert)
 	file(&c.Admin.Key)
 	file(&c.Admin.ClientCA)
+	if t := c.Admin.TLCP; t != nil {
+		file(&t.SignCert)
+		file(&t.SignKey)
+		file(&t.EncCert)
+		file(&t.EncKey)
+	}
 	switch c.Log.Access {
 	case "", "stdout", "stderr", "off":
 	default:

@@ -1308,15 +1308,22 @@ func (v *validator) adminAccess(a *Admin) {
 	if (a.Cert == "") != (a.Key == "") {
 		v.add("admin.cert", "admin.cert and admin.key go together", "give both (the admin listener then speaks TLS), or neither")
 	}
-	if a.ClientCA != "" && a.Cert == "" {
-		v.add("admin.client_ca", "client certificates need the admin listener to speak TLS", "set admin.cert and admin.key too")
+	if t := a.TLCP; t != nil {
+		for _, f := range []struct{ name, value string }{{"sign_cert", t.SignCert}, {"sign_key", t.SignKey}, {"enc_cert", t.EncCert}, {"enc_key", t.EncKey}} {
+			if f.value == "" {
+				v.add("admin.tlcp."+f.name, "the admin listener's TLCP identity needs a signing and an encryption certificate and key", "give sign_cert, sign_key, enc_cert and enc_key (gmgate cert issue makes them), or drop admin.tlcp")
+			}
+		}
+	}
+	if a.ClientCA != "" && a.Cert == "" && a.TLCP == nil {
+		v.add("admin.client_ca", "client certificates need the admin listener to speak TLS or TLCP", "set admin.cert and admin.key, or admin.tlcp, too")
 	}
 	if a.WriteActions && a.TokenFile == "" {
 		v.add("admin.write_actions", "the write actions are for holders of the bearer token, and there is none", "set admin.token_file, or leave write_actions off")
 	}
 	if !AdminLoopback(a.Listen) && a.TokenFile == "" && a.ClientCA == "" {
 		v.add("admin.listen", fmt.Sprintf("%q is not a loopback address, and the admin listener has no access control", a.Listen),
-			"set admin.token_file (a file holding a bearer token) or admin.client_ca with admin.cert and admin.key (client certificates), or listen on 127.0.0.1")
+			"set admin.token_file (a file holding a bearer token) or admin.client_ca with admin.cert and admin.key or admin.tlcp (client certificates), or listen on 127.0.0.1")
 	}
 }
 

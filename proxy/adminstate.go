@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/emmansun/gmsm/smx509"
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/admin"
@@ -21,21 +22,23 @@ import (
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // adminSettings are the admin listener's access control as one
-// configuration sets it: the bearer tokens, and the TLS identity and
-// client CA when it speaks TLS.
+// configuration sets it: the bearer tokens, and the TLS and TLCP
+// identities and client CAs when it speaks those.
 type adminSettings struct {
 	access admin.Access
-	tls    *tls.Config // nil: plain HTTP
+	tls    *tls.Config  // nil: no TLS
+	tlcp   *tlcp.Config // nil: no TLCP
 }
 
-// buildAdmin reads admin.token_file and the admin listener's TLS files.
-// Offline (config check --offline) reads no secret file.
+// buildAdmin reads admin.token_file and the admin listener's TLS and
+// TLCP files. Offline (config check --offline) reads no secret file.
 func buildAdmin(cfg *config.Config, offline bool) (*adminSettings, []config.Problem) {
 	a := cfg.Admin
-	as := &adminSettings{access: admin.Access{WriteActions: a.WriteActions, ClientCerts: a.ClientCA != "" && a.Cert != ""}}
+	as := &adminSettings{access: admin.Access{WriteActions: a.WriteActions, ClientCerts: a.ClientCA != "" && (a.Cert != "" || a.TLCP != nil)}}
 	if a.Listen == "off" || offline {
 		return as, nil
 	}
@@ -47,6 +50,15 @@ func buildAdmin(cfg *config.Config, offline bool) (*adminSettings, []config.Prob
 		}
 		as.access.Tokens = toks
 	}
+	var caPEM []byte
+	if a.ClientCA != "" {
+		var err error
+		if caPEM, err = os.ReadFile(a.ClientCA); err != nil {
+			probs = append(probs, cfg.Problem("admin.client_ca", fmt.Sprintf("%s: %v", a.ClientCA, err), "give the PEM file of the CA that issues the admin clients' certificates"))
+		}
+	}
+	// With a token, a client may come with either.
+	verify := a.ClientCA != "" && a.TokenFile == ""
 	if a.Cert != "" && a.Key != "" {
 		pair, err := tls.LoadX509KeyPair(a.Cert, a.Key)
 		if err != nil {
@@ -55,18 +67,33 @@ func buildAdmin(cfg *config.Config, offline bool) (*adminSettings, []config.Prob
 		as.tls = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 		if a.ClientCA != "" {
 			pool := x509.NewCertPool()
-			pem, err := os.ReadFile(a.ClientCA)
-			if err == nil && !pool.AppendCertsFromPEM(pem) {
-				err = errors.New("no PEM certificate in it")
-			}
-			if err != nil {
-				probs = append(probs, cfg.Problem("admin.client_ca", fmt.Sprintf("%s: %v", a.ClientCA, err), "give the PEM file of the CA that issues the admin clients' certificates"))
+			// An SM2 CA in the file (for TLCP clients) is no CA for TLS.
+			if caPEM != nil && !pool.AppendCertsFromPEM(caPEM) && a.TLCP == nil {
+				probs = append(probs, cfg.Problem("admin.client_ca", a.ClientCA+": no PEM certificate crypto/tls can use (RSA or ECDSA) in it", "give the PEM file of the CA that issues the admin clients' certificates"))
 			}
 			as.tls.ClientCAs = pool
-			// With a token, a client may come with either.
-			as.tls.ClientAuth = tls.RequireAndVerifyClientCert
-			if a.TokenFile != "" {
-				as.tls.ClientAuth = tls.VerifyClientCertIfGiven
+			as.tls.ClientAuth = tls.VerifyClientCertIfGiven
+			if verify {
+				as.tls.ClientAuth = tls.RequireAndVerifyClientCert
+			}
+		}
+	}
+	if t := a.TLCP; t != nil {
+		pair, _, err := certs.LoadTLCPFiles(certs.TLCPFiles{SignCert: t.SignCert, SignKey: t.SignKey, EncCert: t.EncCert, EncKey: t.EncKey}, certs.LoadOptions{})
+		if err != nil {
+			probs = append(probs, cfg.Problem("admin.tlcp", fmt.Sprintf("the admin listener's TLCP certificates and keys do not load: %v", err), "give the SM2 signing and encryption certificates and keys (gmgate cert issue makes them)"))
+		} else {
+			as.tlcp = &tlcp.Config{Certificates: []tlcp.Certificate{*pair}}
+			if a.ClientCA != "" {
+				pool := smx509.NewCertPool()
+				if caPEM != nil && !pool.AppendCertsFromPEM(caPEM) {
+					probs = append(probs, cfg.Problem("admin.client_ca", a.ClientCA+": no PEM certificate in it", "give the PEM file of the CA that issues the admin clients' certificates"))
+				}
+				as.tlcp.ClientCAs = pool
+				as.tlcp.ClientAuth = tlcp.VerifyClientCertIfGiven
+				if verify {
+					as.tlcp.ClientAuth = tlcp.RequireAndVerifyClientCert
+				}
 			}
 		}
 	}

@@ -125,6 +125,9 @@ func (s *Server) warnUnapplied(cfg *config.Config) {
 	if (cfg.Admin.Cert != "") != s.adminTLS && cfg.Admin.Listen != "off" {
 		s.log.Warn("admin.cert changes whether the admin listener speaks TLS on restart only", "running_tls", s.adminTLS)
 	}
+	if (cfg.Admin.TLCP != nil) != s.adminTLCP && cfg.Admin.Listen != "off" {
+		s.log.Warn("admin.tlcp changes whether the admin listener speaks TLCP on restart only", "running_tlcp", s.adminTLCP)
+	}
 	if cfg.Log.Access != s.accessDest {
 		s.log.Warn("log.access changes take effect on restart", "running", s.accessDest)
 	}

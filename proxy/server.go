@@ -32,6 +32,7 @@ import (
 	"github.com/gmgate/gmgate/internal/forward"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/route"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // Options are what a Server takes besides its configuration.
@@ -88,8 +89,9 @@ type Server struct {
 	history reloadHistory
 	// adminSettings are the admin listener's access control in service.
 	adminSettings atomic.Pointer[adminSettings]
-	// adminTLS is set when the admin listener speaks TLS (admin.cert).
-	adminTLS bool
+	// adminTLS is set when the admin listener speaks TLS (admin.cert),
+	// adminTLCP when it speaks TLCP (admin.tlcp).
+	adminTLS, adminTLCP bool
 
 	// sessionCaches keep TLCP sessions across reloads, by listener. A
 	// session resumes only under the configuration it was made under
@@ -279,11 +281,19 @@ func (s *Server) Start() {
 			Handler:           s.adminHandler(),
 			ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog:          s.stdErrorLog,
+			ConnContext:       adminConnContext,
 		}
 		ln := s.adminLn
-		if as := s.adminSettings.Load(); as != nil && as.tls != nil {
-			ln = tls.NewListener(ln, s.adminTLSConfig(as.tls))
-			s.adminTLS = true
+		if as := s.adminSettings.Load(); as != nil {
+			s.adminTLS, s.adminTLCP = as.tls != nil, as.tlcp != nil
+			switch {
+			case as.tls != nil && as.tlcp != nil:
+				ln = newAdminAutoListener(ln, s.adminTLSConfig(as.tls), s.adminTLCPConfig(as.tlcp))
+			case as.tls != nil:
+				ln = tls.NewListener(ln, s.adminTLSConfig(as.tls))
+			case as.tlcp != nil:
+				ln = tlcp.NewListener(ln, s.adminTLCPConfig(as.tlcp))
+			}
 		}
 		go func() { _ = s.admin.Serve(ln) }()
 	}

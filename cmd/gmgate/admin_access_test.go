@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gmgate/gmgate/certs/pki"
+	"github.com/gmgate/gmgate/tlcp"
 )
 
 // TestAdminOffLoopbackNeedsAccessControl: config check and serve refuse
@@ -271,5 +272,129 @@ func TestAdminClientCertificates(t *testing.T) {
 		if resp.StatusCode == 200 {
 			t.Error("plain HTTP answered 200")
 		}
+	}
+}
+
+// TestAdminClientCertificatesTLCP: with admin.tlcp as well as admin.cert,
+// the admin listener speaks TLCP and TLS on one port; client_ca holds an
+// SM2 CA for TLCP clients and an ECDSA CA for TLS clients, and each lets
+// in the clients whose certificate it verifies, and no one else.
+func TestAdminClientCertificatesTLCP(t *testing.T) {
+	dir := t.TempDir()
+	smCA, err := pki.NewCA(pki.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCA, err := pki.NewCA(pki.CAOptions{KeyAlgorithm: pki.KeyECDSAP256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := smCA.Write(filepath.Join(dir, "sm2-ca"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tlsCA.Write(filepath.Join(dir, "tls-ca"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var bundle []byte
+	for _, ca := range []string{"sm2-ca", "tls-ca"} {
+		b, err := os.ReadFile(filepath.Join(dir, ca, pki.CACertFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle = append(bundle, b...)
+	}
+	clientCA := filepath.Join(dir, "admin-clients.pem")
+	if err := os.WriteFile(clientCA, bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loopback := pki.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	serverPair, err := smCA.IssueDual(loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := serverPair.Write(dir, "admin-sm2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := tlsCA.IssueTLS(loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := serverTLS.Write(dir, "admin-tls", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitoring := pki.IssueOptions{Subject: pkix.Name{CommonName: "monitoring"}}
+	smClient, err := smCA.IssueDual(monitoring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsClient, err := tlsCA.IssueTLS(monitoring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A TLCP client certificate of another SM2 CA.
+	strangerCA, err := pki.NewCA(pki.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := strangerCA.IssueDual(monitoring)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := startConsoleFixture(t, fmt.Sprintf(`{listen: "127.0.0.1:0", cert: %q, key: %q, client_ca: %q,
+  tlcp: {sign_cert: %q, sign_key: %q, enc_cert: %q, enc_key: %q}}`, certFile, keyFile, clientCA, sm.SignCert, sm.SignKey, sm.EncCert, sm.EncKey))
+
+	getTLCP := func(cert *tlcp.Certificate) (int, error) {
+		conf := &tlcp.Config{RootCAs: smCA.Pool(), ServerName: "127.0.0.1"}
+		if cert != nil {
+			conf.Certificates = []tlcp.Certificate{*cert}
+		}
+		conn, err := (&tlcp.Dialer{Config: conf, NetDialer: &net.Dialer{Timeout: 10 * time.Second}}).Dial("tcp", c.srv.admin)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close()
+		code, _, err := tryRequest(conn, c.srv.admin, "/api/v1/certificates")
+		return code, err
+	}
+	if code, err := getTLCP(nil); err == nil {
+		t.Errorf("TLCP without a client certificate: %d", code)
+	}
+	if code, err := getTLCP(stranger.Certificate()); err == nil {
+		t.Errorf("TLCP with a certificate of another CA: %d", code)
+	}
+	if code, err := getTLCP(smClient.Certificate()); err != nil || code != 200 {
+		t.Errorf("TLCP with a client certificate: %d %v", code, err)
+	}
+
+	roots := x509.NewCertPool()
+	root, _ := x509.ParseCertificate(tlsCA.Root.Raw)
+	roots.AddCert(root)
+	getTLS := func(cert *tls.Certificate) (int, error) {
+		conf := &tls.Config{RootCAs: roots}
+		if cert != nil {
+			conf.Certificates = []tls.Certificate{*cert}
+		}
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
+		defer cl.CloseIdleConnections()
+		resp, err := cl.Get("https://" + c.srv.admin + "/api/v1/certificates")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := getTLS(nil); err == nil {
+		t.Errorf("TLS without a client certificate: %d", code)
+	}
+	if code, err := getTLS(&tls.Certificate{Certificate: [][]byte{tlsClient.Cert.Raw}, PrivateKey: tlsClient.Key}); err != nil || code != 200 {
+		t.Errorf("TLS with a client certificate: %d %v", code, err)
+	}
+	// Plain HTTP gets nothing.
+	if resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(c.admin + "/api/v1/certificates"); err == nil {
+		resp.Body.Close()
+		t.Errorf("plain HTTP answered %d", resp.StatusCode)
 	}
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -93,11 +94,32 @@ func (a *Access) token(r *http.Request) *Token {
 	return found
 }
 
+// verifiedPeerKey is the context key of WithVerifiedPeer.
+type verifiedPeerKey struct{}
+
+// WithVerifiedPeer returns ctx carrying subject, which gives the subject
+// of the verified client certificate of a connection net/http does not
+// know (TLCP), or "" when it has none. The admin listener sets it per
+// connection (http.Server.ConnContext).
+func WithVerifiedPeer(ctx context.Context, subject func() string) context.Context {
+	return context.WithValue(ctx, verifiedPeerKey{}, subject)
+}
+
+// verifiedCert is the subject of the request's verified client
+// certificate, TLS or TLCP, or "".
 func verifiedCert(r *http.Request) string {
-	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
-		return ""
+	if r.TLS != nil {
+		if len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+			return ""
+		}
+		return observe.SafeText(r.TLS.VerifiedChains[0][0].Subject.String())
 	}
-	return observe.SafeText(r.TLS.VerifiedChains[0][0].Subject.String())
+	if subject, ok := r.Context().Value(verifiedPeerKey{}).(func() string); ok {
+		if s := subject(); s != "" {
+			return observe.SafeText(s)
+		}
+	}
+	return ""
 }
 
 // open reports whether the listener asks for nothing (loopback without

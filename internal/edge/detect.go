@@ -108,6 +108,10 @@ func detectProtocol(hdr []byte) (WireProtocol, error) {
 	return proto, nil
 }
 
+// DetectProtocol is detectProtocol for listeners outside this package
+// (the admin listener), which tell TLCP from TLS the same way.
+func DetectProtocol(hdr []byte) (WireProtocol, error) { return detectProtocol(hdr) }
+
 // answerPlainHTTP writes the 400 and lets the client read it: the rest of
 // its request is drained (within the deadline already set on the
 // connection) so that closing does not reset the connection under the
