@@ -65,6 +65,10 @@ func HTTPConnState(c net.Conn, st http.ConnState) {
 // SetReadDeadline passes the deadline on, except for the HTTP server's
 // wait for the next request, which ends at idleParkAfter at the latest.
 func (c *HTTPConn) SetReadDeadline(t time.Time) error {
+	if c.h2 {
+		// Its frames are read all the time: set at once.
+		return c.rd.setNow(c.Conn, t)
+	}
 	if !c.idle || c.Sock == nil {
 		return c.rd.ask(c.Conn, t)
 	}
