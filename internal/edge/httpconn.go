@@ -36,6 +36,8 @@ type HTTPConn struct {
 	start            [4]byte
 	startLen         int
 	started, refused bool
+	// rd holds read deadlines back until a read needs them.
+	rd readDeadline
 }
 
 // http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
@@ -50,7 +52,9 @@ func (c *HTTPConn) Read(b []byte) (int, error) {
 	if c.refused {
 		return 0, errHTTP2NotAllowed
 	}
+	c.rd.beginRead(c.Conn)
 	n, err := c.Conn.Read(b)
+	c.rd.endRead()
 	if !c.started && n > 0 && !c.checkStart(b[:n]) {
 		return 0, errHTTP2NotAllowed
 	}
@@ -118,6 +122,10 @@ func (c *HTTPConn) SetWriteDeadline(t time.Time) error {
 // SetDeadline passes the deadline on; the next Write sets its own again.
 func (c *HTTPConn) SetDeadline(t time.Time) error {
 	c.Bound.Forget()
+	c.rd.mu.Lock()
+	defer c.rd.mu.Unlock()
+	c.rd.pending = false
+	c.rd.set = t
 	return c.Conn.SetDeadline(t)
 }
 

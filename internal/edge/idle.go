@@ -65,15 +65,19 @@ func HTTPConnState(c net.Conn, st http.ConnState) {
 // SetReadDeadline passes the deadline on, except for the HTTP server's
 // wait for the next request, which ends at idleParkAfter at the latest.
 func (c *HTTPConn) SetReadDeadline(t time.Time) error {
+	if c.h2 {
+		// Its frames are read all the time: set at once.
+		return c.rd.setNow(c.Conn, t)
+	}
 	if !c.idle || c.Sock == nil {
-		return c.Conn.SetReadDeadline(t)
+		return c.rd.ask(c.Conn, t)
 	}
 	c.idleDeadline = t
 	park := time.Now().Add(IdleParkAfter)
 	if !t.IsZero() && t.Before(park) {
 		park = t
 	}
-	return c.Conn.SetReadDeadline(park)
+	return c.rd.ask(c.Conn, park)
 }
 
 // idleRead finishes a Read made while waiting for the next request: the
@@ -159,7 +163,7 @@ func (l *ConnListener) park(c *HTTPConn) {
 }
 
 func (l *ConnListener) waitParked(c *HTTPConn) {
-	err := c.Conn.SetReadDeadline(c.idleDeadline)
+	err := c.rd.setNow(c.Conn, c.idleDeadline)
 	if err == nil {
 		err = waitReadable(c.Sock)
 	}
