@@ -235,16 +235,18 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	_ = conn.SetDeadline(deadline)
 	conn = &edge.ReplayConn{Conn: conn, Prefix: hello, HelloBuf: helloBuf}
 
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	if !st.handshakes.Acquire(ctx) {
+	// The connection's deadline bounds the handshake: every step that
+	// waits does so in a read or a write. A context with the deadline
+	// would add a timer, and a callback in the handshake to close the
+	// connection, for the same end.
+	if !st.handshakes.AcquireBy(deadline) {
 		s.metrics.ConnsRefused.WithLabelValues(rl.name, "max_handshakes").Inc()
 		s.metrics.Handshake(detected.String(), "none", "", "refused", 0)
 		tc.Close()
 		return
 	}
 	start := time.Now()
-	info, site, established, err := edge.Handshake(ctx, st.protocol, st.sites, st.tls, st.tlcp, detected, conn)
+	info, site, established, err := edge.Handshake(context.Background(), st.protocol, st.sites, st.tls, st.tlcp, detected, conn)
 	st.handshakes.Release()
 	d := time.Since(start)
 	s.metrics.GMCapableHello(rl.name, info.Site, info.GMCapableHello)

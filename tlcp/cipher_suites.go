@@ -150,17 +150,17 @@ func (s *cipherSuite) newCiphers(keyBlock []byte, isClient bool) (read, write re
 		clientIV, kb = kb[:s.ivLen], kb[s.ivLen:]
 		serverIV = kb[:s.ivLen]
 	}
-	mk := func(mac, key, iv []byte) (recordCipher, error) {
+	mk := func(mac, key, iv []byte, sealing bool) (recordCipher, error) {
 		if s.aead {
 			return newGCMRecord(key, iv)
 		}
-		return newCBCRecord(key, mac)
+		return newCBCRecord(key, mac, sealing)
 	}
-	c, err := mk(clientMAC, clientKey, clientIV)
+	c, err := mk(clientMAC, clientKey, clientIV, isClient)
 	if err != nil {
 		return nil, nil, err
 	}
-	sv, err := mk(serverMAC, serverKey, serverIV)
+	sv, err := mk(serverMAC, serverKey, serverIV, !isClient)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,28 +264,59 @@ func (g *gcmRecord) open(record []byte, seq uint64) ([]byte, error) {
 // cbcRecord is SM4-CBC with HMAC-SM3, MAC-then-encrypt with an explicit
 // random IV per record (TLS 1.1 layout).
 type cbcRecord struct {
-	block cipher.Block // decryption
-	enc   *sm4cbc.Encrypter
-	mac   *hmacSM3
-	ad    [13]byte
-	iv    [sm4Block]byte
-	sum   [sm3Size]byte
+	// dec decrypts, enc encrypts: a record cipher serves one direction
+	// and has only the one it needs. dec is re-armed with each record's
+	// IV (SetIV) rather than made anew per record.
+	dec ivBlockMode
+	enc *sm4cbc.Encrypter
+	mac *hmacSM3
+	ad  [13]byte
+	iv  [sm4Block]byte
+	sum [sm3Size]byte
 	// frags and ends are sealBatch's scratch.
 	frags [maxBatchRecords][]byte
 	ends  [maxBatchRecords]int
 }
 
-func newCBCRecord(key, macKey []byte) (*cbcRecord, error) {
-	block, err := sm4.NewCipher(key)
+// newCBCRecord returns the record cipher of one direction: for sealing
+// (the key schedule of the encryption kernel) or for opening (gmsm's
+// block, whose CBC decryption runs many blocks at once).
+func newCBCRecord(key, macKey []byte, sealing bool) (*cbcRecord, error) {
+	c := &cbcRecord{mac: newHMACSM3(macKey)}
+	var err error
+	if sealing {
+		c.enc, err = sm4cbc.NewKernel(key, cpuPlan().CBC)
+	} else {
+		var block cipher.Block
+		if block, err = sm4.NewCipher(key); err == nil {
+			var zeroIV [sm4Block]byte
+			dec := cipher.NewCBCDecrypter(block, zeroIV[:])
+			var ok bool
+			if c.dec, ok = dec.(ivBlockMode); !ok {
+				c.dec = &freshCBC{block: block}
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	enc, err := sm4cbc.NewKernel(key, cpuPlan().CBC)
-	if err != nil {
-		return nil, err
-	}
-	return &cbcRecord{block: block, enc: enc, mac: newHMACSM3(macKey)}, nil
+	return c, nil
 }
+
+// ivBlockMode is a CBC decrypter that takes a new IV: gmsm's and
+// crypto/cipher's both do.
+type ivBlockMode interface {
+	cipher.BlockMode
+	SetIV([]byte)
+}
+
+// freshCBC makes a decrypter per IV, for a block mode without SetIV.
+type freshCBC struct {
+	block cipher.Block
+	cipher.BlockMode
+}
+
+func (f *freshCBC) SetIV(iv []byte) { f.BlockMode = cipher.NewCBCDecrypter(f.block, iv) }
 
 func (c *cbcRecord) seal(out []byte, typ recordType, payload []byte, seq uint64, rand io.Reader) ([]byte, error) {
 	start := len(out)
@@ -394,7 +425,8 @@ func (c *cbcRecord) open(record []byte, seq uint64) ([]byte, error) {
 	}
 	copy(c.iv[:], frag[:sm4Block])
 	body := frag[sm4Block:]
-	cipher.NewCBCDecrypter(c.block, c.iv[:]).CryptBlocks(body, body)
+	c.dec.SetIV(c.iv[:])
+	c.dec.CryptBlocks(body, body)
 
 	padLen, padOK := checkPadding(body)
 	// n is the plaintext length, clamped at zero without branching when

@@ -2,11 +2,14 @@ package tlcp
 
 import (
 	"bytes"
+	"crypto/rand"
 	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/emmansun/gmsm/sm4"
 )
 
 // memConn is a net.Conn that reads a fixed input and discards writes.
@@ -212,6 +215,47 @@ func TestCBCPaddingChecks(t *testing.T) {
 				if _, ok := checkPadding(b); ok == 1 {
 					t.Fatalf("total %d pad %d: bad padding byte accepted", total, p)
 				}
+			}
+		}
+	}
+}
+
+// TestCBCDecrypterReused opens records of random IVs, one after another,
+// with the decrypter each reading cipher keeps (and with the fallback
+// that makes one per record): each record's IV must replace the last
+// one's chaining state.
+func TestCBCDecrypterReused(t *testing.T) {
+	kb := make([]byte, 128)
+	for i := range kb {
+		kb[i] = byte(3 * i)
+	}
+	suite := cipherSuiteByID(ECC_SM4_CBC_SM3)
+	_, w, _ := suite.newCiphers(kb, true)
+	if c := w.(*cbcRecord); c.enc == nil || c.dec != nil {
+		t.Fatalf("a sealing cipher has enc %v and dec %v", c.enc != nil, c.dec != nil)
+	}
+	for _, fallback := range []bool{false, true} {
+		r, _, _ := suite.newCiphers(kb, false)
+		c := r.(*cbcRecord)
+		if c.enc != nil || c.dec == nil {
+			t.Fatalf("an opening cipher has enc %v and dec %v", c.enc != nil, c.dec != nil)
+		}
+		if fallback {
+			block, err := sm4.NewCipher(kb[2*sm3Size : 2*sm3Size+16])
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.dec = &freshCBC{block: block}
+		}
+		for n := range 100 {
+			payload := bytes.Repeat([]byte{byte(n)}, 17*n)
+			rec, err := w.seal(nil, recordTypeApplicationData, payload, uint64(n), rand.Reader)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pt, err := r.open(rec, uint64(n))
+			if err != nil || !bytes.Equal(pt, payload) {
+				t.Fatalf("fallback %v, record %d: %v", fallback, n, err)
 			}
 		}
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"github.com/gmgate/gmgate/internal/bench"
@@ -11,10 +13,11 @@ import (
 
 func init() {
 	var (
-		opts   bench.HandshakeOptions
-		suites string
-		resume float64
-		out    benchOutput
+		opts     bench.HandshakeOptions
+		suites   string
+		resume   float64
+		baseline string
+		out      benchOutput
 	)
 	cmd := &cobra.Command{
 		Use:   "handshake",
@@ -38,6 +41,11 @@ The run exits 1 when a scenario completed no handshake, and a scenario stops
 after a second in which every connection failed. The report warns when the
 server was not saturated or shared CPUs with the load generator.
 
+--baseline BINARY measures another gmgate build's server beside this one's:
+every round runs each scenario against both in turn (the order alternating),
+and the report gives this build's handshakes per server CPU-second over the
+baseline's, per round, with the median and spread.
+
 Suites: ` + strings.Join(bench.ScenarioNames(), ", ") + `;
 add +resumed to a suite for a run in which every connection resumes.
 
@@ -46,6 +54,7 @@ Examples:
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --concurrency 256 --duration 30s
   gmgate bench handshake --suite ECDHE_SM4_GCM_SM3,TLS1.3-SM,TLS1.3-SM+resumed,TLS1.3-SM-MLKEM,TLS1.3 --rounds 3
   gmgate bench handshake --suite ECC_SM4_GCM_SM3 --resume 0.8 --http / --rate 500
+  gmgate bench handshake --suite ECC_SM4_GCM_SM3,ECC_SM4_CBC_SM3 --rounds 7 -d 3s --baseline /opt/gmgate-old/gmgate
   gmgate bench handshake --suite ECC_SM4_GCM_SM3,TLS1.2 --server-profile prof && go tool pprof -top prof/ECC_SM4_GCM_SM3.cpu.pprof
   gmgate bench handshake --sign-cert s.crt --sign-key s.key --enc-cert e.crt --enc-key 'sdf:/opt/libsdf.so?index=2&key=enc&pin-env=SDF_PIN'
   gmgate bench handshake --target gw.example.cn:443 --metrics http://gw.example.cn:9180/metrics --peak 20000
@@ -63,6 +72,17 @@ Examples:
 				}
 				opts.Scenarios = sc
 			}
+			if baseline != "" {
+				path, err := filepath.Abs(baseline)
+				if err != nil {
+					return err
+				}
+				if _, err := os.Stat(path); err != nil {
+					return fmt.Errorf("--baseline: %w", err)
+				}
+				opts.Baseline = bench.BinaryLauncher(path, "bench", "serve-child")
+				opts.BaselinePath = path
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			opts.Progress = out.progress(cmd, "one line per scenario")
@@ -79,6 +99,7 @@ Examples:
 	f := cmd.Flags()
 	f.StringVar(&suites, "suite", "", "comma-separated suites to run (default: the comparison without --target, ECC_SM4_GCM_SM3 with it)")
 	f.Float64Var(&resume, "resume", 0, "share of connections (0 to 1) that resume an earlier session (default: none)")
+	f.StringVar(&baseline, "baseline", "", "another gmgate binary whose server to measure beside this one's, interleaved round by round (an older build)")
 	f.StringVar(&opts.Target, "target", "", "host:port of a server to load instead of starting one")
 	f.StringVar(&opts.MetricsURL, "metrics", "", "the target's Prometheus metrics URL, for its process_cpu_seconds_total")
 	f.IntVar(&opts.ServerPID, "server-pid", 0, "process ID of a target on this machine, whose CPU time (children included) is read from /proc (default: none)")

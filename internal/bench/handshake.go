@@ -102,6 +102,13 @@ type HandshakeOptions struct {
 	// Launcher starts the server child (default SelfLauncher("bench",
 	// "serve-child")).
 	Launcher Launcher
+	// Baseline, when set, starts a second server child from another
+	// gmgate binary (BaselinePath, shown in reports): each round runs
+	// every scenario against both, in alternating order, and the report
+	// gives this build's handshakes per server CPU-second over the
+	// baseline's, per round.
+	Baseline     Launcher
+	BaselinePath string
 	// Progress, when set, receives a line per scenario as it ends.
 	Progress io.Writer
 }
@@ -124,6 +131,27 @@ type HandshakeReport struct {
 	Capacity   []Capacity  `json:"capacity,omitempty"`
 	// LoadAverage is the 1-minute load average before and after the run.
 	LoadAverage [2]float64 `json:"load_average"`
+	// Baseline has the baseline build's figures and the ratios, with
+	// HandshakeOptions.Baseline.
+	Baseline *BaselineComparison `json:"baseline,omitempty"`
+}
+
+// BaselineComparison sets this build against a baseline binary run in the
+// same rounds.
+type BaselineComparison struct {
+	Path    string           `json:"path"`
+	Results []ScenarioResult `json:"results"`
+	// Ratios has, per scenario, this build's handshakes per server
+	// CPU-second over the baseline's: per round, and their median and
+	// spread.
+	Ratios []BaselineRatio `json:"ratios"`
+}
+
+// BaselineRatio is one scenario's ratio of this build to the baseline.
+type BaselineRatio struct {
+	Scenario string    `json:"scenario"`
+	Rounds   []float64 `json:"rounds"`
+	Summary  Summary   `json:"summary"`
 }
 
 // ServerInfo describes the server that was loaded.
@@ -289,6 +317,9 @@ func (o *HandshakeOptions) defaults() error {
 		if o.ServerPID < 0 {
 			return fmt.Errorf("server PID %d: give the process ID of the server", o.ServerPID)
 		}
+		if o.Baseline != nil {
+			return errors.New("a baseline binary is for the self-started server; load a target with each build in turn instead")
+		}
 	} else if o.MetricsURL != "" || o.ServerPID != 0 {
 		return errors.New("a metrics URL or a server PID is for a remote target; the self-started server's CPU is read with getrusage")
 	}
@@ -346,6 +377,25 @@ func RunHandshake(ctx context.Context, opts HandshakeOptions) (*HandshakeReport,
 			dead = append(dead, res.Name)
 		}
 	}
+	if opts.Baseline != nil {
+		rep.Baseline = &BaselineComparison{Path: opts.BaselinePath}
+		for i, t := range run.baseTallies {
+			res := t.result()
+			rep.Baseline.Results = append(rep.Baseline.Results, res)
+			if res.Handshakes == 0 {
+				dead = append(dead, res.Name+" (baseline)")
+			}
+			mine := run.tallies[i].result()
+			ratio := BaselineRatio{Scenario: mine.Name}
+			for r, v := range res.RoundHandshakesPerServerCPUSecond {
+				if r < len(mine.RoundHandshakesPerServerCPUSecond) && v > 0 {
+					ratio.Rounds = append(ratio.Rounds, mine.RoundHandshakesPerServerCPUSecond[r]/v)
+				}
+			}
+			ratio.Summary = summarizeRounds(ratio.Rounds)
+			rep.Baseline.Ratios = append(rep.Baseline.Ratios, ratio)
+		}
+	}
 	rep.LoadAverage[1] = loadAverage()
 	rep.Comparison = compare(rep.Results)
 	if opts.Peak > 0 {
@@ -400,18 +450,22 @@ type handshakeRun struct {
 	rep        *HandshakeReport
 	clientCert *tlcp.Certificate
 	loadCPUs   int
-	// tallies has one entry per scenario, adding up the rounds.
-	tallies []*tally
+	// tallies has one entry per scenario, adding up the rounds;
+	// baseTallies the same for the baseline build.
+	tallies, baseTallies []*tally
+}
+
+// addRound adds a round of scenario i to tallies.
+func addRound(tallies *[]*tally, i int, t *tally) {
+	if i < len(*tallies) {
+		(*tallies)[i].add(t)
+	} else {
+		*tallies = append(*tallies, t)
+	}
 }
 
 // record adds a round of scenario i.
-func (r *handshakeRun) record(i int, t *tally) {
-	if i < len(r.tallies) {
-		r.tallies[i].add(t)
-	} else {
-		r.tallies = append(r.tallies, t)
-	}
-}
+func (r *handshakeRun) record(i int, t *tally) { addRound(&r.tallies, i, t) }
 
 func (r *handshakeRun) needsClientCert() bool {
 	return slices.ContainsFunc(r.opts.Scenarios, Scenario.needsClientCert)
@@ -469,18 +523,41 @@ func (r *handshakeRun) selfStarted(ctx context.Context) error {
 
 	for round := range opts.Rounds {
 		for i, sc := range opts.Scenarios {
-			t, err := r.selfStartedScenario(ctx, sc, ids, serverCPUs, round)
-			if err != nil {
-				return fmt.Errorf("%s: %w", sc.Name, err)
+			if opts.Baseline == nil {
+				t, err := r.selfStartedScenario(ctx, sc, ids, serverCPUs, round, opts.Launcher, "")
+				if err != nil {
+					return fmt.Errorf("%s: %w", sc.Name, err)
+				}
+				r.record(i, t)
+				continue
 			}
-			r.record(i, t)
+			// This build and the baseline in turn, the order
+			// alternating by round so that a drift of the machine
+			// favours neither.
+			baselineFirst := round%2 == 1
+			for k := range 2 {
+				if (k == 0) != baselineFirst {
+					t, err := r.selfStartedScenario(ctx, sc, ids, serverCPUs, round, opts.Launcher, "")
+					if err != nil {
+						return fmt.Errorf("%s: %w", sc.Name, err)
+					}
+					r.record(i, t)
+				} else {
+					t, err := r.selfStartedScenario(ctx, sc, ids, serverCPUs, round, opts.Baseline, "baseline.")
+					if err != nil {
+						return fmt.Errorf("%s, baseline %s: %w", sc.Name, opts.BaselinePath, err)
+					}
+					addRound(&r.baseTallies, i, t)
+				}
+			}
 		}
 	}
 	return nil
 }
 
-// selfStartedScenario runs one round of a scenario against a new child.
-func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids *identities, serverCPUs []int, round int) (*tally, error) {
+// selfStartedScenario runs one round of a scenario against a new child
+// that launch starts; profilePrefix goes in front of its profile's name.
+func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids *identities, serverCPUs []int, round int, launch Launcher, profilePrefix string) (*tally, error) {
 	opts := r.opts
 	cfg := childConfig{
 		Protocol: "tls", CPUs: serverCPUs, GOMAXPROCS: len(serverCPUs),
@@ -496,11 +573,11 @@ func (r *handshakeRun) selfStartedScenario(ctx context.Context, sc Scenario, ids
 	}
 	if opts.ServerProfileDir != "" {
 		var err error
-		if cfg.CPUProfile, err = filepath.Abs(filepath.Join(opts.ServerProfileDir, profileName(sc.Name, round))); err != nil {
+		if cfg.CPUProfile, err = filepath.Abs(filepath.Join(opts.ServerProfileDir, profilePrefix+profileName(sc.Name, round))); err != nil {
 			return nil, err
 		}
 	}
-	child, err := startChild(ctx, opts.Launcher, cfg)
+	child, err := startChild(ctx, launch, cfg)
 	if err != nil {
 		return nil, err
 	}

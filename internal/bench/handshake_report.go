@@ -100,6 +100,33 @@ func WriteHandshakeTable(w io.Writer, r *HandshakeReport) {
 		t.write(w, "  ")
 	}
 
+	if b := r.Baseline; b != nil {
+		fmt.Fprintf(w, "\nBaseline %s, the same rounds (each scenario against both builds in turn):\n", b.Path)
+		t := newTable("scenario", "handshakes/s", "p50 ms", "p99 ms", "per server CPU-s", "server busy", "errors", "per round: lowest-highest").leftAlign(1)
+		for _, res := range b.Results {
+			done := res.Handshakes > 0
+			perCPU, rounds := "-", "-"
+			if res.HandshakesPerServerCPUSecond > 0 {
+				perCPU = num(res.HandshakesPerServerCPUSecond)
+			}
+			if rs := res.RoundHandshakesPerServerCPUSecond; len(rs) > 0 {
+				rounds = num(slices.Min(rs)) + "-" + num(slices.Max(rs))
+			}
+			t.add(res.Name, num(res.HandshakesPerSec), ms(res.Latency.P50Ms, done), ms(res.Latency.P99Ms, done), perCPU, percent(res.ServerBusy), fmt.Sprint(res.ErrorCount), rounds)
+		}
+		t.write(w, "  ")
+		fmt.Fprintln(w, "\nThis build / baseline, handshakes per server CPU-second, median of the rounds (lowest-highest):")
+		t = newTable("scenario", "ratio", "per round").leftAlign(1)
+		for _, ra := range b.Ratios {
+			per := make([]string, len(ra.Rounds))
+			for i, v := range ra.Rounds {
+				per[i] = fmt.Sprintf("%.3f", v)
+			}
+			t.add(ra.Scenario, fmt.Sprintf("%.3f× (%.3f-%.3f)", ra.Summary.Median, ra.Summary.Min, ra.Summary.Max), strings.Join(per, " "))
+		}
+		t.write(w, "  ")
+	}
+
 	if c := r.Comparison; c != nil {
 		what := "full handshakes"
 		if l.HTTPPath != "" {

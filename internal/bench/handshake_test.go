@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -692,4 +693,53 @@ func damagedCAFile(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return file
+}
+
+func TestHandshakeBaseline(t *testing.T) {
+	opts := quickOptions(t, "ECC_SM4_GCM_SM3")
+	var mine, base []string
+	launch := func(into *[]string) Launcher {
+		return func(cfg string) (*exec.Cmd, error) {
+			*into = append(*into, cfg)
+			return testLauncher(cfg)
+		}
+	}
+	opts.Launcher, opts.Baseline, opts.BaselinePath = launch(&mine), launch(&base), "/opt/old/gmgate"
+	opts.Rounds = 2
+	rep, err := RunHandshake(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mine) != 2 || len(base) != 2 {
+		t.Fatalf("started %d servers of this build and %d of the baseline, want 2 each", len(mine), len(base))
+	}
+	b := rep.Baseline
+	if b == nil || b.Path != opts.BaselinePath || len(b.Results) != 1 || len(b.Ratios) != 1 || len(rep.Results) != 1 {
+		t.Fatalf("baseline comparison %+v", b)
+	}
+	checkConsistent(t, b.Results[0], opts.Concurrency)
+	ra, my, old := b.Ratios[0], rep.Results[0].RoundHandshakesPerServerCPUSecond, b.Results[0].RoundHandshakesPerServerCPUSecond
+	if len(ra.Rounds) != 2 || len(my) != 2 || len(old) != 2 {
+		t.Fatalf("ratios %+v of rounds %v over %v", ra, my, old)
+	}
+	for i := range 2 {
+		if !near(ra.Rounds[i], my[i]/old[i]) {
+			t.Errorf("round %d: ratio %g, want %g / %g", i, ra.Rounds[i], my[i], old[i])
+		}
+	}
+	if ra.Summary.Min > ra.Summary.Median || ra.Summary.Median > ra.Summary.Max || !near(ra.Summary.Median, (ra.Rounds[0]+ra.Rounds[1])/2) {
+		t.Errorf("summary %+v of %v", ra.Summary, ra.Rounds)
+	}
+	var table bytes.Buffer
+	WriteHandshakeTable(&table, rep)
+	for _, want := range []string{"Baseline /opt/old/gmgate", "This build / baseline", fmt.Sprintf("%.3f×", ra.Summary.Median)} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
+	opts.Target = "127.0.0.1:1"
+	if _, err := RunHandshake(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "baseline") {
+		t.Errorf("a baseline with a target: %v", err)
+	}
 }

@@ -31,6 +31,14 @@ func SelfLauncher(args ...string) Launcher {
 	}
 }
 
+// BinaryLauncher runs the executable at path with args followed by the
+// configuration: another gmgate build, for a baseline.
+func BinaryLauncher(path string, args ...string) Launcher {
+	return func(configJSON string) (*exec.Cmd, error) {
+		return exec.Command(path, append(append([]string{}, args...), configJSON)...), nil
+	}
+}
+
 // childProcess is a running server child seen from the parent.
 type childProcess struct {
 	cmd    *exec.Cmd

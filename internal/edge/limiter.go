@@ -24,14 +24,34 @@ func (l *HandshakeLimiter) Acquire(ctx context.Context) bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(l.wait)
+	return l.acquireSlow(ctx.Done(), l.wait)
+}
+
+// AcquireBy is Acquire for a connection that must have its slot by
+// deadline: a free slot is taken at once, without a timer or a context;
+// else it waits up to wait, or until deadline if that comes first.
+func (l *HandshakeLimiter) AcquireBy(deadline time.Time) bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+	}
+	wait := min(l.wait, time.Until(deadline))
+	if wait <= 0 {
+		return false
+	}
+	return l.acquireSlow(nil, wait)
+}
+
+func (l *HandshakeLimiter) acquireSlow(done <-chan struct{}, wait time.Duration) bool {
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case l.slots <- struct{}{}:
 		return true
 	case <-t.C:
 		return false
-	case <-ctx.Done():
+	case <-done:
 		return false
 	}
 }

@@ -249,6 +249,8 @@ func lMatrices() (n [4]bitMatrix, ok bool) {
 type vectorTables struct {
 	// in is the matrix into the state's image (φ·A), out the one back.
 	in, out bitMatrix
+	// inColumns are in's columns, for the key schedule.
+	inColumns byteColumns
 	// inConst is φ(c), the constant added before the inversion.
 	inConst byte
 	// round are the matrices B_o = in·N_o·A·φ⁻¹ applied to the inverse
@@ -263,6 +265,7 @@ func newVectorTables() vectorTables {
 	iso := fieldIso()
 	var t vectorTables
 	t.in = iso.mul(sboxA)
+	t.inColumns = t.in.columns()
 	t.out = t.in.inverse()
 	t.inConst = iso.apply(sboxC)
 	outer := sboxA.mul(iso.inverse()) // applied to the AES-field inverse
@@ -281,9 +284,30 @@ var tables = newVectorTables()
 
 // applyBytes applies m to each byte of a lane.
 func applyBytes(m bitMatrix, d uint32) uint32 {
+	c := m.columns()
+	return c.applyBytes(d)
+}
+
+// byteColumns are the images of the eight unit bytes under a bitMatrix.
+type byteColumns [8]uint32
+
+func (m bitMatrix) columns() byteColumns {
+	var c byteColumns
+	for j := range c {
+		c[j] = uint32(m.apply(1 << j))
+	}
+	return c
+}
+
+// applyBytes applies the matrix to the four bytes of d at once, as the
+// sum of the columns that d's bits select: bit j of every byte, as 0 or 1,
+// times column j (at most 255) stays inside its byte. It runs in the same
+// time for every d, with no table indexed by it (bits.OnesCount8 reads
+// one), as the key schedule needs.
+func (c *byteColumns) applyBytes(d uint32) uint32 {
 	var out uint32
-	for k := 0; k < 4; k++ {
-		out |= uint32(m.apply(byte(d>>(8*k)))) << (8 * k)
+	for j, col := range c {
+		out ^= (d >> j & 0x01010101) * col
 	}
 	return out
 }
@@ -306,7 +330,7 @@ func vectorRoundKeys(rk *[32]uint32) [33]uint32 {
 		return 0
 	}
 	for i := 0; i < 32; i++ {
-		out[i] = applyBytes(tables.in, bits.ReverseBytes32(rk[i])) ^ repeatByte(tables.inConst) ^
+		out[i] = tables.inColumns.applyBytes(bits.ReverseBytes32(rk[i])) ^ repeatByte(tables.inConst) ^
 			offset(i+1) ^ offset(i+2) ^ offset(i+3)
 	}
 	return out

@@ -296,3 +296,55 @@ func BenchmarkEncrypt(b *testing.B) {
 		}
 	}
 }
+
+// TestApplyBytesByColumns checks the column form of a byte matrix applied
+// to four bytes at once against applying it byte by byte, row by row.
+func TestApplyBytesByColumns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	ms := []bitMatrix{tables.in, tables.out, tables.round[0], sboxA}
+	for range 20 {
+		var m bitMatrix
+		for i := range m {
+			m[i] = byte(rng.Uint32())
+		}
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		c := m.columns()
+		for range 200 {
+			d := rng.Uint32()
+			var want uint32
+			for k := 0; k < 4; k++ {
+				want |= uint32(m.apply(byte(d>>(8*k)))) << (8 * k)
+			}
+			if got := c.applyBytes(d); got != want {
+				t.Fatalf("matrix %x, %08x: %08x, want %08x", m, d, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkVectorRoundKeys times the part of a key schedule the vector
+// kernels add (per record key: two per handshake), beside applying the
+// input matrix row by row as it was first written.
+func BenchmarkVectorRoundKeys(b *testing.B) {
+	rk := expandKey(make([]byte, 16))
+	b.Run("columns", func(b *testing.B) {
+		for b.Loop() {
+			vrk := vectorRoundKeys(&rk)
+			rk[0] ^= vrk[0]
+		}
+	})
+	b.Run("rows", func(b *testing.B) {
+		for b.Loop() {
+			var out [33]uint32
+			for i := range 32 {
+				d := bits.ReverseBytes32(rk[i])
+				for k := 0; k < 4; k++ {
+					out[i] |= uint32(tables.in.apply(byte(d>>(8*k)))) << (8 * k)
+				}
+			}
+			rk[0] ^= out[0]
+		}
+	})
+}
