@@ -214,13 +214,13 @@ func Run(ctx context.Context, o Options, info io.Writer) (*Result, error) {
 		if p.cfg13, err = o.tls13Config(u.Hostname()); err != nil {
 			return nil, err
 		}
-		ticket := &firstTicket{}
+		ticket := &firstSession[tls13.ClientSessionState]{}
 		p.cfg13.ClientSessionCache, session = ticket, ticket
 	} else {
 		if p.cfg, err = o.tlcpConfig(u.Hostname()); err != nil {
 			return nil, err
 		}
-		first := &firstSession{}
+		first := &firstSession[tlcp.ClientSessionState]{}
 		p.cfg.ClientSessionCache, session = first, first
 	}
 	res := &Result{Addr: addr}
@@ -318,22 +318,23 @@ func validHost(h string) bool {
 	return true
 }
 
-// firstSession is the probe's client session cache: it keeps the session
-// of the first connection, and after freeze ignores the sessions that
-// later connections make or drop.
-type firstSession struct {
+// firstSession is the probe's client session cache, for TLCP sessions and
+// TLS 1.3 tickets alike: it keeps what the first connection made (the
+// last ticket, when a server sends several), and after freeze ignores the
+// sessions that later connections make or drop.
+type firstSession[S any] struct {
 	mu     sync.Mutex
-	cs     *tlcp.ClientSessionState
+	cs     *S
 	frozen bool
 }
 
-func (f *firstSession) Get(string) (*tlcp.ClientSessionState, bool) {
+func (f *firstSession[S]) Get(string) (*S, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cs, f.cs != nil
 }
 
-func (f *firstSession) Put(_ string, cs *tlcp.ClientSessionState) {
+func (f *firstSession[S]) Put(_ string, cs *S) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.frozen {
@@ -341,7 +342,7 @@ func (f *firstSession) Put(_ string, cs *tlcp.ClientSessionState) {
 	}
 }
 
-func (f *firstSession) freeze() {
+func (f *firstSession[S]) freeze() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.frozen = true

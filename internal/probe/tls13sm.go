@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"syscall"
 	"time"
 
@@ -169,33 +168,4 @@ func writeState13(w io.Writer, st tls13.ConnectionState, d time.Duration, verifi
 		}
 		return "chain"
 	})
-}
-
-// firstTicket is the TLS 1.3 probe's client session cache: it keeps the
-// last ticket the first connection received (a server may send several),
-// and after freeze ignores those of later connections.
-type firstTicket struct {
-	mu     sync.Mutex
-	cs     *tls13.ClientSessionState
-	frozen bool
-}
-
-func (f *firstTicket) Get(string) (*tls13.ClientSessionState, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cs, f.cs != nil
-}
-
-func (f *firstTicket) Put(_ string, cs *tls13.ClientSessionState) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.frozen {
-		f.cs = cs
-	}
-}
-
-func (f *firstTicket) freeze() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.frozen = true
 }
