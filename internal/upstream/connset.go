@@ -139,10 +139,15 @@ func (s *connSet) Acquire() bool {
 	}
 }
 
-// release counts a request out; the last one closes a retired set.
+// release counts a request out; the last one closes a retired set. On a
+// retired set the connection the request gave back to its transport is
+// closed at once, not kept idle until the last request is done (an
+// upgraded connection can keep a set for hours).
 func (s *connSet) Release() {
 	if s.users.Add(-1) == 0 {
 		s.closeAll()
+	} else if s.retired.Load() {
+		s.CloseIdle()
 	}
 }
 
