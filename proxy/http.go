@@ -91,6 +91,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { h.finished(st, ci, site, r, rec, upstreamName, start) }()
 	if rt != nil {
 		upstreamName = rt.Upstream.Name
+		if rec.Body != nil {
+			rec.Body.Forwarding()
+		}
 		if forward.Forwardable(r) {
 			h.srv.fwd.Forward(rec, r, rt.Upstream, site.Forwarding)
 		} else {

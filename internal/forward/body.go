@@ -55,10 +55,11 @@ type RequestBody struct {
 	// goroutine), so that failure can wait for one in flight.
 	reading sync.Mutex
 	// started is set by the first Read, done once a Read has returned
-	// an error (io.EOF included).
-	started, done atomic.Bool
-	mu            sync.Mutex
-	err           error
+	// an error (io.EOF included); forwarded once the request is handed
+	// to the upstream's transport, which reads the body from then on.
+	started, done, forwarded atomic.Bool
+	mu                       sync.Mutex
+	err                      error
 
 	// deadlineMu orders the read deadlines set by Read and by the
 	// response's writes; readUntil is the one of the Read in flight
@@ -173,10 +174,19 @@ func (b *RequestBody) setReadDeadline(t time.Time) {
 }
 
 // streaming reports whether the body is being forwarded and has not
-// ended: the response then starts while the client may still send.
+// ended: the response then starts while the client may still send. A
+// body the transport has yet to start reading when the upstream answers
+// (it answered at once, or the transport's goroutine is slow to be
+// scheduled) is being forwarded too: reading it is the transport's, not
+// net/http's, which would otherwise read and drop it before it sends the
+// response's header.
 func (b *RequestBody) Streaming() bool {
-	return b.started.Load() && !b.done.Load()
+	return (b.started.Load() || b.forwarded.Load()) && !b.done.Load()
 }
+
+// Forwarding notes that the request is handed to the upstream's
+// transport, which reads the body.
+func (b *RequestBody) Forwarding() { b.forwarded.Store(true) }
 
 // responded pushes back the deadline of a read waiting for the client
 // when the response has written to it: the body is idle only while
