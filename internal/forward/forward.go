@@ -52,6 +52,10 @@ type Forwarder struct {
 // the client see.
 func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, policy *HeaderPolicy) {
 	info := &informational{w: rec}
+	ci := InfoFrom(r.Context())
+	// The watch of the client's connection ends the exchange if the
+	// client goes away, in place of an AfterFunc per request.
+	hooks := &upstream.Hooks{Watch: ci.Watch}
 	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: info.got1xx}))
 	u := *r.URL
 	u.RawQuery = cleanQuery(u.RawQuery)
@@ -62,13 +66,13 @@ func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, po
 	RemoveSpoofable(out.Header, policy.Spoofable)
 	out.URL.Scheme = "http"
 	out.Host = r.Host
-	policy.Apply(out.Header, r, InfoFrom(r.Context()))
+	policy.Apply(out.Header, r, ci)
 	if _, ok := out.Header["User-Agent"]; !ok {
 		// Not net/http's own User-Agent.
 		out.Header["User-Agent"] = emptyValue
 	}
 
-	res, err := p.RoundTrip(out)
+	res, err := p.RoundTripWith(out, hooks)
 	info.Finish()
 	if err != nil {
 		f.upstreamFailed(rec, out, p, err)
