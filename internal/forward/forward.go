@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
@@ -53,10 +52,14 @@ type Forwarder struct {
 func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, policy *HeaderPolicy) {
 	info := &informational{w: rec}
 	ci := InfoFrom(r.Context())
-	// The watch of the client's connection ends the exchange if the
-	// client goes away, in place of an AfterFunc per request.
-	hooks := &upstream.Hooks{Watch: ci.Watch}
-	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: info.got1xx}))
+	// The outbound request keeps the inbound one's context: the hooks
+	// carry the informational responses and the watch of the client's
+	// connection, which ends the exchange if the client goes away, in
+	// place of an httptrace hook and an AfterFunc on a context of its
+	// own.
+	hooks := &upstream.Hooks{Watch: ci.Watch, Got1xx: info.got1xx}
+	out := new(http.Request)
+	*out = *r
 	u := *r.URL
 	u.RawQuery = cleanQuery(u.RawQuery)
 	out.URL = &u
