@@ -274,7 +274,7 @@ func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wir
 	var resp *http.Response
 	for {
 		var err error
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = readResponse(pc.br, req)
 		if err != nil {
 			if pc.limit <= 0 {
 				err = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", c.maxHeader)
