@@ -225,3 +225,71 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardClientGoneEndsExchange: a client that goes away while the
+// upstream holds its GET (forwarded on the handler's goroutine) ends the
+// exchange with the upstream at once, as a canceled request does, and
+// the next client is served on a connection of its own.
+func TestForwardClientGoneEndsExchange(t *testing.T) {
+	p := getPKI(t)
+	held := make(chan struct{}, 1)
+	ended := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hold" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		held <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			// The gateway closed the connection under the request.
+			ended <- struct{}{}
+		case <-release:
+		}
+	}))
+	defer up.Close()
+	s := startServer(t, testConfig(p, up.URL), nil)
+
+	c := dialTLCP(t, p, s)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// A first request, so that the second is one of a kept-alive
+	// connection, as under load.
+	br := bufio.NewReader(c)
+	for _, path := range []string{"/", "/hold"} {
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if path == "/" {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	<-held
+	c.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream exchange of a client gone away did not end")
+	}
+
+	c2 := dialTLCP(t, p, s)
+	defer c2.Close()
+	_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c2, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "ok" {
+		t.Errorf("next client: %d %q", resp.StatusCode, b)
+	}
+}

@@ -86,7 +86,7 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		ErrorLog:          s.stdErrorLog,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if hc, ok := c.(*edge.HTTPConn); ok {
-				return context.WithValue(ctx, forward.ConnInfoKey{}, hc.Info)
+				return hc.Context(ctx)
 			}
 			return ctx
 		},

@@ -1,12 +1,14 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/h1client"
 	"github.com/gmgate/gmgate/internal/upstream"
 )
 
@@ -38,6 +40,24 @@ type HTTPConn struct {
 	started, refused bool
 	// rd holds read deadlines back until a read needs them.
 	rd readDeadline
+	// watch sees the connection go away (Context).
+	watch *h1client.Watch
+}
+
+// Context is the HTTP server's ConnContext for the connection, on ctx:
+// a context that is canceled when a read of the connection fails other
+// than by a timeout (the client went away, or the server closed it),
+// with a watch (Info.Watch) that then also ends the upstream exchange
+// of a request forwarded on the handler's goroutine. One registration
+// per connection takes the place of one per request: net/http's own
+// background read, which sees the client go, reads through Read.
+// Timeouts are left to the HTTP server: a read deadline set in the past
+// is how it ends its background read when a request is done.
+func (c *HTTPConn) Context(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	c.watch = h1client.NewWatch(cancel)
+	c.Info.Watch = c.watch
+	return context.WithValue(ctx, forward.ConnInfoKey{}, c.Info)
 }
 
 // http2Preface starts every HTTP/2 connection (RFC 9113 §3.4); no HTTP/1
@@ -55,6 +75,9 @@ func (c *HTTPConn) Read(b []byte) (int, error) {
 	c.rd.beginRead(c.Conn)
 	n, err := c.Conn.Read(b)
 	c.rd.endRead()
+	if err != nil && c.watch != nil && !c.h2 && !isTimeout(err) {
+		c.watch.Gone()
+	}
 	if !c.started && n > 0 && !c.checkStart(b[:n]) {
 		return 0, errHTTP2NotAllowed
 	}
@@ -65,6 +88,11 @@ func (c *HTTPConn) Read(b []byte) (int, error) {
 		return c.idleRead(n, err)
 	}
 	return n, err
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // checkStart watches the first bytes of the connection, b the latest

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/smx509"
+	"github.com/gmgate/gmgate/internal/h1client"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/upstream"
 	"github.com/gmgate/gmgate/tlcp"
@@ -50,6 +51,11 @@ type ConnInfo struct {
 	AmbiguousFraming atomic.Bool
 	// clientVerified is set when the client's certificate was verified.
 	clientVerified bool
+	// Watch, set on HTTP/1 connections, ends the upstream exchange of
+	// a request forwarded on the handler's goroutine when the connection
+	// goes away (a new one each time the HTTP server takes the
+	// connection: edge.HTTPConn.Context).
+	Watch *h1client.Watch
 	// GMCapableHello is set when the ClientHello was a TLS hello that
 	// offered TLCP suites, to what it got: tlcp, tls or refused.
 	GMCapableHello string

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
@@ -52,7 +51,15 @@ type Forwarder struct {
 // the client see.
 func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, policy *HeaderPolicy) {
 	info := &informational{w: rec}
-	out := r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{Got1xxResponse: info.got1xx}))
+	ci := InfoFrom(r.Context())
+	// The outbound request keeps the inbound one's context: the hooks
+	// carry the informational responses and the watch of the client's
+	// connection, which ends the exchange if the client goes away, in
+	// place of an httptrace hook and an AfterFunc on a context of its
+	// own.
+	hooks := &upstream.Hooks{Watch: ci.Watch, Got1xx: info.got1xx}
+	out := new(http.Request)
+	*out = *r
 	u := *r.URL
 	u.RawQuery = cleanQuery(u.RawQuery)
 	out.URL = &u
@@ -62,13 +69,13 @@ func (f *Forwarder) Forward(rec *Recorder, r *http.Request, p *upstream.Pool, po
 	RemoveSpoofable(out.Header, policy.Spoofable)
 	out.URL.Scheme = "http"
 	out.Host = r.Host
-	policy.Apply(out.Header, r, InfoFrom(r.Context()))
+	policy.Apply(out.Header, r, ci)
 	if _, ok := out.Header["User-Agent"]; !ok {
 		// Not net/http's own User-Agent.
 		out.Header["User-Agent"] = emptyValue
 	}
 
-	res, err := p.RoundTrip(out)
+	res, err := p.RoundTripWith(out, hooks)
 	info.Finish()
 	if err != nil {
 		f.upstreamFailed(rec, out, p, err)

@@ -136,6 +136,22 @@ var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); ret
 // Host field (or the URL's host) the Host header; addr alone says where
 // the request goes.
 func (c *Client) RoundTrip(req *http.Request, addr string) (*http.Response, error) {
+	return c.RoundTripWith(req, addr, nil)
+}
+
+// Hooks are what a caller of RoundTripWith hands over besides the
+// request, in place of what the request's context would carry.
+type Hooks struct {
+	// Watch, when set, is the client connection the request came on:
+	// its going away ends the exchange, as a canceled context does.
+	Watch *Watch
+	// Got1xx takes the informational responses, in place of the
+	// request's httptrace Got1xxResponse hook.
+	Got1xx func(code int, header textproto.MIMEHeader) error
+}
+
+// RoundTripWith is RoundTrip with hooks (nil: none).
+func (c *Client) RoundTripWith(req *http.Request, addr string, h *Hooks) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	wire, err := appendRequest((*bp)[:0], req)
 	defer func() {
@@ -156,7 +172,7 @@ func (c *Client) RoundTrip(req *http.Request, addr string) (*http.Response, erro
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.exchange(ctx, pc, req, wire)
+		resp, err := c.exchange(ctx, pc, req, wire, h)
 		if err == nil {
 			return resp, nil
 		}
@@ -210,12 +226,27 @@ func (c *Client) conn(ctx context.Context, req *http.Request, addr string) (*pco
 
 // exchange writes the request on pc and reads the response header; the
 // body is read from the response. pc is closed on failure.
-func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wire []byte) (*http.Response, error) {
+func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wire []byte, h *Hooks) (*http.Response, error) {
 	// A client that goes away ends the exchange (the request's context
-	// is canceled): its connection is closed under it.
-	stop := context.AfterFunc(ctx, pc.close)
+	// is canceled, or the watch of its connection sees it go): its
+	// connection is closed under it.
+	var stop stopper
+	var got1xx func(int, textproto.MIMEHeader) error
+	if h != nil {
+		got1xx = h.Got1xx
+		if h.Watch != nil {
+			stop.w, stop.pc = h.Watch, pc
+			if !h.Watch.begin(pc) {
+				pc.close()
+				return nil, ctx.Err()
+			}
+		}
+	}
+	if stop.w == nil {
+		stop.af = context.AfterFunc(ctx, pc.close)
+	}
 	fail := func(err error) (*http.Response, error) {
-		stop()
+		stop.stop()
 		pc.close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
@@ -235,11 +266,15 @@ func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wir
 	if _, err := pc.br.Peek(1); err != nil {
 		return fail(headerError(readFromServerError{err}))
 	}
-	trace := httptrace.ContextClientTrace(ctx)
+	if got1xx == nil {
+		if trace := httptrace.ContextClientTrace(ctx); trace != nil {
+			got1xx = trace.Got1xxResponse
+		}
+	}
 	var resp *http.Response
 	for {
 		var err error
-		resp, err = http.ReadResponse(pc.br, req)
+		resp, err = readResponse(pc.br, req)
 		if err != nil {
 			if pc.limit <= 0 {
 				err = fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", c.maxHeader)
@@ -249,8 +284,8 @@ func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wir
 		if code := resp.StatusCode; code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			break
 		}
-		if trace != nil && trace.Got1xxResponse != nil {
-			if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
+		if got1xx != nil {
+			if err := got1xx(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
 				return fail(err)
 			}
 			// The 1xx went on; the next header gets the whole limit.
@@ -261,13 +296,13 @@ func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wir
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Only for requests that asked for a protocol change, which go
 		// through net/http's Transport: no tunnel here.
-		stop()
+		stop.stop()
 		pc.close()
 		resp.Body = http.NoBody
 		return resp, nil
 	}
 	if resp.Body == http.NoBody {
-		c.release(pc, resp, stop())
+		c.release(pc, resp, stop.stop())
 		return resp, nil
 	}
 	if c.responseHeader > 0 && (resp.ContentLength < 0 || int64(pc.br.Buffered()) < resp.ContentLength) {
@@ -276,6 +311,82 @@ func (c *Client) exchange(ctx context.Context, pc *pconn, req *http.Request, wir
 	}
 	resp.Body = &body{body: resp.Body, c: c, pc: pc, resp: resp, ctx: ctx, stop: stop}
 	return resp, nil
+}
+
+// stopper ends what closes an exchange's connection when its client
+// goes away: the watch of the client's connection, or an AfterFunc on
+// the request's context.
+type stopper struct {
+	w  *Watch
+	pc *pconn
+	af func() bool
+}
+
+// stop reports whether it ended it before it closed the connection.
+func (s *stopper) stop() bool {
+	if s.w != nil {
+		return s.w.end(s.pc)
+	}
+	return s.af()
+}
+
+// Watch ends the exchanges of one client connection, one at a time, when
+// the connection goes away: registered once per connection where a
+// context.AfterFunc on each request's context would be registered and
+// removed per request. Its zero value is not usable: make one with
+// NewWatch.
+type Watch struct {
+	mu     sync.Mutex
+	pc     *pconn
+	gone   bool
+	cancel context.CancelFunc
+}
+
+// NewWatch returns a watch whose Gone calls cancel, which must cancel
+// the contexts of the connection's requests.
+func NewWatch(cancel context.CancelFunc) *Watch {
+	return &Watch{cancel: cancel}
+}
+
+// Gone says that the client connection went away: the contexts of its
+// requests are canceled, and then the connection of the exchange in
+// flight, if any, is closed, so that its failure is seen as the
+// client's (the request's context has its error) and not the target's.
+func (w *Watch) Gone() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone {
+		return
+	}
+	w.gone = true
+	w.cancel()
+	if w.pc != nil {
+		w.pc.close()
+		w.pc = nil
+	}
+}
+
+// begin holds pc as the connection of the exchange in flight; false when
+// the client has gone.
+func (w *Watch) begin(pc *pconn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone {
+		return false
+	}
+	w.pc = pc
+	return true
+}
+
+// end lets go of pc; false when Gone closed it.
+func (w *Watch) end(pc *pconn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pc != pc {
+		return false
+	}
+	w.pc = nil
+	return true
 }
 
 // headerError names a timeout while waiting for the response header as
@@ -345,7 +456,7 @@ type body struct {
 	pc   *pconn
 	resp *http.Response
 	ctx  context.Context
-	stop func() bool
+	stop stopper
 	done bool
 }
 
@@ -357,10 +468,10 @@ func (b *body) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF:
 		b.done = true
-		b.c.release(b.pc, b.resp, b.stop())
+		b.c.release(b.pc, b.resp, b.stop.stop())
 	case err != nil:
 		b.done = true
-		b.stop()
+		b.stop.stop()
 		b.pc.close()
 		if cerr := b.ctx.Err(); cerr != nil {
 			err = cerr
@@ -373,7 +484,7 @@ func (b *body) Read(p []byte) (int, error) {
 func (b *body) Close() error {
 	if !b.done {
 		b.done = true
-		b.stop()
+		b.stop.stop()
 		b.pc.close()
 	}
 	return nil

@@ -370,6 +370,66 @@ func TestH1ClientCancel(t *testing.T) {
 	}
 }
 
+// A request whose client connection goes away (its watch's Gone) ends
+// at once with its context's error, its connection is not kept, and the
+// watch ends the next exchanges before they begin; a request whose
+// client stays keeps its connection.
+func TestH1ClientWatch(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan struct{})
+	up := newScriptedUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/hold" {
+				close(held)
+				<-release
+				return
+			}
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	defer close(release)
+	c := testH1Client(0)
+	defer c.CloseIdle()
+	tg := up.addr
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewWatch(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg+"/", nil)
+	resp, err := c.RoundTripWith(req, tg, &Hooks{Watch: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+		t.Fatalf("body %q", b)
+	}
+	resp.Body.Close()
+	if n := len(c.idle[tg]); n != 1 {
+		t.Fatalf("%d idle connections after a whole response, want 1", n)
+	}
+
+	hold, _ := http.NewRequestWithContext(ctx, "GET", "http://"+tg+"/hold", nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.RoundTripWith(hold, tg, &Hooks{Watch: w})
+		done <- err
+	}()
+	// Gone once the exchange is under way: the upstream has the request.
+	<-held
+	w.Gone()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("request of a client gone: %v", err)
+	}
+	if n := len(c.idle[tg]); n != 0 {
+		t.Errorf("%d idle connections after a client went away", n)
+	}
+	if _, err := c.RoundTripWith(req, tg, &Hooks{Watch: w}); !errors.Is(err, context.Canceled) {
+		t.Errorf("request after the client went: %v", err)
+	}
+}
+
 // Informational responses reach the request's httptrace hook, and the
 // final one is returned.
 func TestH1ClientInformational(t *testing.T) {
@@ -507,7 +567,7 @@ func FuzzH1Response(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := c.exchange(ctx, pc, req, wire)
+		resp, err := c.exchange(ctx, pc, req, wire, nil)
 		if informational > len(response)/10 {
 			t.Fatalf("%d informational responses from %d bytes", informational, len(response))
 		}

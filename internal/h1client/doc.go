@@ -31,7 +31,8 @@
 // by MaxResponseHeaderBytes (each informational header on its own) and by
 // ResponseHeaderTimeout from the moment the request is written; nothing
 // bounds the body as it streams. Informational responses other than 101
-// go to the request's httptrace Got1xxResponse hook and are passed over;
+// go to the caller's Got1xx hook (RoundTripWith), or else to the
+// request's httptrace Got1xxResponse hook, and are passed over;
 // a 101 is returned with an empty body and its connection closed (this
 // client makes no tunnels: upgrades go through the Transport).
 //
@@ -50,7 +51,10 @@
 // one byte followed the response. The most recently used is reused
 // first; at most 256 are kept per target address, none longer than 90
 // seconds. A body closed before its end closes its connection; so does a
-// canceled context (the error is then the context's).
+// canceled context (the error is then the context's), or a client
+// connection gone away when the caller handed over its Watch: one
+// registration per client connection, where an AfterFunc on the
+// request's context is one per request.
 //
 // Closed and unsolicited: an idle connection is looked at without
 // reading (a non-blocking MSG_PEEK) every second while idle, and before

@@ -107,7 +107,7 @@ func (p *Pool) check(ctx context.Context, t *Target) error {
 	if t.host != "" {
 		req.Host = t.host
 	}
-	resp, err := p.Transport.roundTrip(req, t)
+	resp, err := p.Transport.roundTrip(req, t, nil)
 	if err != nil {
 		return err
 	}

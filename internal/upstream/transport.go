@@ -25,8 +25,9 @@ import (
 // health checks, retries and metrics work alike for every scheme. One
 // small type per scheme implements it (transport_*.go).
 type transport interface {
-	// roundTrip sends an HTTP request to t and returns its response.
-	roundTrip(req *http.Request, t *Target) (*http.Response, error)
+	// roundTrip sends an HTTP request to t and returns its response;
+	// h (nil: none) are the caller's hooks.
+	roundTrip(req *http.Request, t *Target, h *Hooks) (*http.Response, error)
 	// dialStream opens a byte stream to t, for TCP routes.
 	dialStream(ctx context.Context, t *Target) (net.Conn, error)
 	// probe is the health check without a path: it connects to t (and

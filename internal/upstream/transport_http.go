@@ -92,12 +92,13 @@ func TLSConfig(c *config.UpstreamTLS, offline bool) (*tls.Config, error) {
 	return tc, nil
 }
 
-func (tr *HttpTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {
+func (tr *HttpTransport) roundTrip(req *http.Request, t *Target, h *Hooks) (*http.Response, error) {
 	req.URL.Scheme = urlScheme(tr.scheme)
 	req.URL.Host = t.url.Host
 	if tr.h1 != nil && tr.h1.Takes(req) {
-		return tr.h1.RoundTrip(req, t.Addr)
+		return tr.h1.RoundTripWith(req, t.Addr, h)
 	}
+	req = traced(req, h)
 	if tr.http2 && !(tr.scheme == "https" && webSocket(req)) {
 		req = withoutUpgrade(req)
 	}

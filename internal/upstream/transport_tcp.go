@@ -19,7 +19,7 @@ func newTCPTransport(ts transportSettings) *tcpTransport {
 
 var errStreamOnly = errors.New("tcp:// targets take whole connections, not HTTP requests")
 
-func (tr *tcpTransport) roundTrip(*http.Request, *Target) (*http.Response, error) {
+func (tr *tcpTransport) roundTrip(*http.Request, *Target, *Hooks) (*http.Response, error) {
 	return nil, errStreamOnly
 }
 

@@ -321,7 +321,8 @@ func (tr *tlcpTransport) handshakeWith(ctx context.Context, addr string, cfg *tl
 	return c, *facts, nil
 }
 
-func (tr *tlcpTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {
+func (tr *tlcpTransport) roundTrip(req *http.Request, t *Target, h *Hooks) (*http.Response, error) {
+	req = traced(req, h)
 	// http.Transport dials "https" requests with DialTLSContext.
 	req.URL.Scheme = "https"
 	req.URL.Host = t.Addr

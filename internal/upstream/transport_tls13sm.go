@@ -239,7 +239,8 @@ func (tr *tls13SMTransport) connections() *tls13SMConns {
 	return next
 }
 
-func (tr *tls13SMTransport) roundTrip(req *http.Request, t *Target) (*http.Response, error) {
+func (tr *tls13SMTransport) roundTrip(req *http.Request, t *Target, h *Hooks) (*http.Response, error) {
+	req = traced(req, h)
 	// http.Transport dials "https" requests with DialTLSContext.
 	req.URL.Scheme = "https"
 	req.URL.Host = t.Addr

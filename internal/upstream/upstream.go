@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gmgate/gmgate/certs"
 	"github.com/gmgate/gmgate/config"
+	"github.com/gmgate/gmgate/internal/h1client"
 	"github.com/gmgate/gmgate/internal/observe"
 )
 
@@ -305,6 +307,27 @@ func (e *Error) Unwrap() error { return e.Err }
 // RoundTrip sends req to a target of the pool, retrying idempotent
 // requests that could not be sent on other targets.
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	return p.RoundTripWith(req, nil)
+}
+
+// Hooks are what a caller hands the pool besides a request: the watch of
+// the client connection and the taker of informational responses. The
+// HTTP/1.1 client of http:// targets uses them as they are; the other
+// transports get the informational responses through an httptrace hook
+// in the request's context, and see a client go away by that context.
+type Hooks = h1client.Hooks
+
+// traced is req with h's Got1xx as its httptrace Got1xxResponse hook,
+// for the transports that take it from there; req itself without one.
+func traced(req *http.Request, h *Hooks) *http.Request {
+	if h == nil || h.Got1xx == nil {
+		return req
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{Got1xxResponse: h.Got1xx}))
+}
+
+// RoundTripWith is RoundTrip with hooks (nil: none).
+func (p *Pool) RoundTripWith(req *http.Request, h *Hooks) (*http.Response, error) {
 	var triedBuf [4]*Target
 	tried := triedBuf[:0]
 	var lastErr, busy error
@@ -365,7 +388,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		t.Inflight.Add(1)
 		start := time.Now()
-		resp, err := p.Transport.roundTrip(out, t)
+		resp, err := p.Transport.roundTrip(out, t, h)
 		t.Inflight.Add(-1)
 		if t.slots != nil {
 			if err == nil {
