@@ -44,3 +44,19 @@ func VectorRoundKeys(key []byte, tau func(uint32) uint32) [33]uint32 {
 	clear(rk[:])
 	return out
 }
+
+// VectorRoundKeysGFNI returns the 33 round keys of the vector round
+// function for a 16-byte key (each in the state's image, with the S-box
+// constants folded in, the last zero), the whole schedule in one call
+// with the S-box of GFNI and no table indexed by the key. It is for CPUs
+// with GFNI and AVX-512 (F, VL), the ones the vector kernels run on, and
+// panics elsewhere.
+func VectorRoundKeysGFNI(key []byte) [33]uint32 {
+	if !haveLanes {
+		panic("sm4cbc: VectorRoundKeysGFNI without GFNI and AVX-512")
+	}
+	if len(key) != 16 {
+		panic("sm4cbc: VectorRoundKeysGFNI of a key that is not 16 bytes")
+	}
+	return vectorRoundKeysGFNI(key)
+}
