@@ -1,8 +1,9 @@
 package accel
 
 import (
-	"crypto/hmac"
+	"encoding"
 	"errors"
+	"hash"
 	"io"
 	"math/big"
 	"math/bits"
@@ -10,8 +11,6 @@ import (
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm3"
-	"golang.org/x/crypto/cryptobyte"
-	"golang.org/x/crypto/cryptobyte/asn1"
 )
 
 // An SM2 signature (GB/T 32918.2) of a digest e with key d and nonce k is
@@ -197,8 +196,15 @@ type sm2Signer struct {
 	// invDPlus1 is (1+d)⁻¹·2^256 mod n: montMul with it multiplies by
 	// (1+d)⁻¹.
 	invDPlus1 scalar
-	// nonceKey keys the HMAC-SM3 of the nonce: SM3 of a label and d.
-	nonceKey [sm3.Size]byte
+	// innerState and outerState are the SM3 states of HMAC-SM3 keyed
+	// for the nonce (with SM3 of a label and d) after the key's block.
+	innerState, outerState []byte
+}
+
+// sm3State is the state saving of gmsm's SM3.
+type sm3State interface {
+	encoding.BinaryMarshaler
+	encoding.BinaryUnmarshaler
 }
 
 var errSM2Key = errors.New("sm2: the private key is not in [1, n−2]")
@@ -219,13 +225,53 @@ func newSM2Signer(d []byte) (*sm2Signer, error) {
 		return nil, errSM2Key
 	}
 	s := &sm2Signer{invDPlus1: invertMont(toMont(dp1))}
+	clear(ds[:])
+	clear(dp1[:])
 	h := sm3.New()
 	h.Write([]byte("gmgate SM2 signature nonce key\x00"))
 	h.Write(d)
-	h.Sum(s.nonceKey[:0])
-	clear(ds[:])
-	clear(dp1[:])
+	var pad [64]byte
+	h.Sum(pad[:0])
+	for i := range pad {
+		pad[i] ^= 0x36
+	}
+	var err error
+	if s.innerState, err = keyedState(pad[:]); err != nil {
+		return nil, err
+	}
+	for i := range pad {
+		pad[i] ^= 0x36 ^ 0x5c
+	}
+	if s.outerState, err = keyedState(pad[:]); err != nil {
+		return nil, err
+	}
+	clear(pad[:])
 	return s, nil
+}
+
+// keyedState returns the saved SM3 state after one block.
+func keyedState(block []byte) ([]byte, error) {
+	h := sm3.New()
+	h.Write(block)
+	saver, ok := h.(sm3State)
+	if !ok {
+		return nil, errors.New("sm2: SM3 cannot save its state")
+	}
+	return saver.MarshalBinary()
+}
+
+// nonce writes HMAC-SM3(nonce key, z || e || ctr) into out, with h as
+// the scratch SM3.
+func (s *sm2Signer) nonce(out *[32]byte, h hash.Hash, z *[32]byte, e []byte, ctr byte) {
+	st := h.(sm3State)
+	st.UnmarshalBinary(s.innerState)
+	h.Write(z[:])
+	h.Write(e)
+	h.Write([]byte{ctr})
+	h.Sum(out[:0])
+	st.UnmarshalBinary(s.outerState)
+	h.Write(out[:])
+	h.Sum(out[:0])
 }
 
 // sign returns the ASN.1 signature of the 32-byte digest e, with
@@ -240,7 +286,7 @@ func (s *sm2Signer) sign(rand io.Reader, e []byte) ([]byte, error) {
 	}
 	es, borrow := subN(scalarFromBytes(e))
 	es = selectScalar(-borrow, scalarFromBytes(e), es) // e mod n
-	mac := hmac.New(sm3.New, s.nonceKey[:])
+	h := sm3.New()
 	var kb [32]byte
 	for ctr := byte(0); ; ctr++ {
 		if ctr == 255 {
@@ -248,11 +294,7 @@ func (s *sm2Signer) sign(rand io.Reader, e []byte) ([]byte, error) {
 		}
 		// k = HMAC-SM3(nonceKey, z || e || ctr), until it is a valid
 		// scalar (all but about 2^−32 of the time the first one is).
-		mac.Reset()
-		mac.Write(z[:])
-		mac.Write(e)
-		mac.Write([]byte{ctr})
-		mac.Sum(kb[:0])
+		s.nonce(&kb, h, &z, e, ctr)
 		// ecdh takes k in [1, n−2] and computes k·G in constant time.
 		kp, err := ecdh.P256().NewPrivateKey(kb[:])
 		if err != nil {
@@ -279,12 +321,27 @@ func (s *sm2Signer) sign(rand io.Reader, e []byte) ([]byte, error) {
 	}
 }
 
-// encodeSM2Signature writes SEQUENCE { r INTEGER, s INTEGER }.
+// encodeSM2Signature writes SEQUENCE { r INTEGER, s INTEGER } in DER:
+// each integer in its fewest bytes, with a zero byte in front when its
+// top bit is set. r and s are public.
 func encodeSM2Signature(r, s scalar) ([]byte, error) {
-	var b cryptobyte.Builder
-	b.AddASN1(asn1.SEQUENCE, func(b *cryptobyte.Builder) {
-		b.AddASN1BigInt(new(big.Int).SetBytes(scalarBytes(r)))
-		b.AddASN1BigInt(new(big.Int).SetBytes(scalarBytes(s)))
-	})
-	return b.Bytes()
+	ri, si := derInteger(scalarBytes(r)), derInteger(scalarBytes(s))
+	body := 2 + len(ri) + 2 + len(si) // at most 70: short-form lengths
+	out := make([]byte, 0, 2+body)
+	out = append(out, 0x30, byte(body), 0x02, byte(len(ri)))
+	out = append(out, ri...)
+	out = append(out, 0x02, byte(len(si)))
+	return append(out, si...), nil
+}
+
+// derInteger returns the content of a DER INTEGER for the non-zero
+// big-endian number b.
+func derInteger(b []byte) []byte {
+	for len(b) > 1 && b[0] == 0 {
+		b = b[1:]
+	}
+	if b[0]&0x80 != 0 {
+		return append([]byte{0}, b...)
+	}
+	return b
 }

@@ -2,7 +2,9 @@ package accel
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"encoding/asn1"
 	"errors"
 	"math/big"
 	mrand "math/rand/v2"
@@ -166,6 +168,51 @@ func TestSM2SignerKeyRange(t *testing.T) {
 		}
 		if !sm2.VerifyASN1(&priv.PublicKey, e[:], sig) {
 			t.Errorf("d = %x: signature does not verify", d)
+		}
+	}
+}
+
+// TestSM2SignerNonceIsHMAC checks the nonce PRF, run from saved SM3
+// states, against crypto/hmac with the key it is meant to have.
+func TestSM2SignerNonceIsHMAC(t *testing.T) {
+	d := make([]byte, 32)
+	d[31] = 9
+	s, err := newSM2Signer(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sm3.Sum(append([]byte("gmgate SM2 signature nonce key\x00"), d...))
+	var z [32]byte
+	rand.Read(z[:])
+	e := sm3.Sum([]byte("message"))
+	var got [32]byte
+	s.nonce(&got, sm3.New(), &z, e[:], 3)
+	mac := hmac.New(sm3.New, key[:])
+	mac.Write(z[:])
+	mac.Write(e[:])
+	mac.Write([]byte{3})
+	if want := mac.Sum(nil); !bytes.Equal(got[:], want) {
+		t.Fatalf("nonce %x, want %x", got, want)
+	}
+}
+
+// TestEncodeSM2Signature compares the DER writer with encoding/asn1 on
+// values with and without leading zero bytes and top bits.
+func TestEncodeSM2Signature(t *testing.T) {
+	vals := []scalar{{1}, {0x80}, {0xff, 0, 0, 0}, {0, 0, 0, 1 << 63}, {0, 0, 0, 0x7f << 56}, orderN, {5, 0, 0, 0xff}}
+	for _, r := range vals {
+		for _, s := range vals {
+			got, err := encodeSM2Signature(r, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := asn1.Marshal(struct{ R, S *big.Int }{bigOf(r), bigOf(s)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("r %x s %x: %x, want %x", r, s, got, want)
+			}
 		}
 	}
 }
