@@ -216,3 +216,40 @@ func TestEncodeSM2Signature(t *testing.T) {
 		}
 	}
 }
+
+// TestSM2DecryptASN1 decrypts ASN.1 ciphertexts through the plain form
+// and compares with gmsm on the same ciphertexts, intact and changed
+// byte by byte: the same plaintext or both refused.
+func TestSM2DecryptASN1(t *testing.T) {
+	priv, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := NewSoftwareKey(priv).(*softwareSM2Key)
+	for i := range 30 {
+		msg := make([]byte, 48)
+		rand.Read(msg)
+		ct, err := sm2.EncryptASN1(rand.Reader, &priv.PublicKey, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt, err := key.Decrypt(rand.Reader, ct, nil)
+		if err != nil || !bytes.Equal(pt, msg) {
+			t.Fatalf("decrypted %x, %v", pt, err)
+		}
+		for j := 0; j < len(ct); j += 1 + i%3 {
+			bad := bytes.Clone(ct)
+			bad[j] ^= byte(1 << (j % 8))
+			got, gotErr := key.Decrypt(rand.Reader, bad, nil)
+			want, wantErr := priv.Decrypt(rand.Reader, bad, nil)
+			if (gotErr == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
+				t.Fatalf("byte %d changed: %x, %v; gmsm %x, %v", j, got, gotErr, want, wantErr)
+			}
+		}
+		for _, bad := range [][]byte{ct[:len(ct)-1], append(bytes.Clone(ct), 0), nil, {0x30, 0}} {
+			if _, err := key.Decrypt(rand.Reader, bad, nil); err == nil {
+				t.Fatalf("malformed ciphertext %x decrypted", bad)
+			}
+		}
+	}
+}

@@ -245,6 +245,13 @@ func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts
 
 func (s *softwareSM2Key) Decrypt(rand io.Reader, ct []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	start := time.Now()
+	if opts == nil {
+		// gmsm reads an ASN.1 ciphertext's point through big.Int; the
+		// plain form (its default, C1C3C2) it takes as bytes.
+		if plain, ok := sm2PlainCiphertext(ct); ok {
+			ct = plain
+		}
+	}
 	pt, err := s.k.Decrypt(rand, ct, opts)
 	ObserveOp(softwareName, "decrypt", start, err)
 	return pt, err
