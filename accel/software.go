@@ -163,6 +163,11 @@ func NewSoftwareKey(k crypto.Signer) Key {
 		if za, err := sm2.CalculateZA(&s.PublicKey, nil); err == nil {
 			key.za = za
 		}
+		if s.D != nil && s.D.BitLen() <= 256 {
+			d := s.D.FillBytes(make([]byte, 32))
+			key.signer, _ = newSM2Signer(d) // gmsm signs for a key it refuses
+			clear(d)
+		}
 		return key
 	}
 	if d, ok := k.(crypto.Decrypter); ok {
@@ -209,6 +214,9 @@ type softwareSM2Key struct {
 	// hashes in front of its message; computed once instead of per
 	// signature.
 	za []byte
+	// signer signs those digests with the key's constants precomputed
+	// (see sm2sign.go); nil leaves every signature to gmsm.
+	signer *sm2Signer
 }
 
 func (s *softwareSM2Key) Public() crypto.PublicKey { return s.k.Public() }
@@ -224,6 +232,11 @@ func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts
 		h.Write(msg)
 		var e [sm3.Size]byte
 		msg, opts = h.Sum(e[:0]), nil
+		if s.signer != nil && rand != nil {
+			sig, err := s.signer.sign(rand, msg)
+			ObserveOp(softwareName, "sign", start, err)
+			return sig, err
+		}
 	}
 	sig, err := s.k.Sign(rand, msg, opts)
 	ObserveOp(softwareName, "sign", start, err)
@@ -232,6 +245,13 @@ func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts
 
 func (s *softwareSM2Key) Decrypt(rand io.Reader, ct []byte, opts crypto.DecrypterOpts) ([]byte, error) {
 	start := time.Now()
+	if opts == nil {
+		// gmsm reads an ASN.1 ciphertext's point through big.Int; the
+		// plain form (its default, C1C3C2) it takes as bytes.
+		if plain, ok := sm2PlainCiphertext(ct); ok {
+			ct = plain
+		}
+	}
 	pt, err := s.k.Decrypt(rand, ct, opts)
 	ObserveOp(softwareName, "decrypt", start, err)
 	return pt, err

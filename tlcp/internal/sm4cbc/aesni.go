@@ -2,6 +2,7 @@ package sm4cbc
 
 import (
 	"math/bits"
+	"sync"
 	"unsafe"
 )
 
@@ -86,6 +87,11 @@ func aesniConstants() *aesniKey {
 	return k
 }
 
+// aesniTemplate is aesniConstants derived once, for each new key to
+// copy: deriving them takes matrix inversions, which cost more than the
+// rest of a key schedule.
+var aesniTemplate = sync.OnceValue(aesniConstants)
+
 // aesniModel is what the kernel's S-box computes for the 16 bytes of a
 // register, AESENCLAST included, from the constants of k: the test of
 // those constants on any architecture.
@@ -164,7 +170,8 @@ func (s *aesniLanes) encrypt(chains [][]byte) {
 // takes its S-box from the kernel too, so that no table is indexed by the
 // key.
 func newAESNIKey(key []byte) *aesniKey {
-	k := aesniConstants()
+	k := new(aesniKey)
+	*k = *aesniTemplate()
 	rk := expandKeyWith(key, k.tau)
 	for i, r := range vectorRoundKeys(&rk) {
 		for l := range k.rk[i] {

@@ -13,20 +13,13 @@ type Matrices struct {
 	// Round are B_0..B_3, applied to the AES-field inverse, one per byte
 	// rotation of the linear transform.
 	Round [4]uint64
-	// SboxOut is A·φ⁻¹: with InConst, S(x) = SboxOut·inv(In·x ⊕ InConst) ⊕ 0xD3,
-	// the S-box alone (for key schedules).
-	SboxOut uint64
-	// InConst is φ(0xD3), the S-box constant in the AES field.
-	InConst byte
 }
 
 // VectorMatrices returns the matrices of the vector round function.
 func VectorMatrices() Matrices {
 	m := Matrices{
-		In:      tables.in.qword(),
-		Out:     tables.out.qword(),
-		SboxOut: sboxA.mul(fieldIso().inverse()).qword(),
-		InConst: tables.inConst,
+		In:  tables.in.qword(),
+		Out: tables.out.qword(),
 	}
 	for o, r := range tables.round {
 		m.Round[o] = r.qword()
@@ -34,13 +27,18 @@ func VectorMatrices() Matrices {
 	return m
 }
 
-// VectorRoundKeys returns the 33 round keys of the vector round function
-// for a 16-byte key (each in the state's image, with the S-box constants
-// folded in, the last zero). tau applies the S-box to each byte of a word;
-// the caller passes one that does not index a table with the key.
-func VectorRoundKeys(key []byte, tau func(uint32) uint32) [33]uint32 {
-	rk := expandKeyWith(key, tau)
-	out := vectorRoundKeys(&rk)
-	clear(rk[:])
-	return out
+// VectorRoundKeysGFNI returns the 33 round keys of the vector round
+// function for a 16-byte key (each in the state's image, with the S-box
+// constants folded in, the last zero), the whole schedule in one call
+// with the S-box of GFNI and no table indexed by the key. It is for CPUs
+// with GFNI and AVX-512 (F, VL), the ones the vector kernels run on, and
+// panics elsewhere.
+func VectorRoundKeysGFNI(key []byte) [33]uint32 {
+	if !haveLanes {
+		panic("sm4cbc: VectorRoundKeysGFNI without GFNI and AVX-512")
+	}
+	if len(key) != 16 {
+		panic("sm4cbc: VectorRoundKeysGFNI of a key that is not 16 bytes")
+	}
+	return vectorRoundKeysGFNI(key)
 }

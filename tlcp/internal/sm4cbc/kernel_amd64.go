@@ -2,7 +2,11 @@
 
 package sm4cbc
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // haveLanes is true when the CPU (and the OS, for the AVX-512 state) can
 // run kernel_amd64.s: GFNI, with AVX-512 for 128-bit rotations and
@@ -34,3 +38,13 @@ func encryptLanesAESNI(k *aesniKey, ptr *[lanes]*byte, step *[lanes]uintptr, n i
 //
 //go:noescape
 func sboxAESNI(k *aesniKey, b *[16]byte)
+
+// expandKeyGFNI writes the 33 vector round keys of a key (those of
+// vectorRoundKeys) to out, with GFNI; for CPUs where haveLanes.
+//
+//go:noescape
+func expandKeyGFNI(c *gfniKeyConsts, key *[16]byte, out *[33]uint32)
+
+// Ensure the layout keygfni_amd64.s relies on.
+var _ [48]struct{} = [unsafe.Offsetof(gfniKeyConsts{}.fk)]struct{}{}
+var _ [192]struct{} = [unsafe.Offsetof(gfniKeyConsts{}.offs)]struct{}{}

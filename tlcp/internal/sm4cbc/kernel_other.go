@@ -17,3 +17,7 @@ func encryptLanesAESNI(k *aesniKey, ptr *[lanes]*byte, step *[lanes]uintptr, n i
 func sboxAESNI(k *aesniKey, b *[16]byte) {
 	panic("sm4cbc: no AES-NI code on this platform")
 }
+
+func expandKeyGFNI(c *gfniKeyConsts, key *[16]byte, out *[33]uint32) {
+	panic("sm4cbc: no GFNI code on this platform")
+}

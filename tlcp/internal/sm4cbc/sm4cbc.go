@@ -92,13 +92,16 @@ func NewKernel(key []byte, k cpufeat.CBCKernel) (*Encrypter, error) {
 	if len(key) != 16 {
 		return nil, KeySizeError(len(key))
 	}
-	block, err := sm4.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	e := &Encrypter{block: block, kernel: k}
+	e := &Encrypter{kernel: k}
 	switch k {
 	case cpufeat.CBCSerial:
+		// gmsm's block, for encryptSerial: the other kernels schedule
+		// the key themselves.
+		block, err := sm4.NewCipher(key)
+		if err != nil {
+			return nil, err
+		}
+		e.block = block
 	case cpufeat.CBCLanesGFNI:
 		if !haveLanes {
 			return nil, errNoKernel
@@ -112,6 +115,10 @@ func NewKernel(key []byte, k cpufeat.CBCKernel) (*Encrypter, error) {
 	case cpufeat.CBCLanesBlocks:
 		if !haveBlocks {
 			return nil, errNoKernel
+		}
+		block, err := sm4.NewCipher(key)
+		if err != nil {
+			return nil, err
 		}
 		e.blocks = newBlockLanes(block)
 	default:
@@ -127,12 +134,7 @@ func (e *Encrypter) Kernel() cpufeat.CBCKernel { return e.kernel }
 
 func newLaneState(key []byte) *laneState {
 	s := new(laneState)
-	rk := expandKey(key)
-	if haveAESNI {
-		// The same round keys without a table indexed by the key.
-		rk = expandKeyWith(key, aesniConstants().tau)
-	}
-	vrk := vectorRoundKeys(&rk)
+	vrk := vectorRoundKeysGFNI(key)
 	for i, k := range vrk {
 		for l := range s.key.rk[i] {
 			s.key.rk[i][l] = k

@@ -35,11 +35,6 @@ func ghashBlocks(k *kernelKey, acc *[16]byte, data *byte, n int)
 //go:noescape
 func mulField(poly, a, b *[16]byte)
 
-// sboxBytes applies the SM4 S-box to each byte of b.
-//
-//go:noescape
-func sboxBytes(m *sboxMatrices, b *[16]byte)
-
 // Ensure the layout kernel_amd64.s relies on.
 var _ [144]struct{} = [unsafe.Offsetof(kernelKey{}.in)]struct{}{}
 var _ [192]struct{} = [unsafe.Offsetof(kernelKey{}.inc)]struct{}{}
@@ -49,4 +44,3 @@ var _ [320]struct{} = [unsafe.Offsetof(kernelKey{}.hpow)]struct{}{}
 var _ [576]struct{} = [unsafe.Offsetof(kernelKey{}.rkb)]struct{}{}
 var _ [1104]struct{} = [unsafe.Offsetof(kernelKey{}.iota)]struct{}{}
 var _ [1168]struct{} = [unsafe.Offsetof(kernelKey{}.ones)]struct{}{}
-var _ [32]struct{} = [unsafe.Offsetof(sboxMatrices{}.out)]struct{}{}

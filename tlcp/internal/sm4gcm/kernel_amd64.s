@@ -380,17 +380,3 @@ TEXT ·mulField(SB), NOSPLIT, $0-24
 	REDUCE
 	VMOVDQU X0, (BX)
 	RET
-
-// func sboxBytes(m *sboxMatrices, b *[16]byte)
-// applies the SM4 S-box to each byte of b.
-TEXT ·sboxBytes(SB), NOSPLIT, $0-16
-	MOVQ m+0(FP), DI
-	MOVQ b+8(FP), SI
-	VMOVDQU (SI), X0
-	VMOVDQU 0(DI), X1
-	VGF2P8AFFINEQB $0, X1, X0, X0
-	VPXOR   16(DI), X0, X0
-	VMOVDQU 32(DI), X1
-	VGF2P8AFFINEINVQB $0xd3, X1, X0, X0
-	VMOVDQU X0, (SI)
-	RET

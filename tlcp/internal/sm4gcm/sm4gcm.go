@@ -99,13 +99,6 @@ type kernelKey struct {
 	ones [64]byte
 }
 
-// sboxMatrices are the operands of sboxBytes.
-type sboxMatrices struct {
-	in  [2]uint64
-	c   [16]byte
-	out [2]uint64
-}
-
 // batch is what one call of ctrBlocks encrypts: sixteen blocks.
 const batch = 256
 
@@ -113,51 +106,48 @@ const batch = 256
 type wide struct {
 	k  kernelKey
 	in uint64 // the matrix into the state's image, for nonces
+	// powers fills k.hpow[:15] (H^16·x … H^2·x) the first time a message
+	// has sixteen blocks to hash: a key that only ever protects short
+	// records (a handshake's Finished, most session store values) never
+	// needs them. k.hpow[15] is set with the key.
+	powers sync.Once
 }
 
-// constants are the matrices of the kernel, derived once.
-var constants = sync.OnceValues(func() (sm4cbc.Matrices, *sboxMatrices) {
+// keyTemplate is a kernelKey with everything but the key's own parts
+// (round keys and powers of H) set, derived once and copied into each
+// new key.
+var keyTemplate = sync.OnceValue(func() *kernelKey {
 	m := sm4cbc.VectorMatrices()
-	sm := &sboxMatrices{in: [2]uint64{m.In, m.In}, out: [2]uint64{m.SboxOut, m.SboxOut}}
-	for i := range sm.c {
-		sm.c[i] = m.InConst
+	k := new(kernelKey)
+	k.in, k.out, k.round = m.In, m.Out, m.Round
+	for i := range k.iota {
+		k.iota[i] = byte(4*(i%16) + i/16)
+		k.ones[i] = 1
 	}
-	return m, sm
+	for l := range k.inc {
+		k.inc[l] = uint32(4*(l%4) + l/4)
+	}
+	for i := range k.bswap32 {
+		k.bswap32[i] = byte(i&^3 + 3 - i&3)
+		k.bswap[i] = byte(15 - i)
+	}
+	binary.LittleEndian.PutUint64(k.poly[:8], 1)
+	binary.LittleEndian.PutUint64(k.poly[8:], 0xc2<<56)
+	k.sixteen = 16
+	return k
 })
 
 func newWide(key []byte) *wide {
-	g := new(wide)
-	m, sm := constants()
-	tau := func(a uint32) uint32 {
-		var b [16]byte
-		binary.BigEndian.PutUint32(b[:], a)
-		sboxBytes(sm, &b)
-		return binary.BigEndian.Uint32(b[:])
-	}
-	rk := sm4cbc.VectorRoundKeys(key, tau)
+	g := &wide{k: *keyTemplate()}
+	g.in = g.k.in
+	rk := sm4cbc.VectorRoundKeysGFNI(key)
 	copy(g.k.rk[:], rk[:])
 	clear(rk[:])
-	g.k.in, g.k.out, g.k.round = m.In, m.Out, m.Round
 	for j, k := range g.k.rk[:33] {
 		for b := range g.k.rkb[j] {
 			g.k.rkb[j][b] = uint32(byte(k>>(8*b))) * 0x01010101
 		}
 	}
-	for i := range g.k.iota {
-		g.k.iota[i] = byte(4*(i%16) + i/16)
-		g.k.ones[i] = 1
-	}
-	g.in = m.In
-	for l := range g.k.inc {
-		g.k.inc[l] = uint32(4*(l%4) + l/4)
-	}
-	for i := range g.k.bswap32 {
-		g.k.bswap32[i] = byte(i&^3 + 3 - i&3)
-		g.k.bswap[i] = byte(15 - i)
-	}
-	binary.LittleEndian.PutUint64(g.k.poly[:8], 1)
-	binary.LittleEndian.PutUint64(g.k.poly[8:], 0xc2<<56)
-	g.k.sixteen = 16
 
 	// H = E(0): the block of counter 0 under the zero nonce.
 	var z [batch]byte
@@ -171,17 +161,21 @@ func newWide(key []byte) *wide {
 	lo <<= 1
 	hi ^= carry & (0xc2 << 56)
 	lo ^= carry & 1
-	var h [16]byte
-	binary.LittleEndian.PutUint64(h[:8], lo)
-	binary.LittleEndian.PutUint64(h[8:], hi)
+	binary.LittleEndian.PutUint64(g.k.hpow[15][:8], lo)
+	binary.LittleEndian.PutUint64(g.k.hpow[15][8:], hi)
+	return g
+}
+
+// fillPowers sets k.hpow[:15] from k.hpow[15] = H·x.
+func (g *wide) fillPowers() {
+	h := g.k.hpow[15]
 	p := h
-	for k := 1; k <= 16; k++ {
-		g.k.hpow[16-k] = p
+	for k := 2; k <= 16; k++ {
 		mulField(&g.k.poly, &p, &h)
+		g.k.hpow[16-k] = p
 	}
 	clear(h[:])
 	clear(p[:])
-	return g
 }
 
 func (g *wide) NonceSize() int { return NonceSize }
@@ -266,6 +260,9 @@ func (g *wide) crypt(dst, src []byte, s *stream) {
 // ghash adds b, zero-padded to whole blocks, to acc.
 func (g *wide) ghash(acc *[16]byte, b []byte) {
 	if n := len(b) / 16; n > 0 {
+		if n >= 16 {
+			g.powers.Do(g.fillPowers)
+		}
 		ghashBlocks(&g.k, acc, &b[0], n)
 	}
 	if r := len(b) % 16; r > 0 {

@@ -310,3 +310,56 @@ func BenchmarkNew(b *testing.B) {
 		}
 	}
 }
+
+// TestPowersOnFirstUse uses keys whose powers of H are filled only when
+// a long message comes: one key for short messages first and long ones
+// after, and fresh keys sealing long messages from several goroutines at
+// once (run with -race), each against gmsm's SM4-GCM.
+func TestPowersOnFirstUse(t *testing.T) {
+	if !haveKernel {
+		t.Skip("no kernel on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	key, nonce := make([]byte, 16), make([]byte, 12)
+	fill(key)
+	fill(nonce)
+	ref := reference(t, key)
+	a, err := NewKernel(key, cpufeat.GCMWideGFNI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 15, 16, 17, 200, 255, 256, 257, 1000, 16384, 40} {
+		pt, ad := make([]byte, n), make([]byte, n%70)
+		fill(pt)
+		fill(ad)
+		if got, want := a.Seal(nil, nonce, pt, ad), ref.Seal(nil, nonce, pt, ad); !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes after shorter ones: sealed output differs", n)
+		}
+	}
+
+	pt, ad := make([]byte, 4096), make([]byte, 300)
+	fill(pt)
+	fill(ad)
+	for range 20 {
+		fill(key)
+		want := reference(t, key).Seal(nil, nonce, pt, ad)
+		fresh, err := NewKernel(key, cpufeat.GCMWideGFNI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := make(chan []byte, 4)
+		for range cap(results) {
+			go func() { results <- fresh.Seal(nil, nonce, pt, ad) }()
+		}
+		for range cap(results) {
+			if got := <-results; !bytes.Equal(got, want) {
+				t.Fatal("a long message sealed concurrently on a fresh key differs")
+			}
+		}
+	}
+}
