@@ -242,23 +242,7 @@ func TestAdminClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := startConsoleFixture(t, fmt.Sprintf(`{listen: "127.0.0.1:0", cert: %q, key: %q, client_ca: %q}`, certFile, keyFile, filepath.Join(dir, pki.CACertFile)))
-	roots := x509.NewCertPool()
-	root, _ := x509.ParseCertificate(ca.Root.Raw)
-	roots.AddCert(root)
-	get := func(cert *tls.Certificate) (int, error) {
-		conf := &tls.Config{RootCAs: roots}
-		if cert != nil {
-			conf.Certificates = []tls.Certificate{*cert}
-		}
-		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
-		defer cl.CloseIdleConnections()
-		resp, err := cl.Get("https://" + c.srv.admin + "/api/v1/certificates")
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
+	get := func(cert *tls.Certificate) (int, error) { return adminGetTLS(c.srv.admin, ca.Root.Raw, cert) }
 	if code, err := get(nil); err == nil {
 		t.Errorf("without a client certificate: %d", code)
 	}
@@ -369,23 +353,7 @@ func TestAdminClientCertificatesTLCP(t *testing.T) {
 		t.Errorf("TLCP with a client certificate: %d %v", code, err)
 	}
 
-	roots := x509.NewCertPool()
-	root, _ := x509.ParseCertificate(tlsCA.Root.Raw)
-	roots.AddCert(root)
-	getTLS := func(cert *tls.Certificate) (int, error) {
-		conf := &tls.Config{RootCAs: roots}
-		if cert != nil {
-			conf.Certificates = []tls.Certificate{*cert}
-		}
-		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
-		defer cl.CloseIdleConnections()
-		resp, err := cl.Get("https://" + c.srv.admin + "/api/v1/certificates")
-		if err != nil {
-			return 0, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode, nil
-	}
+	getTLS := func(cert *tls.Certificate) (int, error) { return adminGetTLS(c.srv.admin, tlsCA.Root.Raw, cert) }
 	if code, err := getTLS(nil); err == nil {
 		t.Errorf("TLS without a client certificate: %d", code)
 	}
@@ -397,4 +365,28 @@ func TestAdminClientCertificatesTLCP(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("plain HTTP answered %d", resp.StatusCode)
 	}
+}
+
+// adminGetTLS asks the admin listener at addr, over TLS verified against
+// the root certificate (DER), for /api/v1/certificates, presenting cert
+// when it is not nil, and returns the status.
+func adminGetTLS(addr string, rootDER []byte, cert *tls.Certificate) (int, error) {
+	root, err := x509.ParseCertificate(rootDER)
+	if err != nil {
+		return 0, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(root)
+	conf := &tls.Config{RootCAs: roots}
+	if cert != nil {
+		conf.Certificates = []tls.Certificate{*cert}
+	}
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: 10 * time.Second}
+	defer cl.CloseIdleConnections()
+	resp, err := cl.Get("https://" + addr + "/api/v1/certificates")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
