@@ -43,13 +43,7 @@ upstreams:
 	if cfg.Upstreams["plain"].TLCP != nil {
 		t.Error("a tlcp section was made up for an upstream without one")
 	}
-	out, err := Show(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Parse("shown.yaml", out); err != nil {
-		t.Fatalf("shown configuration does not parse:\n%s\n%v", out, err)
-	}
+	showParses(t, cfg)
 }
 
 // Every problem of an upstream's tlcp block and of tcp listeners is

@@ -82,3 +82,15 @@ upstreams:
 		t.Errorf("does not parse: %v", err)
 	}
 }
+
+// showParses checks that what Show prints of cfg parses again.
+func showParses(t *testing.T, cfg *Config) {
+	t.Helper()
+	out, err := Show(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse("shown.yaml", out); err != nil {
+		t.Fatalf("shown configuration does not parse:\n%s\n%v", out, err)
+	}
+}

@@ -46,13 +46,7 @@ upstreams:
 	if s := gm.SM2; s.TLS13ShangMi != TLS13ShangMiAccept || strings.Join(s.TLS13Groups, ",") != "curveSM2" || !s.Serves() {
 		t.Errorf("sm2 as written: %+v", s)
 	}
-	out, err := Show(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Parse("shown.yaml", out); err != nil {
-		t.Fatalf("shown configuration does not parse:\n%s\n%v", out, err)
-	}
+	showParses(t, cfg)
 }
 
 // Every problem of an SM2 identity is reported at its line with a fix.

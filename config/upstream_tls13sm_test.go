@@ -41,13 +41,7 @@ upstreams:
 	if cfg.Upstreams["partner"].TLCP != nil {
 		t.Error("a tlcp section was made up for a tls13sm:// upstream")
 	}
-	out, err := Show(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Parse("shown.yaml", out); err != nil {
-		t.Fatalf("shown configuration does not parse:\n%s\n%v", out, err)
-	}
+	showParses(t, cfg)
 }
 
 // Every problem of a tls13sm section is reported at once, at its line.
