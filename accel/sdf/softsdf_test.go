@@ -595,7 +595,6 @@ func TestSoftSDFIsStrict(t *testing.T) {
 	lib := library(t)
 	newCard(t, 1)
 	ctl := loadLib(t, lib)
-	ctl.Control("latency_us", 100_000)
 	p, err := ctl.Probe(1, []byte(testPIN))
 	if err != nil {
 		t.Fatal(err)

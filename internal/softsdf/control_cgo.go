@@ -106,8 +106,7 @@ static void *concurrent_sign(void *p) {
 // softsdf_probe makes calls a card must refuse and writes their return
 // codes into out: [0] a second SDF_OpenDevice, [1] a session handle that
 // was never opened, [2] a 31-byte digest, [3] signing without the access
-// right, [4] a second call on a session that is busy (the library must
-// have latency set so that the first call lasts), [5] the wrong PIN,
+// right, [4] a second call on a session that is busy, [5] the wrong PIN,
 // [6] index 0, [7] the busy call itself.
 static int softsdf_probe(void *dl, unsigned int idx, unsigned char *pin, unsigned int pinlen, unsigned int *out) {
 	struct sdf_api a;
@@ -136,12 +135,21 @@ static int softsdf_probe(void *dl, unsigned int idx, unsigned char *pin, unsigne
 	out[6] = ac(sess, 0, pin, pinlen);
 	if ((rv = ac(sess, idx, pin, pinlen)) == 0) {
 		out[2] = sg(sess, idx, e, 31, sig);
+		// The first call is held in the library (its hang switch) until
+		// the second has been made; the second waits until the first
+		// has claimed the session (the calls-in-flight counter), for
+		// at most ten seconds.
 		struct concurrent_call c = {sg, sess, idx, e, -1};
 		pthread_t th;
+		int held = softsdf_control(dl, "hang", 1) == 0;
 		pthread_create(&th, NULL, concurrent_sign, &c);
-		struct timespec ts = {0, 20 * 1000 * 1000};
-		nanosleep(&ts, NULL);
+		unsigned long long st[8] = {0};
+		struct timespec ms = {0, 1000 * 1000};
+		for (int i = 0; i < 10000 && softsdf_stats(dl, st, 8) >= 6 && st[5] == 0; i++)
+			nanosleep(&ms, NULL);
 		out[4] = sg(sess, idx, e, 32, sig);
+		if (held)
+			softsdf_control(dl, "hang", 0);
 		pthread_join(th, NULL);
 		out[7] = c.rv;
 	}
@@ -232,8 +240,7 @@ type Probe struct {
 }
 
 // Probe opens the device of this instance (which must not be open
-// elsewhere) and makes calls a card must refuse; the library's latency
-// must be set so that a call lasts longer than 20ms.
+// elsewhere) and makes calls a card must refuse.
 func (l *Lib) Probe(index uint32, pin []byte) (Probe, error) {
 	cpin := C.CBytes(pin)
 	defer C.free(cpin)
