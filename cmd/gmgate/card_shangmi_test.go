@@ -103,23 +103,7 @@ upstreams:
 		<-srv.exited
 	})
 
-	cache := tls13.NewLRUClientSessionCache(4)
-	signs := cardOps(t, srv.admin, "sign", "ok")
-	st, body, err := s.getShangMi(srv.addrs["card"], cache)
-	if err != nil || body != "served by the upstream" || st.DidResume || len(st.PeerCertificates) == 0 {
-		t.Fatalf("full handshake: %v (body %q, state %+v)\n%s", err, body, st, srv.logs)
-	}
-	if n := cardOps(t, srv.admin, "sign", "ok") - signs; n != 1 {
-		t.Errorf("card signatures for a full TLS 1.3 ShangMi handshake: %v, want 1", n)
-	}
-	signs = cardOps(t, srv.admin, "sign", "ok")
-	st, body, err = s.getShangMi(srv.addrs["card"], cache)
-	if err != nil || body != "served by the upstream" || !st.DidResume {
-		t.Fatalf("resumed handshake: %v (body %q, resumed %v)", err, body, st.DidResume)
-	}
-	if n := cardOps(t, srv.admin, "sign", "ok") - signs; n != 0 {
-		t.Errorf("card signatures for a resumed handshake: %v, want 0", n)
-	}
+	s.fullThenResumed(t, srv)
 	if v := adminMetric(t, srv.admin, `gmgate_handshakes_total{protocol="tls1.3-sm",result="ok",site="default",suite="TLS_SM4_GCM_SM3"}`); v != 2 {
 		t.Errorf("tls1.3-sm handshakes counted: %v, want 2", v)
 	}
@@ -157,10 +141,18 @@ upstreams:
 	}
 	srv := startServe(t, s.command("serve", "-c", cfgFile), "card")
 
+	s.fullThenResumed(t, srv)
+}
+
+// fullThenResumed makes a full TLS 1.3 ShangMi handshake with the card
+// listener of srv, which the card signs once, then a resumed one, which
+// it does not sign.
+func (s *cardSetup) fullThenResumed(t *testing.T, srv *served) {
+	t.Helper()
 	cache := tls13.NewLRUClientSessionCache(4)
 	signs := cardOps(t, srv.admin, "sign", "ok")
 	st, body, err := s.getShangMi(srv.addrs["card"], cache)
-	if err != nil || body != "served by the upstream" || st.DidResume {
+	if err != nil || body != "served by the upstream" || st.DidResume || len(st.PeerCertificates) == 0 {
 		t.Fatalf("full handshake: %v (body %q, resumed %v)\n%s", err, body, st.DidResume, srv.logs)
 	}
 	if n := cardOps(t, srv.admin, "sign", "ok") - signs; n != 1 {
