@@ -14,6 +14,7 @@ import (
 	"github.com/gmgate/gmgate/config"
 	"github.com/gmgate/gmgate/internal/edge"
 	"github.com/gmgate/gmgate/internal/forward"
+	"github.com/gmgate/gmgate/internal/h1server"
 	"github.com/gmgate/gmgate/internal/hostname"
 	"github.com/gmgate/gmgate/internal/observe"
 	"github.com/gmgate/gmgate/internal/route"
@@ -50,16 +51,23 @@ type listenerState struct {
 	plain *plainHTTP
 }
 
-// runningListener is a bound socket with the HTTP server that serves its
-// established connections.
+// runningListener is a bound socket with the HTTP servers that serve its
+// established connections: HTTP/1.1 connections go to h1Srv, which
+// serves their common requests (body-less GET and HEAD) on one
+// goroutine per connection and hands a connection over to httpSrv
+// (net/http's) at the first request it does not take on; HTTP/2
+// connections go to httpSrv at once.
 type runningListener struct {
 	name      string
 	listen    string
 	ln        net.Listener
 	state     atomic.Pointer[listenerState]
 	active    atomic.Int64
+	h1Srv     *h1server.Server
 	httpSrv   *http.Server
 	httpConns *edge.ConnListener
+	// fullConns feeds httpSrv.
+	fullConns *edge.ConnListener
 	// failLog writes the listener's handshake failures, a few a second.
 	failLog *observe.RateLimitedLog
 	// connsActive is the listener's gmgate_connections_active.
@@ -76,27 +84,41 @@ func (s *Server) bind(lc config.Listener, gen *generation) (*runningListener, er
 		connsActive: s.metrics.ConnsActive.WithLabelValues(lc.Name)}
 	rl.state.Store(gen.states[lc.Name])
 	rl.httpConns = edge.NewConnListener(ln.Addr())
+	rl.fullConns = edge.NewConnListener(ln.Addr())
+	handler := &httpHandler{srv: s, listener: rl}
+	connContext := func(ctx context.Context, c net.Conn) context.Context {
+		if hc, ok := c.(*edge.HTTPConn); ok {
+			return hc.Context(ctx)
+		}
+		return ctx
+	}
+	rl.h1Srv = &h1server.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
+		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
+		ErrorLog:          s.stdErrorLog,
+		ConnContext:       connContext,
+		Fallback:          rl.fullConns.HandOff,
+		Park:              edge.Park,
+		ParkAfter:         edge.IdleParkAfter,
+	}
 	rl.httpSrv = &http.Server{
-		Handler:           &httpHandler{srv: s, listener: rl},
+		Handler:           handler,
 		ReadHeaderTimeout: gen.cfg.Timeouts.ReadHeader.D(),
 		IdleTimeout:       gen.cfg.Timeouts.Idle.D(),
 		MaxHeaderBytes:    gen.cfg.Limits.MaxHeaderBytes,
 		Protocols:         edge.ServerProtocols(),
 		HTTP2:             edge.HTTP2Limits(gen.cfg),
 		ErrorLog:          s.stdErrorLog,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if hc, ok := c.(*edge.HTTPConn); ok {
-				return hc.Context(ctx)
-			}
-			return ctx
-		},
-		ConnState: edge.HTTPConnState,
+		ConnContext:       connContext,
+		ConnState:         edge.HTTPConnState,
 	}
 	return rl, nil
 }
 
 func (s *Server) serve(rl *runningListener) {
-	go func() { _ = rl.httpSrv.Serve(rl.httpConns) }()
+	go func() { _ = rl.httpSrv.Serve(rl.fullConns) }()
+	go func() { _ = rl.h1Srv.Serve(rl.httpConns) }()
 	s.acceptWG.Add(1)
 	go s.acceptLoop(rl)
 }
@@ -114,10 +136,9 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 		// shutdown: HTTP connections with a request in flight, and the
 		// upgraded (WebSocket) and TCP-mode ones, which the HTTP server
 		// does not wait for.
-		rl.httpConns.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), grace)
 		defer cancel()
-		_ = rl.httpSrv.Shutdown(ctx)
+		rl.shutdownHTTP(ctx)
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for rl.active.Load() > 0 && ctx.Err() == nil {
@@ -127,7 +148,7 @@ func (s *Server) stopListener(rl *runningListener, grace time.Duration) {
 			}
 		}
 		if rl.active.Load() > 0 {
-			rl.httpSrv.Close()
+			rl.closeHTTP()
 			n := s.closeConns(rl)
 			s.log.Warn("removed listener: closed connections still open after timeouts.shutdown", "listener", rl.name, "connections", n)
 		}
@@ -279,9 +300,34 @@ func (s *Server) handleConn(rl *runningListener, st *listenerState, tc *trackedC
 	h2 := st.http2 && (info.ALPN == "h2" || info.ALPN == "")
 	hc := &edge.HTTPConn{Conn: established, Info: info, Bound: upstream.WriteBound{Timeout: st.idle}, Listener: rl.httpConns, H2Allowed: h2}
 	hc.Sock = edge.ParkSocket(tc.Conn)
-	if !rl.httpConns.Push(hc) {
+	to := rl.httpConns
+	if h2 && info.ALPN == "h2" {
+		to = rl.fullConns
+	}
+	if !to.Push(hc) {
 		hc.Close()
 	}
+}
+
+// shutdownHTTP stops the listener's HTTP servers taking connections,
+// closes their idle ones and waits, until ctx ends, for the others.
+func (rl *runningListener) shutdownHTTP(ctx context.Context) {
+	rl.httpConns.Close()
+	rl.fullConns.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = rl.h1Srv.Shutdown(ctx)
+	}()
+	_ = rl.httpSrv.Shutdown(ctx)
+	wg.Wait()
+}
+
+// closeHTTP closes the connections of the listener's HTTP servers.
+func (rl *runningListener) closeHTTP() {
+	rl.h1Srv.Close()
+	rl.httpSrv.Close()
 }
 
 // handshakeFailed counts and logs a failed handshake on rl.

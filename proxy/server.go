@@ -390,8 +390,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rl.httpConns.Close()
-			_ = rl.httpSrv.Shutdown(ctx)
+			rl.shutdownHTTP(ctx)
 		}()
 	}
 	wg.Wait()
@@ -409,7 +408,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		n := s.closeConns(nil)
 		s.log.Warn("shutdown timeout: closed connections still open", "connections", n)
 		for _, rl := range listeners {
-			rl.httpSrv.Close()
+			rl.closeHTTP()
 		}
 		<-drained
 	}

@@ -42,6 +42,9 @@ type HTTPConn struct {
 	rd readDeadline
 	// watch sees the connection go away (Context).
 	watch *h1client.Watch
+	// replay holds bytes read of the connection by the HTTP/1.1 server
+	// that handed it over (HandOff), for its next reads.
+	replay []byte
 }
 
 // Context is the HTTP server's ConnContext for the connection, on ctx:
@@ -71,6 +74,12 @@ var errHTTP2NotAllowed = errors.New("the client sent the HTTP/2 preface on a con
 func (c *HTTPConn) Read(b []byte) (int, error) {
 	if c.refused {
 		return 0, errHTTP2NotAllowed
+	}
+	if len(c.replay) > 0 {
+		// Checked and scanned as they were first read.
+		n := copy(b, c.replay)
+		c.replay = c.replay[n:]
+		return n, nil
 	}
 	c.rd.beginRead(c.Conn)
 	n, err := c.Conn.Read(b)
@@ -190,6 +199,18 @@ func (l *ConnListener) Push(c net.Conn) bool {
 	case <-l.done:
 		return false
 	}
+}
+
+// HandOff pushes c, an HTTPConn that the HTTP/1.1 server does not serve
+// on, to the HTTP server that takes l, with unread, the bytes read of it
+// and not used, first.
+func (l *ConnListener) HandOff(c net.Conn, unread []byte) bool {
+	hc, ok := c.(*HTTPConn)
+	if !ok {
+		return false
+	}
+	hc.replay = unread
+	return l.Push(hc)
 }
 
 func (l *ConnListener) close() {

@@ -112,6 +112,19 @@ func (c *HTTPConn) Close() error {
 	return c.Conn.Close()
 }
 
+// Park parks c, an HTTPConn waiting for its next request in the HTTP/1.1
+// server, until it has bytes to read or deadline passes; false when it
+// cannot be parked.
+func Park(c net.Conn, deadline time.Time) bool {
+	hc, ok := c.(*HTTPConn)
+	if !ok || hc.Sock == nil || hc.Listener == nil || hc.h2 {
+		return false
+	}
+	hc.idleDeadline = deadline
+	hc.Listener.park(hc)
+	return true
+}
+
 // parkedConns are a listener's parked connections, so that closing the
 // listener (shutdown, or a reload that removes it) closes them.
 type parkedConns struct {
