@@ -418,6 +418,9 @@ func (c *conn) noteWriteError(err error) {
 }
 
 func (c *conn) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	// The background read ends first: the connection's bytes are the
+	// hijacker's from here.
+	c.watch.disarm(c)
 	c.hijacked = true
 	c.state.Store(stateClosed)
 	_ = c.rwc.SetDeadline(time.Time{})

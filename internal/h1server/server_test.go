@@ -301,3 +301,31 @@ func TestSlowHeaderTimesOut(t *testing.T) {
 		t.Fatalf("got %v, want EOF", err)
 	}
 }
+
+// A handler that hijacks the connection while it is read in the
+// background gets every byte the client sends after the request.
+func TestHijackDuringBackgroundRead(t *testing.T) {
+	entered := make(chan struct{})
+	sent := make(chan struct{})
+	got := make(chan string, 1)
+	ts := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-sent
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer c.Close()
+		line, _ := brw.ReadString('\n')
+		got <- line
+	}), func(s *Server) { s.WatchAfter = time.Nanosecond })
+	c, _ := dial(t, ts.addr)
+	io.WriteString(c, "GET /hijack HTTP/1.1\r\nHost: a\r\n\r\n")
+	<-entered
+	io.WriteString(c, "after the request\n")
+	close(sent)
+	if line := <-got; line != "after the request\n" {
+		t.Fatalf("hijacker read %q", line)
+	}
+}
