@@ -155,6 +155,15 @@ var differentialHandlers = map[string]http.HandlerFunc{
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	},
+	"aborted after WriteHeader": func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Started", "1")
+		w.WriteHeader(http.StatusAccepted)
+		panic(http.ErrAbortHandler)
+	},
+	"aborted after a short write": func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("part"))
+		panic(http.ErrAbortHandler)
+	},
 	"hijacked": func(w http.ResponseWriter, r *http.Request) {
 		c, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {

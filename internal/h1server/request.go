@@ -46,7 +46,7 @@ func parseRequest(head []byte) *http.Request {
 		return nil
 	}
 	requestURI := string(target)
-	u, err := url.ParseRequestURI(requestURI)
+	u, err := requestURL(requestURI)
 	if err != nil {
 		return nil
 	}
@@ -104,6 +104,35 @@ func parseRequest(head []byte) *http.Request {
 		RequestURI: requestURI,
 	}
 }
+
+// requestURL is url.ParseRequestURI of an origin-form target, without
+// its parsing for the common one: a path of characters that need no
+// escaping and a query of printable ASCII.
+func requestURL(target string) (*url.URL, error) {
+	path, query, hasQuery := strings.Cut(target, "?")
+	if hasQuery && query == "" {
+		return url.ParseRequestURI(target)
+	}
+	for i := 0; i < len(path); i++ {
+		if !plainPathByte[path[i]] {
+			return url.ParseRequestURI(target)
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c <= ' ' || c >= 0x7f {
+			return url.ParseRequestURI(target)
+		}
+	}
+	return &url.URL{Path: path, RawQuery: query}, nil
+}
+
+// plainPathByte are the bytes of a path that url.URL keeps as they are.
+var plainPathByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~$&+,/:;=@") {
+		t[c] = true
+	}
+	return t
+}()
 
 var (
 	crlf = []byte("\r\n")

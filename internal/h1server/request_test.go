@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http/httpguts"
@@ -40,6 +42,23 @@ func TestParseRequestTakes(t *testing.T) {
 			t.Errorf("%q: taken %v, want %v", s, took, want)
 		}
 	}
+}
+
+// FuzzRequestURL holds the URL of a target to url.ParseRequestURI's.
+func FuzzRequestURL(f *testing.F) {
+	for _, s := range []string{"/", "/a/b?c=d&e", "/a%20b", "/?", "/a?b?c", "/a#b", "/a?b#c", "//x", "/a!b", "/\xff?\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		if !strings.HasPrefix(target, "/") {
+			return
+		}
+		got, gotErr := requestURL(target)
+		want, wantErr := url.ParseRequestURI(target)
+		if (gotErr == nil) != (wantErr == nil) || gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %#v, %v; url.ParseRequestURI: %#v, %v", target, got, gotErr, want, wantErr)
+		}
+	})
 }
 
 // FuzzParseRequest holds every request parseRequest takes to what
@@ -81,6 +100,9 @@ func FuzzParseRequest(f *testing.F) {
 			got.Host != want.Host || got.Proto != want.Proto || got.ProtoMajor != want.ProtoMajor || got.ProtoMinor != want.ProtoMinor {
 			t.Fatalf("%q: got %s %q %q %q %s, net/http %s %q %q %q %s", head, got.Method, got.RequestURI, got.URL, got.Host, got.Proto,
 				want.Method, want.RequestURI, want.URL, want.Host, want.Proto)
+		}
+		if !reflect.DeepEqual(got.URL, want.URL) {
+			t.Fatalf("%q: URL %#v, net/http %#v", head, got.URL, want.URL)
 		}
 		if !reflect.DeepEqual(got.Header, want.Header) {
 			t.Fatalf("%q: header %v, net/http %v", head, got.Header, want.Header)

@@ -25,11 +25,16 @@ import (
 type response struct {
 	c   *conn
 	req *http.Request
-	// handlerHeader is what Header returns; header is its copy as of
-	// WriteHeader, once the handler could change it after that.
+	// handlerHeader is what Header returns.
 	handlerHeader http.Header
-	header        http.Header
 	calledHeader  bool
+	// What startHeader found in the header at WriteHeader, for
+	// writeHeader.
+	hasTrailers, hasTE, hasCLField, hasType, encoded, hasDate bool
+	// lengthLater: a Content-Length if the body is whole when the
+	// handler returns; chunksLater: chunks otherwise; closeField: a
+	// Connection: close is added.
+	lengthLater, chunksLater, closeField bool
 	// wroteHeader: the handler's final status is set (status);
 	// headerOut: its header is in the connection's buffer.
 	wroteHeader, headerOut bool
@@ -65,9 +70,6 @@ var (
 )
 
 func (w *response) Header() http.Header {
-	if w.header == nil && w.wroteHeader && !w.headerOut {
-		w.header = w.handlerHeader.Clone()
-	}
 	w.calledHeader = true
 	return w.handlerHeader
 }
@@ -94,17 +96,20 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
-	if w.calledHeader && w.header == nil {
-		w.header = w.handlerHeader.Clone()
-	}
+	invalidLength := false
 	if cl := headerGet(w.handlerHeader, "Content-Length"); cl != "" {
 		v, err := strconv.ParseInt(cl, 10, 64)
 		if err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
 			w.c.srv.logf("http: invalid Content-Length of %q", cl)
-			w.handlerHeader.Del("Content-Length")
+			invalidLength = true
 		}
+	}
+	w.startHeader()
+	if invalidLength {
+		// Out of the header after it was taken, as net/http does.
+		w.handlerHeader.Del("Content-Length")
 	}
 }
 
@@ -263,26 +268,23 @@ func (cw chunkWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeHeader puts the final header in the connection's buffer, once; p
-// is the body's first bytes (nil when there are none yet).
-func (w *response) writeHeader(p []byte) {
-	if w.headerOut {
-		return
-	}
-	w.headerOut = true
+// startHeader puts the status line and the handler's header fields in
+// the connection's buffer when the final status is set: the header as it
+// stands then is the one sent, as net/http sends it (its copy of the
+// header at WriteHeader), without a copy. What depends on the body (a
+// Content-Length or chunks, a sniffed Content-Type) follows in
+// writeHeader, with the fields the server adds, in net/http's order.
+// Every field net/http would leave out is known now: those the status
+// forbids, a Content-Length beside a Transfer-Encoding, a
+// Transfer-Encoding that framing replaces, a Connection that a closing
+// connection replaces, and the http.TrailerPrefix ones.
+func (w *response) startHeader() {
+	h := w.handlerHeader
+	code := w.status
 	isHEAD := w.req.Method == http.MethodHead
-	header := w.header
-	owned := header != nil
-	if !owned {
-		header = w.handlerHeader
-	}
 	var exclude map[string]bool
 	del := func(key string) {
-		if owned {
-			header.Del(key)
-			return
-		}
-		if _, ok := header[key]; !ok {
+		if _, ok := h[key]; !ok {
 			return
 		}
 		if exclude == nil {
@@ -290,45 +292,37 @@ func (w *response) writeHeader(p []byte) {
 		}
 		exclude[key] = true
 	}
-	var extra extraHeader
-
-	hasTrailers := false
-	for k := range w.header {
-		if strings.HasPrefix(k, http.TrailerPrefix) {
-			if exclude == nil {
-				exclude = map[string]bool{}
-			}
-			exclude[k] = true
-			hasTrailers = true
-		}
-	}
-	for _, v := range w.header["Trailer"] {
-		hasTrailers = true
-		for _, f := range strings.Split(v, ",") {
-			if f = textproto.TrimString(f); f != "" {
-				w.declareTrailer(f)
+	if w.calledHeader {
+		for k := range h {
+			if strings.HasPrefix(k, http.TrailerPrefix) {
+				if exclude == nil {
+					exclude = map[string]bool{}
+				}
+				exclude[k] = true
+				w.hasTrailers = true
 			}
 		}
+		for _, v := range h["Trailer"] {
+			w.hasTrailers = true
+			for _, f := range strings.Split(v, ",") {
+				if f = textproto.TrimString(f); f != "" {
+					w.declareTrailer(f)
+				}
+			}
+		}
 	}
-	te := headerGet(header, "Transfer-Encoding")
-	hasTE := te != ""
-
-	if w.done && !hasTrailers && !hasTE && bodyAllowedForStatus(w.status) && !headerHas(header, "Content-Length") && (!isHEAD || len(p) > 0) {
-		w.contentLength = int64(len(p))
-		extra.contentLength = strconv.AppendInt(w.c.lenBuf[:0], int64(len(p)), 10)
-	}
-	hasCL := w.contentLength != -1
-	if headerGet(header, "Connection") == "close" || w.c.srv.shuttingDown() {
+	te := headerGet(h, "Transfer-Encoding")
+	w.hasTE = te != ""
+	w.hasCLField = headerHas(h, "Content-Length")
+	_, w.hasType = h["Content-Type"]
+	w.encoded = headerGet(h, "Content-Encoding") != ""
+	w.hasDate = headerHas(h, "Date")
+	connection := headerGet(h, "Connection")
+	shutdown := w.c.srv.shuttingDown()
+	if connection == "close" || shutdown {
 		w.closeAfter = true
 	}
-
-	code := w.status
-	if bodyAllowedForStatus(code) {
-		_, haveType := header["Content-Type"]
-		if headerGet(header, "Content-Encoding") == "" && !haveType && !hasTE && len(p) > 0 {
-			extra.contentType = http.DetectContentType(p)
-		}
-	} else {
+	if !bodyAllowedForStatus(code) {
 		keys := noBodySuppressed
 		if code == http.StatusNotModified {
 			keys = notModifiedSuppressed
@@ -337,41 +331,76 @@ func (w *response) writeHeader(p []byte) {
 			del(k)
 		}
 	}
-	if !headerHas(header, "Date") {
-		extra.date = w.c.srv.date.now()
-	}
-	if hasCL && hasTE && te != "identity" {
+	if w.contentLength != -1 && w.hasTE && te != "identity" {
 		w.c.srv.logf("http: WriteHeader called with both Transfer-Encoding of %q and a Content-Length of %d", te, w.contentLength)
 		del("Content-Length")
-		hasCL = false
+		w.contentLength = -1
+		w.hasCLField = false
 	}
+	// A body whole when the handler returns may get a Content-Length;
+	// whether another is chunked is known now when the handler set a
+	// Content-Length or a Transfer-Encoding, and otherwise decided by
+	// writeHeader.
+	w.lengthLater = !w.hasTrailers && !w.hasTE && bodyAllowedForStatus(code) && !w.hasCLField
 	switch {
 	case isHEAD || !bodyAllowedForStatus(code) || code == http.StatusNoContent:
 		del("Transfer-Encoding")
-	case hasCL:
+	case w.contentLength != -1:
 		del("Transfer-Encoding")
-	case hasTE && te == "identity":
-		w.chunking = false
+	case w.hasTE && te == "identity":
 		w.closeAfter = true
 		del("Transfer-Encoding")
-	default:
+	case w.hasTE:
 		w.chunking = true
-		extra.transferEncoding = "chunked"
-		if hasTE && te == "chunked" {
+		if te == "chunked" {
 			del("Transfer-Encoding")
 		}
-	}
-	if w.chunking {
+	case w.hasCLField:
+		// A Content-Length without a valid value: chunks, without it.
+		w.chunking = true
 		del("Content-Length")
+	default:
+		w.chunksLater = true
 	}
-	if w.closeAfter && (w.c.srv.shuttingDown() || !hasToken(headerGet(w.header, "Connection"), "close")) && !isProtocolSwitch(code, header) {
+	if w.closeAfter && (shutdown || !hasToken(connection, "close")) && !isProtocolSwitch(code, h) {
 		del("Connection")
-		extra.connection = "close"
+		w.closeField = true
 	}
-
 	bw := w.c.bufw
 	writeStatusLine(bw, code)
-	_ = w.header.WriteSubset(bw, exclude)
+	if w.calledHeader {
+		_ = h.WriteSubset(bw, exclude)
+	}
+}
+
+// writeHeader ends the header in the connection's buffer, once; p is the
+// body's first bytes (nil when there are none yet).
+func (w *response) writeHeader(p []byte) {
+	if w.headerOut {
+		return
+	}
+	w.headerOut = true
+	var extra extraHeader
+	code := w.status
+	if w.lengthLater && w.done && (w.req.Method != http.MethodHead || len(p) > 0) {
+		w.contentLength = int64(len(p))
+		extra.contentLength = strconv.AppendInt(w.c.lenBuf[:0], int64(len(p)), 10)
+	} else if w.chunksLater {
+		w.chunking = true
+	}
+	if bodyAllowedForStatus(code) && !w.encoded && !w.hasType && !w.hasTE && len(p) > 0 {
+		extra.contentType = http.DetectContentType(p)
+	}
+	if !w.hasDate {
+		extra.date = w.c.srv.date.now()
+	}
+	if w.closeField {
+		extra.connection = "close"
+	}
+	if w.chunking {
+		extra.transferEncoding = "chunked"
+	}
+	bw := w.c.bufw
 	extra.write(bw)
 	_, _ = bw.Write(crlf)
 }

@@ -389,6 +389,10 @@ func (c *conn) serveRequest(req *http.Request) (resp *response) {
 				c.srv.logf("http: panic serving %v: %v\n%s", r.RemoteAddr, err, buf)
 			}
 			if !c.hijacked {
+				if w.wroteHeader && !w.headerOut {
+					// Half a header: net/http would not have sent it.
+					c.bufw.Reset(connWriter{c})
+				}
 				_ = c.bufw.Flush()
 			}
 			resp = nil
