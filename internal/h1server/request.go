@@ -25,9 +25,10 @@ const maxHeaderLines = 64
 // FuzzParseRequest holds the requests it takes to http.ReadRequest's
 // reading of the same bytes.
 //
-// The request's header is one string, the values slices of it, and the
+// The request is a copy of base (when not nil) with the request's
+// fields. The request's header is one string, the values slices of it, and the
 // field names canonical strings (the common ones shared, not allocated).
-func parseRequest(head []byte) *http.Request {
+func parseRequest(head []byte, base *http.Request) *http.Request {
 	lineEnd := bytes.Index(head, crlf)
 	if lineEnd < 0 {
 		return nil
@@ -92,17 +93,13 @@ func parseRequest(head []byte) *http.Request {
 	if host == "" {
 		return nil
 	}
-	return &http.Request{
-		Method:     method,
-		URL:        u,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     header,
-		Body:       http.NoBody,
-		Host:       host,
-		RequestURI: requestURI,
+	r := new(http.Request)
+	if base != nil {
+		*r = *base
 	}
+	r.Method, r.URL, r.Proto, r.ProtoMajor, r.ProtoMinor = method, u, "HTTP/1.1", 1, 1
+	r.Header, r.Body, r.Host, r.RequestURI = header, http.NoBody, host, requestURI
+	return r
 }
 
 // requestURL is url.ParseRequestURI of an origin-form target, without

@@ -36,7 +36,7 @@ var requestSeeds = []string{
 // TestParseRequestTakes holds which requests this server takes on.
 func TestParseRequestTakes(t *testing.T) {
 	for i, s := range requestSeeds {
-		took := parseRequest([]byte(s)) != nil
+		took := parseRequest([]byte(s), nil) != nil
 		want := i < 4
 		if took != want {
 			t.Errorf("%q: taken %v, want %v", s, took, want)
@@ -73,7 +73,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		head := data[:end+4]
-		got := parseRequest(head)
+		got := parseRequest(head, nil)
 		if got == nil {
 			return
 		}

@@ -254,7 +254,7 @@ func (c *conn) readRequest(idleSince time.Time) (*http.Request, error) {
 			}
 			if end := bytes.Index(c.in[c.r:c.w], crlfcrlf); end >= 0 {
 				head := c.in[c.r : c.r+end+4]
-				req := parseRequest(head)
+				req := parseRequest(head, c.base)
 				if req == nil {
 					return nil, errFallback
 				}
@@ -365,10 +365,7 @@ func (c *conn) parkable(err error, idleSince time.Time) bool {
 
 // serveRequest runs the handler for req; nil when it panicked.
 func (c *conn) serveRequest(req *http.Request) (resp *response) {
-	r := new(http.Request)
-	*r = *c.base
-	r.Method, r.URL, r.Proto, r.ProtoMajor, r.ProtoMinor = req.Method, req.URL, req.Proto, 1, 1
-	r.Header, r.Body, r.Host, r.RequestURI = req.Header, http.NoBody, req.Host, req.RequestURI
+	r := req
 	w := &response{c: c, req: r, handlerHeader: http.Header{}, contentLength: -1}
 	body := bodyBufs.Get().(*bufio.Writer)
 	w.bodyOut = chunkWriter{w}
