@@ -550,7 +550,21 @@ func (c *Conn) flush() error {
 // writeHandshake sends one handshake message in its own record(s) (GmSSL
 // rejects records that hold more than one) and adds it to the transcript.
 func (c *Conn) writeHandshake(msg handshakeMessage, transcript io.Writer) error {
-	data, err := msg.marshal()
+	var data []byte
+	var err error
+	if a, ok := msg.(messageAppender); ok {
+		// Built in a flight buffer, which the record takes a copy of.
+		scratch := flightBufs.Get().(*[]byte)
+		defer func() {
+			if data != nil && cap(data) <= 64<<10 {
+				*scratch = data[:0]
+			}
+			flightBufs.Put(scratch)
+		}()
+		data, err = a.appendTo((*scratch)[:0])
+	} else {
+		data, err = msg.marshal()
+	}
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}

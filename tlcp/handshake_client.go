@@ -297,9 +297,9 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	}
 	var signed []byte
 	if hs.suite.ecdhe {
-		signed = ecdheSignedParams(hs.hello.random, hs.serverHello.random, params)
+		signed = ecdheSignedParams(nil, hs.hello.random, hs.serverHello.random, params)
 	} else {
-		signed = eccSignedParams(hs.hello.random, hs.serverHello.random, certMsg.certificates[1])
+		signed = eccSignedParams(nil, hs.hello.random, hs.serverHello.random, certMsg.certificates[1])
 	}
 	signPub, _ := leafSM2Key(c.peerCertificates[0])
 	if !verifyMessage(signPub, signed, sig) {
@@ -338,7 +338,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 		}
 		var list [][]byte
 		if cert != nil {
-			list = cert.wireList(hs.suite.ecdhe || !cfg.ClientSignCertOnly)
+			list = cert.wireList(nil, hs.suite.ecdhe || !cfg.ClientSignCertOnly)
 		}
 		if len(list) > 0 {
 			hs.clientCert = list[0]
