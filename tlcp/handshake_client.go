@@ -12,7 +12,6 @@ import (
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
-	"github.com/emmansun/gmsm/sm3"
 	"golang.org/x/crypto/cryptobyte"
 )
 
@@ -42,9 +41,13 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return errors.New("tlcp: either ServerName or InsecureSkipVerify must be set in the Config")
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx}
-	hs.transcript.h = sm3.New()
-	// The key schedule's HMAC is needed no longer than the handshake.
-	defer func() { putHandshakeMAC(hs.mac) }()
+	hs.transcript.h = getTranscriptHash()
+	// The key schedule's HMAC and the transcript's hash are needed no
+	// longer than the handshake.
+	defer func() {
+		putHandshakeMAC(hs.mac)
+		putTranscriptHash(hs.transcript.h)
+	}()
 	// The raw messages are kept only for a CertificateVerify signed over
 	// them, until it is sent.
 	hs.transcript.keepRaw = cfg.ClientRawCertificateVerify

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 )
 
@@ -56,9 +55,13 @@ type serverHandshakeState struct {
 
 func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config}
-	hs.transcript.h = sm3.New()
-	// The key schedule's HMAC is needed no longer than the handshake.
-	defer func() { putHandshakeMAC(hs.mac) }()
+	hs.transcript.h = getTranscriptHash()
+	// The key schedule's HMAC and the transcript's hash are needed no
+	// longer than the handshake.
+	defer func() {
+		putHandshakeMAC(hs.mac)
+		putTranscriptHash(hs.transcript.h)
+	}()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}

@@ -141,20 +141,53 @@ func putHandshakeMAC(h *hmacSM3) {
 	handshakeMACs.Put(h)
 }
 
-// zeroBlock is one SM3 block of zeros, only read.
-var zeroBlock [64]byte
+// emptySM3State is the saved state of an SM3 hash that has hashed
+// nothing: its block buffer is all zeros.
+var emptySM3State = sync.OnceValue(func() []byte {
+	s, _ := sm3.New().(stateSaver).AppendBinary(nil)
+	return s
+})
 
-// wipe clears everything h holds of its key and of what it computed.
-func (h *hmacSM3) wipe() {
-	for _, d := range []hash.Hash{h.inner, h.outer} {
-		// A reset leaves the digest's block buffer holding the tail of
-		// its last input; one byte and then the rest of a block of
-		// zeros go through that buffer whole.
+// wipeSM3 resets d and clears its block buffer, which a Reset leaves
+// holding the tail of its last input, without hashing a block.
+func wipeSM3(d hash.Hash) {
+	if s, ok := d.(stateSaver); !ok || s.UnmarshalBinary(emptySM3State()) != nil {
+		// One byte and then the rest of a block of zeros go through
+		// the buffer whole.
+		var zeroBlock [64]byte
 		d.Reset()
 		d.Write(zeroBlock[:1])
 		d.Write(zeroBlock[1:])
-		d.Reset()
 	}
+	d.Reset()
+}
+
+// transcriptHashes keeps the SM3 hashes of handshake transcripts for
+// the next handshake: see getTranscriptHash.
+var transcriptHashes sync.Pool
+
+// getTranscriptHash returns an SM3 hash for one handshake's transcript;
+// putTranscriptHash gives it back when the handshake is over.
+func getTranscriptHash() hash.Hash {
+	if h, ok := transcriptHashes.Get().(hash.Hash); ok {
+		return h
+	}
+	return sm3.New()
+}
+
+// putTranscriptHash wipes h and keeps it for the next handshake.
+func putTranscriptHash(h hash.Hash) {
+	if h == nil {
+		return
+	}
+	wipeSM3(h)
+	transcriptHashes.Put(h)
+}
+
+// wipe clears everything h holds of its key and of what it computed.
+func (h *hmacSM3) wipe() {
+	wipeSM3(h.inner)
+	wipeSM3(h.outer)
 	clear(h.states)
 	clear(h.sum[:])
 	clear(h.a[:])
