@@ -65,14 +65,16 @@ type Conn struct {
 	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is borrowed from
 	// smallBufs, or from largeBufs for big records, and given back once
 	// Read has consumed it, so that an idle connection holds none.
-	rawBuf        []byte
-	rawR, rawW    int
-	rawPool       *sync.Pool   // where rawBuf came from
-	rawPtr        *[]byte      // what rawPool gave
-	input         []byte       // decrypted application data not yet returned
-	hand          bytes.Buffer // handshake data not yet parsed
-	emptyRecords  int          // consecutive empty application records
-	warnAlerts    int          // warning alerts received in a row
+	rawBuf     []byte
+	rawR, rawW int
+	rawPool    *sync.Pool   // where rawBuf came from
+	rawPtr     *[]byte      // what rawPool gave
+	input      []byte       // decrypted application data not yet returned
+	hand       bytes.Buffer // handshake data not yet parsed
+	// handPtr is what smallBufs gave for hand during the handshake.
+	handPtr       *[]byte
+	emptyRecords  int // consecutive empty application records
+	warnAlerts    int // warning alerts received in a row
 	renegAttempts int
 
 	// buffering collects a whole flight in sendBuf so that it leaves in one
@@ -358,9 +360,25 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		if len(data) == 0 || expectChangeCipherSpec {
 			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("unexpected handshake record")))
 		}
+		if c.hand.Cap() == 0 && c.handPtr == nil && !handshakeComplete {
+			// A handshake's flights are collected in a pooled buffer,
+			// given back when it completes (releaseHand).
+			c.handPtr = smallBufs.Get().(*[]byte)
+			c.hand = *bytes.NewBuffer((*c.handPtr)[:0])
+		}
 		c.hand.Write(data)
 	}
 	return nil
+}
+
+// releaseHand gives back, cleared, the pooled buffer the handshake's
+// flights were collected in; hand must be empty and no longer use it.
+func (c *Conn) releaseHand() {
+	if c.handPtr != nil {
+		clear(*c.handPtr)
+		smallBufs.Put(c.handPtr)
+		c.handPtr = nil
+	}
 }
 
 // readError handles a failed read from the network: a record cut short by
@@ -876,6 +894,7 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 		if c.hand.Len() == 0 {
 			// Drop the buffer that held the peer's flights.
 			c.hand = bytes.Buffer{}
+			c.releaseHand()
 		}
 		// And give back the input buffer, unless the peer's first data
 		// came with its last flight: a connection that only handshakes
