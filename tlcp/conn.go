@@ -28,8 +28,6 @@ type Conn struct {
 	conn     net.Conn
 	isClient bool
 	config   *Config
-	// handshakeFn is clientHandshake or serverHandshake.
-	handshakeFn func(context.Context) error
 
 	handshakeMutex      sync.Mutex
 	handshakeErr        error
@@ -888,7 +886,11 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 	c.in.Lock()
 	defer c.in.Unlock()
 
-	c.handshakeErr = c.handshakeFn(ctx)
+	if c.isClient {
+		c.handshakeErr = c.clientHandshake(ctx)
+	} else {
+		c.handshakeErr = c.serverHandshake(ctx)
+	}
 	if c.handshakeErr == nil {
 		c.handshakes++
 		if c.hand.Len() == 0 {
