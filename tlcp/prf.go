@@ -29,9 +29,10 @@ var (
 type hmacSM3 struct {
 	inner, outer           hash.Hash
 	innerState, outerState []byte
-	// states holds innerState and outerState.
-	states []byte
-	sum    [sm3Size]byte
+	// states holds innerState and outerState, in statesBuf.
+	states    []byte
+	statesBuf [2 * sm3StateSize]byte
+	sum       [sm3Size]byte
 	// Scratch kept here so that it does not escape to the heap on every
 	// call: a and block for P_hash, pad for setKey, transcriptHash for
 	// finishedData, keyBlock for keyBlock.
@@ -46,10 +47,16 @@ type hmacSM3 struct {
 const sm3StateSize = 108
 
 func newHMACSM3(key []byte) *hmacSM3 {
-	h := &hmacSM3{inner: sm3.New(), outer: sm3.New()}
-	h.states = make([]byte, 0, 2*sm3StateSize)
-	h.setKey(key)
+	h := new(hmacSM3)
+	h.init(key)
 	return h
+}
+
+// init keys a zero hmacSM3 in place.
+func (h *hmacSM3) init(key []byte) {
+	h.inner, h.outer = sm3.New(), sm3.New()
+	h.states = h.statesBuf[:0]
+	h.setKey(key)
 }
 
 type stateSaver interface {
