@@ -54,9 +54,14 @@ func newHMACSM3(key []byte) *hmacSM3 {
 
 // init keys a zero hmacSM3 in place.
 func (h *hmacSM3) init(key []byte) {
+	h.prepare()
+	h.setKey(key)
+}
+
+// prepare makes a zero hmacSM3 ready for setKey.
+func (h *hmacSM3) prepare() {
 	h.inner, h.outer = sm3.New(), sm3.New()
 	h.states = h.statesBuf[:0]
-	h.setKey(key)
 }
 
 type stateSaver interface {
@@ -130,12 +135,18 @@ var handshakeMACs sync.Pool
 
 // getHandshakeMAC returns HMAC-SM3 keyed with key for one handshake's key
 // schedule; putHandshakeMAC gives it back when the handshake is over.
+// With a nil key it is returned unkeyed, for a caller that keys it before
+// anything else (masterFromPreMaster with the pre-master secret): keying
+// it with nothing first would hash two blocks for nothing.
 func getHandshakeMAC(key []byte) *hmacSM3 {
 	h, _ := handshakeMACs.Get().(*hmacSM3)
 	if h == nil {
-		return newHMACSM3(key)
+		h = new(hmacSM3)
+		h.prepare()
 	}
-	h.setKey(key)
+	if key != nil {
+		h.setKey(key)
+	}
 	return h
 }
 
