@@ -67,13 +67,18 @@ func scalarFromBytes(b []byte) scalar {
 
 // scalarBytes writes s as 32 big-endian bytes.
 func scalarBytes(s scalar) []byte {
-	b := make([]byte, 32)
+	var b [32]byte
+	putScalar(&b, s)
+	return b[:]
+}
+
+// putScalar writes s into b as 32 big-endian bytes.
+func putScalar(b *[32]byte, s scalar) {
 	for i, l := range s {
 		for j := range 8 {
 			b[31-8*i-j] = byte(l >> (8 * j))
 		}
 	}
-	return b
 }
 
 // subN returns a − n and the borrow.
@@ -199,6 +204,42 @@ type sm2Signer struct {
 	// innerState and outerState are the SM3 states of HMAC-SM3 keyed
 	// for the nonce (with SM3 of a label and d) after the key's block.
 	innerState, outerState []byte
+	// scratches holds *signScratch kept for the next signature.
+	scratches sync.Pool
+}
+
+// signScratch is what one signature works in, so that a signature
+// allocates little more than what it returns. It goes back to its
+// signer's pool cleared of everything secret (release).
+type signScratch struct {
+	h hash.Hash // SM3
+	// in is z || e || counter, the nonce PRF's message: z the fresh
+	// randomness, e the digest signed.
+	in [32 + 32 + 1]byte
+	// e is the digest of Z || message, when the signer computes it.
+	e [32]byte
+	// k is the nonce.
+	k [32]byte
+}
+
+func (s *sm2Signer) scratch() *signScratch {
+	if sc, ok := s.scratches.Get().(*signScratch); ok {
+		return sc
+	}
+	return &signScratch{h: sm3.New()}
+}
+
+// release clears sc and keeps it for the next signature. Restoring the
+// key's inner state leaves the SM3 state holding only that (the signer
+// keeps it anyway) and a block buffer of zeros.
+func (s *sm2Signer) release(sc *signScratch) {
+	clear(sc.in[:])
+	clear(sc.e[:])
+	clear(sc.k[:])
+	if err := sc.h.(sm3State).UnmarshalBinary(s.innerState); err != nil {
+		return // not kept: it could not be cleared
+	}
+	s.scratches.Put(sc)
 }
 
 // sm3State is the state saving of gmsm's SM3.
@@ -260,41 +301,58 @@ func keyedState(block []byte) ([]byte, error) {
 	return saver.MarshalBinary()
 }
 
-// nonce writes HMAC-SM3(nonce key, z || e || ctr) into out, with h as
-// the scratch SM3.
-func (s *sm2Signer) nonce(out *[32]byte, h hash.Hash, z *[32]byte, e []byte, ctr byte) {
+// nonce writes HMAC-SM3(nonce key, z || e || ctr) into sc.k, for the z
+// and e in sc.in.
+func (s *sm2Signer) nonce(sc *signScratch, ctr byte) {
+	h := sc.h
 	st := h.(sm3State)
 	st.UnmarshalBinary(s.innerState)
-	h.Write(z[:])
-	h.Write(e)
-	h.Write([]byte{ctr})
-	h.Sum(out[:0])
+	sc.in[64] = ctr
+	h.Write(sc.in[:])
+	h.Sum(sc.k[:0])
 	st.UnmarshalBinary(s.outerState)
-	h.Write(out[:])
-	h.Sum(out[:0])
+	h.Write(sc.k[:])
+	h.Sum(sc.k[:0])
+}
+
+// signMessage returns the ASN.1 signature of SM3(za || msg), with
+// randomness from rand.
+func (s *sm2Signer) signMessage(rand io.Reader, za, msg []byte) ([]byte, error) {
+	sc := s.scratch()
+	defer s.release(sc)
+	sc.h.Reset()
+	sc.h.Write(za)
+	sc.h.Write(msg)
+	sc.h.Sum(sc.e[:0])
+	return s.signWith(sc, rand, sc.e[:])
 }
 
 // sign returns the ASN.1 signature of the 32-byte digest e, with
 // randomness from rand.
 func (s *sm2Signer) sign(rand io.Reader, e []byte) ([]byte, error) {
+	sc := s.scratch()
+	defer s.release(sc)
+	return s.signWith(sc, rand, e)
+}
+
+func (s *sm2Signer) signWith(sc *signScratch, rand io.Reader, e []byte) ([]byte, error) {
 	if len(e) != sm3.Size {
 		return nil, errors.New("sm2: digest is not 32 bytes")
 	}
-	var z [32]byte
-	if _, err := io.ReadFull(rand, z[:]); err != nil {
+	copy(sc.in[32:64], e)
+	if _, err := io.ReadFull(rand, sc.in[:32]); err != nil {
 		return nil, err
 	}
 	es, borrow := subN(scalarFromBytes(e))
 	es = selectScalar(-borrow, scalarFromBytes(e), es) // e mod n
-	h := sm3.New()
-	var kb [32]byte
+	kb := &sc.k
 	for ctr := byte(0); ; ctr++ {
 		if ctr == 255 {
 			return nil, errors.New("sm2: no nonce found")
 		}
 		// k = HMAC-SM3(nonceKey, z || e || ctr), until it is a valid
 		// scalar (all but about 2^−32 of the time the first one is).
-		s.nonce(&kb, h, &z, e, ctr)
+		s.nonce(sc, ctr)
 		// ecdh takes k in [1, n−2] and computes k·G in constant time.
 		kp, err := ecdh.P256().NewPrivateKey(kb[:])
 		if err != nil {
@@ -325,23 +383,37 @@ func (s *sm2Signer) sign(rand io.Reader, e []byte) ([]byte, error) {
 // each integer in its fewest bytes, with a zero byte in front when its
 // top bit is set. r and s are public.
 func encodeSM2Signature(r, s scalar) ([]byte, error) {
-	ri, si := derInteger(scalarBytes(r)), derInteger(scalarBytes(s))
-	body := 2 + len(ri) + 2 + len(si) // at most 70: short-form lengths
+	var rb, sb [32]byte
+	putScalar(&rb, r)
+	putScalar(&sb, s)
+	ri, si := trimInteger(rb[:]), trimInteger(sb[:])
+	body := derIntegerLen(ri) + derIntegerLen(si) // at most 70: short-form lengths
 	out := make([]byte, 0, 2+body)
-	out = append(out, 0x30, byte(body), 0x02, byte(len(ri)))
-	out = append(out, ri...)
-	out = append(out, 0x02, byte(len(si)))
-	return append(out, si...), nil
+	out = append(out, 0x30, byte(body))
+	out = appendDERInteger(out, ri)
+	return appendDERInteger(out, si), nil
 }
 
-// derInteger returns the content of a DER INTEGER for the non-zero
-// big-endian number b.
-func derInteger(b []byte) []byte {
+// trimInteger drops the leading zero bytes of a big-endian number but
+// its last byte.
+func trimInteger(b []byte) []byte {
 	for len(b) > 1 && b[0] == 0 {
 		b = b[1:]
 	}
-	if b[0]&0x80 != 0 {
-		return append([]byte{0}, b...)
-	}
 	return b
+}
+
+// derIntegerLen is the length of the DER INTEGER of trimmed b, with its
+// tag and length: a zero byte goes in front of a set top bit.
+func derIntegerLen(b []byte) int {
+	return 2 + len(b) + int(b[0]>>7)
+}
+
+// appendDERInteger appends the DER INTEGER of trimmed b.
+func appendDERInteger(out, b []byte) []byte {
+	out = append(out, 0x02, byte(derIntegerLen(b)-2))
+	if b[0]&0x80 != 0 {
+		out = append(out, 0)
+	}
+	return append(out, b...)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/asn1"
 	"errors"
+	"fmt"
 	"math/big"
 	mrand "math/rand/v2"
 	"testing"
@@ -105,6 +106,38 @@ func TestSM2SignerVerifies(t *testing.T) {
 	}
 }
 
+// TestSM2SignerConcurrent signs with one key from several goroutines at
+// once, which share the signer's scratch pool: every signature verifies.
+func TestSM2SignerConcurrent(t *testing.T) {
+	priv, err := sm2.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := NewSoftwareKey(priv)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range 20 {
+				msg := []byte{byte(g), byte(i)}
+				sig, err := key.Sign(rand.Reader, msg, sm2.DefaultSM2SignerOpts)
+				if err == nil && !sm2.VerifyASN1WithSM2(&priv.PublicKey, nil, msg, sig) {
+					err = fmt.Errorf("signature %d of goroutine %d does not verify", i, g)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // zeroReader is a random source that has failed into zeros.
 type zeroReader struct{}
 
@@ -185,14 +218,33 @@ func TestSM2SignerNonceIsHMAC(t *testing.T) {
 	var z [32]byte
 	rand.Read(z[:])
 	e := sm3.Sum([]byte("message"))
-	var got [32]byte
-	s.nonce(&got, sm3.New(), &z, e[:], 3)
+	sc := s.scratch()
+	copy(sc.in[:32], z[:])
+	copy(sc.in[32:64], e[:])
+	s.nonce(sc, 3)
+	got := sc.k
 	mac := hmac.New(sm3.New, key[:])
 	mac.Write(z[:])
 	mac.Write(e[:])
 	mac.Write([]byte{3})
 	if want := mac.Sum(nil); !bytes.Equal(got[:], want) {
 		t.Fatalf("nonce %x, want %x", got, want)
+	}
+	// What goes back to the pool holds nothing of this signature, and
+	// computes the same nonce when used again.
+	s.release(sc)
+	if sc.in != [65]byte{} || sc.k != [32]byte{} || sc.e != [32]byte{} {
+		t.Fatal("released scratch keeps the signature's values")
+	}
+	state, err := sc.h.(sm3State).MarshalBinary()
+	if err != nil || !bytes.Equal(state, s.innerState) {
+		t.Fatalf("released SM3 state %x, want the key's inner state %x", state, s.innerState)
+	}
+	copy(sc.in[:32], z[:])
+	copy(sc.in[32:64], e[:])
+	s.nonce(sc, 3)
+	if sc.k != got {
+		t.Fatalf("nonce from a reused scratch %x, want %x", sc.k, got)
 	}
 }
 

@@ -226,17 +226,17 @@ func (s *softwareSM2Key) Close() error             { return nil }
 func (s *softwareSM2Key) Sign(rand io.Reader, msg []byte, opts crypto.SignerOpts) ([]byte, error) {
 	start := time.Now()
 	if o, ok := opts.(*sm2.SM2SignerOption); ok && o == sm2.DefaultSM2SignerOpts && s.za != nil {
+		if s.signer != nil && rand != nil {
+			sig, err := s.signer.signMessage(rand, s.za, msg)
+			ObserveOp(softwareName, "sign", start, err)
+			return sig, err
+		}
 		// e = SM3(Z || msg), then sign e as a digest.
 		h := sm3.New()
 		h.Write(s.za)
 		h.Write(msg)
 		var e [sm3.Size]byte
 		msg, opts = h.Sum(e[:0]), nil
-		if s.signer != nil && rand != nil {
-			sig, err := s.signer.sign(rand, msg)
-			ObserveOp(softwareName, "sign", start, err)
-			return sig, err
-		}
 	}
 	sig, err := s.k.Sign(rand, msg, opts)
 	ObserveOp(softwareName, "sign", start, err)

@@ -269,7 +269,7 @@ type cbcRecord struct {
 	// IV (SetIV) rather than made anew per record.
 	dec ivBlockMode
 	enc *sm4cbc.Encrypter
-	mac *hmacSM3
+	mac hmacSM3
 	ad  [13]byte
 	iv  [sm4Block]byte
 	sum [sm3Size]byte
@@ -282,7 +282,8 @@ type cbcRecord struct {
 // (the key schedule of the encryption kernel) or for opening (gmsm's
 // block, whose CBC decryption runs many blocks at once).
 func newCBCRecord(key, macKey []byte, sealing bool) (*cbcRecord, error) {
-	c := &cbcRecord{mac: newHMACSM3(macKey)}
+	c := new(cbcRecord)
+	c.mac.init(macKey)
 	var err error
 	if sealing {
 		c.enc, err = sm4cbc.NewKernel(key, cpuPlan().CBC)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,14 +152,14 @@ func (c *Certificate) hasEnc() bool {
 	return c != nil && len(c.EncCertificate) > 0 && c.EncKey != nil
 }
 
-// wireList is the certificate list as sent: sign, enc, then the chain of the
-// signing certificate (or of the encryption certificate when the signing
-// certificate has none).
-func (c *Certificate) wireList(withEnc bool) [][]byte {
+// wireList appends to dst the certificate list as sent: sign, enc, then
+// the chain of the signing certificate (or of the encryption certificate
+// when the signing certificate has none).
+func (c *Certificate) wireList(dst [][]byte, withEnc bool) [][]byte {
 	if len(c.SignCertificate) == 0 {
-		return nil
+		return dst
 	}
-	list := make([][]byte, 0, len(c.SignCertificate)+1)
+	list := slices.Grow(dst, len(c.SignCertificate)+1)
 	list = append(list, c.SignCertificate[0])
 	if withEnc && len(c.EncCertificate) > 0 {
 		list = append(list, c.EncCertificate[0])

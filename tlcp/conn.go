@@ -28,8 +28,6 @@ type Conn struct {
 	conn     net.Conn
 	isClient bool
 	config   *Config
-	// handshakeFn is clientHandshake or serverHandshake.
-	handshakeFn func(context.Context) error
 
 	handshakeMutex      sync.Mutex
 	handshakeErr        error
@@ -65,14 +63,16 @@ type Conn struct {
 	// Raw input: rawBuf[rawR:rawW] is unread. rawBuf is borrowed from
 	// smallBufs, or from largeBufs for big records, and given back once
 	// Read has consumed it, so that an idle connection holds none.
-	rawBuf        []byte
-	rawR, rawW    int
-	rawPool       *sync.Pool   // where rawBuf came from
-	rawPtr        *[]byte      // what rawPool gave
-	input         []byte       // decrypted application data not yet returned
-	hand          bytes.Buffer // handshake data not yet parsed
-	emptyRecords  int          // consecutive empty application records
-	warnAlerts    int          // warning alerts received in a row
+	rawBuf     []byte
+	rawR, rawW int
+	rawPool    *sync.Pool   // where rawBuf came from
+	rawPtr     *[]byte      // what rawPool gave
+	input      []byte       // decrypted application data not yet returned
+	hand       bytes.Buffer // handshake data not yet parsed
+	// handPtr is what smallBufs gave for hand during the handshake.
+	handPtr       *[]byte
+	emptyRecords  int // consecutive empty application records
+	warnAlerts    int // warning alerts received in a row
 	renegAttempts int
 
 	// buffering collects a whole flight in sendBuf so that it leaves in one
@@ -358,9 +358,25 @@ func (c *Conn) readRecordOrCCS(expectChangeCipherSpec bool) error {
 		if len(data) == 0 || expectChangeCipherSpec {
 			return c.in.setErrorLocked(c.sendAlert(AlertUnexpectedMessage, errors.New("unexpected handshake record")))
 		}
+		if c.hand.Cap() == 0 && c.handPtr == nil && !handshakeComplete {
+			// A handshake's flights are collected in a pooled buffer,
+			// given back when it completes (releaseHand).
+			c.handPtr = smallBufs.Get().(*[]byte)
+			c.hand = *bytes.NewBuffer((*c.handPtr)[:0])
+		}
 		c.hand.Write(data)
 	}
 	return nil
+}
+
+// releaseHand gives back, cleared, the pooled buffer the handshake's
+// flights were collected in; hand must be empty and no longer use it.
+func (c *Conn) releaseHand() {
+	if c.handPtr != nil {
+		clear(*c.handPtr)
+		smallBufs.Put(c.handPtr)
+		c.handPtr = nil
+	}
 }
 
 // readError handles a failed read from the network: a record cut short by
@@ -550,7 +566,21 @@ func (c *Conn) flush() error {
 // writeHandshake sends one handshake message in its own record(s) (GmSSL
 // rejects records that hold more than one) and adds it to the transcript.
 func (c *Conn) writeHandshake(msg handshakeMessage, transcript io.Writer) error {
-	data, err := msg.marshal()
+	var data []byte
+	var err error
+	if a, ok := msg.(messageAppender); ok {
+		// Built in a flight buffer, which the record takes a copy of.
+		scratch := flightBufs.Get().(*[]byte)
+		defer func() {
+			if data != nil && cap(data) <= 64<<10 {
+				*scratch = data[:0]
+			}
+			flightBufs.Put(scratch)
+		}()
+		data, err = a.appendTo((*scratch)[:0])
+	} else {
+		data, err = msg.marshal()
+	}
 	if err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
@@ -856,12 +886,17 @@ func (c *Conn) HandshakeContext(ctx context.Context) (err error) {
 	c.in.Lock()
 	defer c.in.Unlock()
 
-	c.handshakeErr = c.handshakeFn(ctx)
+	if c.isClient {
+		c.handshakeErr = c.clientHandshake(ctx)
+	} else {
+		c.handshakeErr = c.serverHandshake(ctx)
+	}
 	if c.handshakeErr == nil {
 		c.handshakes++
 		if c.hand.Len() == 0 {
 			// Drop the buffer that held the peer's flights.
 			c.hand = bytes.Buffer{}
+			c.releaseHand()
 		}
 		// And give back the input buffer, unless the peer's first data
 		// came with its last flight: a connection that only handshakes

@@ -29,6 +29,9 @@ func TestIdleConnHoldsNoBuffers(t *testing.T) {
 				if conn.hand.Cap() != 0 {
 					t.Fatalf("isClient=%v: the handshake buffer (%d bytes) is kept after the handshake", conn.isClient, conn.hand.Cap())
 				}
+				if conn.handPtr != nil {
+					t.Fatalf("isClient=%v: the pooled handshake buffer is not given back", conn.isClient)
+				}
 			}
 			for _, n := range []int{100, 20000} {
 				go func() {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
-	"github.com/emmansun/gmsm/sm3"
 	"golang.org/x/crypto/cryptobyte"
 )
 
@@ -42,9 +41,13 @@ func (c *Conn) clientHandshake(ctx context.Context) error {
 		return errors.New("tlcp: either ServerName or InsecureSkipVerify must be set in the Config")
 	}
 	hs := &clientHandshakeState{c: c, ctx: ctx}
-	hs.transcript.h = sm3.New()
-	// The key schedule's HMAC is needed no longer than the handshake.
-	defer func() { putHandshakeMAC(hs.mac) }()
+	hs.transcript.h = getTranscriptHash()
+	// The key schedule's HMAC and the transcript's hash are needed no
+	// longer than the handshake.
+	defer func() {
+		putHandshakeMAC(hs.mac)
+		putTranscriptHash(hs.transcript.h)
+	}()
 	// The raw messages are kept only for a CertificateVerify signed over
 	// them, until it is sent.
 	hs.transcript.keepRaw = cfg.ClientRawCertificateVerify
@@ -297,9 +300,9 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 	}
 	var signed []byte
 	if hs.suite.ecdhe {
-		signed = ecdheSignedParams(hs.hello.random, hs.serverHello.random, params)
+		signed = ecdheSignedParams(nil, hs.hello.random, hs.serverHello.random, params)
 	} else {
-		signed = eccSignedParams(hs.hello.random, hs.serverHello.random, certMsg.certificates[1])
+		signed = eccSignedParams(nil, hs.hello.random, hs.serverHello.random, certMsg.certificates[1])
 	}
 	signPub, _ := leafSM2Key(c.peerCertificates[0])
 	if !verifyMessage(signPub, signed, sig) {
@@ -338,7 +341,7 @@ func (hs *clientHandshakeState) doFullHandshake() error {
 		}
 		var list [][]byte
 		if cert != nil {
-			list = cert.wireList(hs.suite.ecdhe || !cfg.ClientSignCertOnly)
+			list = cert.wireList(nil, hs.suite.ecdhe || !cfg.ClientSignCertOnly)
 		}
 		if len(list) > 0 {
 			hs.clientCert = list[0]

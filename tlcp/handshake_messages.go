@@ -16,20 +16,34 @@ type handshakeMessage interface {
 	unmarshal([]byte) bool
 }
 
+// messageAppender is a handshake message that can be written at the end
+// of a buffer: writeHandshake builds the messages of a handshake's
+// flights in a buffer kept for the next, not in one of their own.
+type messageAppender interface {
+	// appendTo appends what marshal returns to b, without keeping it as
+	// the message's raw bytes.
+	appendTo(b []byte) ([]byte, error)
+}
+
 // builder writes a handshake message with appends and back-patched
 // length prefixes: marshaling allocates only the message itself. The first
 // length that does not fit is kept as the error.
 type builder struct {
-	b   []byte
-	err error
+	b []byte
+	// start is where the message begins in b.
+	start int
+	err   error
 }
 
 // newMessage starts a handshake message of type typ; sizeHint is the
 // expected body size.
 func newMessage(typ uint8, sizeHint int) *builder {
-	b := make([]byte, 4, 4+sizeHint)
-	b[0] = typ
-	return &builder{b: b}
+	return appendMessage(make([]byte, 0, 4+sizeHint), typ)
+}
+
+// appendMessage starts a handshake message of type typ at the end of b.
+func appendMessage(b []byte, typ uint8) *builder {
+	return &builder{b: append(b, typ, 0, 0, 0), start: len(b)}
 }
 
 func (w *builder) u8(v uint8)   { w.b = append(w.b, v) }
@@ -64,9 +78,10 @@ func (w *builder) vec(n int, v []byte) {
 	w.close(pos, n)
 }
 
-// finish fills in the message length and returns the message.
+// finish fills in the message length and returns the buffer the message
+// was written to, which ends with it.
 func (w *builder) finish() ([]byte, error) {
-	w.close(1, 3)
+	w.close(w.start+1, 3)
 	return w.b, w.err
 }
 
@@ -341,7 +356,16 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	w := newMessage(typeServerHello, 80)
+	raw, err := m.appendTo(make([]byte, 0, 4+80))
+	m.raw = raw
+	return raw, err
+}
+
+func (m *serverHelloMsg) appendTo(b []byte) ([]byte, error) {
+	if m.raw != nil {
+		return append(b, m.raw...), nil
+	}
+	w := appendMessage(b, typeServerHello)
 	w.u16(m.vers)
 	w.raw(m.random)
 	w.vec(1, m.sessionID)
@@ -370,9 +394,7 @@ func (m *serverHelloMsg) marshal() ([]byte, error) {
 		}
 		w.close(exts, 2)
 	}
-	raw, err := w.finish()
-	m.raw = raw
-	return raw, err
+	return w.finish()
 }
 
 func (m *serverHelloMsg) unmarshal(data []byte) bool {
@@ -447,15 +469,22 @@ func (m *certificateMsg) marshal() ([]byte, error) {
 	for _, c := range m.certificates {
 		size += 3 + len(c)
 	}
-	w := newMessage(typeCertificate, size)
+	raw, err := m.appendTo(make([]byte, 0, 4+size))
+	m.raw = raw
+	return raw, err
+}
+
+func (m *certificateMsg) appendTo(b []byte) ([]byte, error) {
+	if m.raw != nil {
+		return append(b, m.raw...), nil
+	}
+	w := appendMessage(b, typeCertificate)
 	list := w.open(3)
 	for _, c := range m.certificates {
 		w.vec(3, c)
 	}
 	w.close(list, 3)
-	raw, err := w.finish()
-	m.raw = raw
-	return raw, err
+	return w.finish()
 }
 
 func (m *certificateMsg) unmarshal(data []byte) bool {
@@ -489,11 +518,18 @@ func (m *serverKeyExchangeMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	w := newMessage(typeServerKeyExchange, len(m.key))
-	w.raw(m.key)
-	raw, err := w.finish()
+	raw, err := m.appendTo(make([]byte, 0, 4+len(m.key)))
 	m.raw = raw
 	return raw, err
+}
+
+func (m *serverKeyExchangeMsg) appendTo(b []byte) ([]byte, error) {
+	if m.raw != nil {
+		return append(b, m.raw...), nil
+	}
+	w := appendMessage(b, typeServerKeyExchange)
+	w.raw(m.key)
+	return w.finish()
 }
 
 func (m *serverKeyExchangeMsg) unmarshal(data []byte) bool {
@@ -635,11 +671,18 @@ func (m *finishedMsg) marshal() ([]byte, error) {
 	if m.raw != nil {
 		return m.raw, nil
 	}
-	w := newMessage(typeFinished, len(m.verifyData))
-	w.raw(m.verifyData)
-	raw, err := w.finish()
+	raw, err := m.appendTo(make([]byte, 0, 4+len(m.verifyData)))
 	m.raw = raw
 	return raw, err
+}
+
+func (m *finishedMsg) appendTo(b []byte) ([]byte, error) {
+	if m.raw != nil {
+		return append(b, m.raw...), nil
+	}
+	w := appendMessage(b, typeFinished)
+	w.raw(m.verifyData)
+	return w.finish()
 }
 
 func (m *finishedMsg) unmarshal(data []byte) bool {

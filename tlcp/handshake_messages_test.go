@@ -70,6 +70,57 @@ func TestMarshalUnmarshal(t *testing.T) {
 	}
 }
 
+// The messages a handshake builds in a shared buffer append exactly what
+// marshal returns, after what the buffer held, and keep no reference to
+// the buffer; a message that was parsed appends its bytes as received.
+func TestAppendToMatchesMarshal(t *testing.T) {
+	rnd := mrand.New(mrand.NewSource(2))
+	for _, m := range roundTripTypes {
+		ty := reflect.ValueOf(m).Type()
+		if _, ok := m.(messageAppender); !ok {
+			continue
+		}
+		t.Run(ty.Elem().Name(), func(t *testing.T) {
+			for i := 0; i < 100; i++ {
+				v, ok := quick.Value(ty, rnd)
+				if !ok {
+					t.Fatalf("cannot generate %s", ty)
+				}
+				m := v.Interface().(handshakeMessage)
+				before := reflect.New(ty.Elem())
+				before.Elem().Set(reflect.ValueOf(m).Elem())
+				prefix := []byte("prefix")
+				out, err := m.(messageAppender).appendTo(append(make([]byte, 0, 8), prefix...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(out[:len(prefix)], prefix) {
+					t.Fatalf("appendTo overwrote the buffer's %q: %q", prefix, out[:len(prefix)])
+				}
+				// appendTo kept nothing: the message is as generated.
+				if !reflect.DeepEqual(before.Interface(), m) {
+					t.Fatalf("appendTo changed the message: %#v", m)
+				}
+				want, err := m.marshal()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(out[len(prefix):], want) {
+					t.Fatalf("appendTo wrote %x, marshal %x", out[len(prefix):], want)
+				}
+				parsed := reflect.New(ty.Elem()).Interface().(handshakeMessage)
+				if !parsed.unmarshal(want) {
+					t.Fatal("unmarshal failed")
+				}
+				again, err := parsed.(messageAppender).appendTo(nil)
+				if err != nil || !bytes.Equal(again, want) {
+					t.Fatalf("a parsed message appends %x, %v; want %x", again, err, want)
+				}
+			}
+		})
+	}
+}
+
 func clearRaw(m handshakeMessage) {
 	switch m := m.(type) {
 	case *clientHelloMsg:
@@ -218,17 +269,17 @@ func seedMessages(t testing.TB) map[uint8][][]byte {
 	add(&clientHelloMsg{vers: VersionTLCP, random: random, cipherSuites: DefaultCipherSuites, compressionMethods: []byte{0}, serverName: "server.test", ocspStapling: true})
 	add(&serverHelloMsg{vers: VersionTLCP, random: random, cipherSuite: ECC_SM4_GCM_SM3, ocspStapling: true})
 	add(&certificateStatusMsg{response: []byte{0x30, 0x03, 0x0a, 0x01, 0x00}})
-	add(&certificateMsg{certificates: p.server.wireList(true)})
+	add(&certificateMsg{certificates: p.server.wireList(nil, true)})
 	add(&certificateMsg{})
 	sig, err := signMessage(p.server.SignKey, rand.Reader, []byte("params"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	add(&serverKeyExchangeMsg{key: marshalServerKeyExchange(nil, sig)})
+	add(&serverKeyExchangeMsg{key: marshalServerKeyExchange(nil, nil, sig)})
 	point := make([]byte, 65)
 	point[0] = 4
 	rand.Read(point[1:])
-	add(&serverKeyExchangeMsg{key: marshalServerKeyExchange(marshalECDHEParams(point), sig)})
+	add(&serverKeyExchangeMsg{key: marshalServerKeyExchange(nil, marshalECDHEParams(point), sig)})
 	add(&certificateRequestMsg{certificateTypes: []byte{certTypeRSASign, certTypeECDSASign}, certificateAuthorities: [][]byte{p.ca.Cert.RawSubject}})
 	add(&serverHelloDoneMsg{})
 	add(&helloRequestMsg{})

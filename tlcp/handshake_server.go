@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/emmansun/gmsm/ecdh"
-	"github.com/emmansun/gmsm/sm3"
 	"github.com/emmansun/gmsm/smx509"
 )
 
@@ -40,13 +40,28 @@ type serverHandshakeState struct {
 	// binding is what this handshake's session is bound to; set when
 	// sessions are cached.
 	binding [sessionBindingSize]byte
+
+	// The messages the server sends live here, not each in an allocation
+	// of its own (nothing of them outlives the handshake).
+	helloMsg     serverHelloMsg
+	serverRandom [32]byte
+	certMsg      certificateMsg
+	certList     [4][]byte
+	ske          serverKeyExchangeMsg
+	skeBody      [4 + 65 + 2 + 72]byte // ECDHE parameters, an SM2 signature
+	finished     finishedMsg
+	verifyData   [finishedVerifyLen]byte
 }
 
 func (c *Conn) serverHandshake(ctx context.Context) error {
 	hs := &serverHandshakeState{c: c, ctx: ctx, config: c.config}
-	hs.transcript.h = sm3.New()
-	// The key schedule's HMAC is needed no longer than the handshake.
-	defer func() { putHandshakeMAC(hs.mac) }()
+	hs.transcript.h = getTranscriptHash()
+	// The key schedule's HMAC and the transcript's hash are needed no
+	// longer than the handshake.
+	defer func() {
+		putHandshakeMAC(hs.mac)
+		putTranscriptHash(hs.transcript.h)
+	}()
 	if err := hs.readClientHello(); err != nil {
 		return err
 	}
@@ -184,7 +199,8 @@ func (hs *serverHandshakeState) processClientHello() error {
 	}
 	c.serverName = ch.serverName
 
-	hs.hello = &serverHelloMsg{vers: VersionTLCP, random: make([]byte, 32)}
+	hs.helloMsg = serverHelloMsg{vers: VersionTLCP, random: hs.serverRandom[:]}
+	hs.hello = &hs.helloMsg
 	if _, err := io.ReadFull(hs.config.rand(), hs.hello.random); err != nil {
 		return c.sendAlert(AlertInternalError, err)
 	}
@@ -242,7 +258,7 @@ func suiteList(ids []uint16) string {
 
 // putUnixTime writes the GMT time into the first four bytes of a random,
 // as GB/T 38636 specifies.
-func putUnixTime(random []byte, t interface{ Unix() int64 }) {
+func putUnixTime(random []byte, t time.Time) {
 	u := uint32(t.Unix())
 	random[0], random[1], random[2], random[3] = byte(u>>24), byte(u>>16), byte(u>>8), byte(u)
 }
@@ -410,8 +426,8 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 	if err := c.writeHandshake(hs.hello, &hs.transcript); err != nil {
 		return err
 	}
-	certMsg := &certificateMsg{certificates: hs.cert.wireList(true)}
-	if err := c.writeHandshake(certMsg, &hs.transcript); err != nil {
+	hs.certMsg = certificateMsg{certificates: hs.cert.wireList(hs.certList[:0], true)}
+	if err := c.writeHandshake(&hs.certMsg, &hs.transcript); err != nil {
 		return err
 	}
 	if hs.hello.ocspStapling {
@@ -419,11 +435,10 @@ func (hs *serverHandshakeState) doFullHandshake() error {
 			return err
 		}
 	}
-	ske, err := hs.serverKeyExchange()
-	if err != nil {
+	if err := hs.serverKeyExchange(); err != nil {
 		return err
 	}
-	if err := c.writeHandshake(ske, &hs.transcript); err != nil {
+	if err := c.writeHandshake(&hs.ske, &hs.transcript); err != nil {
 		return err
 	}
 	if hs.certRequested {
@@ -506,27 +521,34 @@ func verifyCertificateVerify(pub *ecdsa.PublicKey, digest, rawTranscript, sig []
 	return verifyMessage(pub, digest, sig) || (rawTranscript != nil && verifyMessage(pub, rawTranscript, sig))
 }
 
-// serverKeyExchange builds the signed ServerKeyExchange.
-func (hs *serverHandshakeState) serverKeyExchange() (*serverKeyExchangeMsg, error) {
+// serverKeyExchange builds the signed ServerKeyExchange in hs.ske.
+func (hs *serverHandshakeState) serverKeyExchange() error {
 	c := hs.c
 	cfg := hs.config
+	// What is signed is built in a flight buffer, kept for the next.
+	scratch := flightBufs.Get().(*[]byte)
+	defer flightBufs.Put(scratch)
 	var params, signed []byte
 	if hs.suite.ecdhe {
 		key, err := ecdh.P256().GenerateKey(cfg.rand())
 		if err != nil {
-			return nil, c.sendAlert(AlertInternalError, err)
+			return c.sendAlert(AlertInternalError, err)
 		}
 		hs.ecdheKey = key
 		params = marshalECDHEParams(key.PublicKey().Bytes())
-		signed = ecdheSignedParams(hs.clientHello.random, hs.hello.random, params)
+		signed = ecdheSignedParams((*scratch)[:0], hs.clientHello.random, hs.hello.random, params)
 	} else {
-		signed = eccSignedParams(hs.clientHello.random, hs.hello.random, hs.cert.EncCertificate[0])
+		signed = eccSignedParams((*scratch)[:0], hs.clientHello.random, hs.hello.random, hs.cert.EncCertificate[0])
+	}
+	if cap(signed) <= 64<<10 {
+		*scratch = signed[:0]
 	}
 	sig, err := signMessage(hs.cert.SignKey, cfg.rand(), signed)
 	if err != nil {
-		return nil, c.sendAlert(AlertInternalError, fmt.Errorf("signing ServerKeyExchange: %w", err))
+		return c.sendAlert(AlertInternalError, fmt.Errorf("signing ServerKeyExchange: %w", err))
 	}
-	return &serverKeyExchangeMsg{key: marshalServerKeyExchange(params, sig)}, nil
+	hs.ske = serverKeyExchangeMsg{key: marshalServerKeyExchange(hs.skeBody[:0], params, sig)}
+	return nil
 }
 
 // processClientCertificate checks the client's certificates against the
@@ -679,9 +701,9 @@ func (hs *serverHandshakeState) sendFinished() error {
 	if err := c.writeChangeCipherSpec(); err != nil {
 		return err
 	}
-	verifyData := finishedData(hs.mac, false, hs.transcript.h)
-	fin := &finishedMsg{verifyData: verifyData[:]}
-	return c.writeHandshake(fin, &hs.transcript)
+	hs.verifyData = finishedData(hs.mac, false, hs.transcript.h)
+	hs.finished = finishedMsg{verifyData: hs.verifyData[:]}
+	return c.writeHandshake(&hs.finished, &hs.transcript)
 }
 
 // storeSession caches the session of a full handshake. A session whose

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/emmansun/gmsm/ecdh"
 	"github.com/emmansun/gmsm/sm2"
@@ -35,19 +36,20 @@ func verifyMessage(pub *ecdsa.PublicKey, msg, sig []byte) bool {
 	return sm2.VerifyASN1WithSM2(pub, nil, msg, sig)
 }
 
-// eccSignedParams is what the ECC ServerKeyExchange signs:
+// eccSignedParams appends to dst what the ECC ServerKeyExchange signs:
 // client_random || server_random || u24 length || encryption certificate.
-func eccSignedParams(clientRandom, serverRandom, encCert []byte) []byte {
-	msg := make([]byte, 0, 64+3+len(encCert))
+func eccSignedParams(dst, clientRandom, serverRandom, encCert []byte) []byte {
+	msg := slices.Grow(dst, 64+3+len(encCert))
 	msg = append(msg, clientRandom...)
 	msg = append(msg, serverRandom...)
 	msg = append(msg, byte(len(encCert)>>16), byte(len(encCert)>>8), byte(len(encCert)))
 	return append(msg, encCert...)
 }
 
-// ecdheSignedParams is what the ECDHE ServerKeyExchange signs.
-func ecdheSignedParams(clientRandom, serverRandom, params []byte) []byte {
-	msg := make([]byte, 0, 64+len(params))
+// ecdheSignedParams appends to dst what the ECDHE ServerKeyExchange
+// signs.
+func ecdheSignedParams(dst, clientRandom, serverRandom, params []byte) []byte {
+	msg := slices.Grow(dst, 64+len(params))
 	msg = append(msg, clientRandom...)
 	msg = append(msg, serverRandom...)
 	return append(msg, params...)
@@ -89,8 +91,9 @@ func parseServerKeyExchange(body []byte, ecdhe bool) (params, sig []byte, ok boo
 	return params, sig, true
 }
 
-func marshalServerKeyExchange(params, sig []byte) []byte {
-	out := make([]byte, 0, len(params)+2+len(sig))
+// marshalServerKeyExchange appends the SKE body to dst.
+func marshalServerKeyExchange(dst, params, sig []byte) []byte {
+	out := slices.Grow(dst, len(params)+2+len(sig))
 	out = append(out, params...)
 	out = append(out, byte(len(sig)>>8), byte(len(sig)))
 	return append(out, sig...)

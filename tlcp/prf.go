@@ -29,9 +29,10 @@ var (
 type hmacSM3 struct {
 	inner, outer           hash.Hash
 	innerState, outerState []byte
-	// states holds innerState and outerState.
-	states []byte
-	sum    [sm3Size]byte
+	// states holds innerState and outerState, in statesBuf.
+	states    []byte
+	statesBuf [2 * sm3StateSize]byte
+	sum       [sm3Size]byte
 	// Scratch kept here so that it does not escape to the heap on every
 	// call: a and block for P_hash, pad for setKey, transcriptHash for
 	// finishedData, keyBlock for keyBlock.
@@ -46,10 +47,21 @@ type hmacSM3 struct {
 const sm3StateSize = 108
 
 func newHMACSM3(key []byte) *hmacSM3 {
-	h := &hmacSM3{inner: sm3.New(), outer: sm3.New()}
-	h.states = make([]byte, 0, 2*sm3StateSize)
-	h.setKey(key)
+	h := new(hmacSM3)
+	h.init(key)
 	return h
+}
+
+// init keys a zero hmacSM3 in place.
+func (h *hmacSM3) init(key []byte) {
+	h.prepare()
+	h.setKey(key)
+}
+
+// prepare makes a zero hmacSM3 ready for setKey.
+func (h *hmacSM3) prepare() {
+	h.inner, h.outer = sm3.New(), sm3.New()
+	h.states = h.statesBuf[:0]
 }
 
 type stateSaver interface {
@@ -123,12 +135,18 @@ var handshakeMACs sync.Pool
 
 // getHandshakeMAC returns HMAC-SM3 keyed with key for one handshake's key
 // schedule; putHandshakeMAC gives it back when the handshake is over.
+// With a nil key it is returned unkeyed, for a caller that keys it before
+// anything else (masterFromPreMaster with the pre-master secret): keying
+// it with nothing first would hash two blocks for nothing.
 func getHandshakeMAC(key []byte) *hmacSM3 {
 	h, _ := handshakeMACs.Get().(*hmacSM3)
 	if h == nil {
-		return newHMACSM3(key)
+		h = new(hmacSM3)
+		h.prepare()
 	}
-	h.setKey(key)
+	if key != nil {
+		h.setKey(key)
+	}
 	return h
 }
 
@@ -141,20 +159,53 @@ func putHandshakeMAC(h *hmacSM3) {
 	handshakeMACs.Put(h)
 }
 
-// zeroBlock is one SM3 block of zeros, only read.
-var zeroBlock [64]byte
+// emptySM3State is the saved state of an SM3 hash that has hashed
+// nothing: its block buffer is all zeros.
+var emptySM3State = sync.OnceValue(func() []byte {
+	s, _ := sm3.New().(stateSaver).AppendBinary(nil)
+	return s
+})
 
-// wipe clears everything h holds of its key and of what it computed.
-func (h *hmacSM3) wipe() {
-	for _, d := range []hash.Hash{h.inner, h.outer} {
-		// A reset leaves the digest's block buffer holding the tail of
-		// its last input; one byte and then the rest of a block of
-		// zeros go through that buffer whole.
+// wipeSM3 resets d and clears its block buffer, which a Reset leaves
+// holding the tail of its last input, without hashing a block.
+func wipeSM3(d hash.Hash) {
+	if s, ok := d.(stateSaver); !ok || s.UnmarshalBinary(emptySM3State()) != nil {
+		// One byte and then the rest of a block of zeros go through
+		// the buffer whole.
+		var zeroBlock [64]byte
 		d.Reset()
 		d.Write(zeroBlock[:1])
 		d.Write(zeroBlock[1:])
-		d.Reset()
 	}
+	d.Reset()
+}
+
+// transcriptHashes keeps the SM3 hashes of handshake transcripts for
+// the next handshake: see getTranscriptHash.
+var transcriptHashes sync.Pool
+
+// getTranscriptHash returns an SM3 hash for one handshake's transcript;
+// putTranscriptHash gives it back when the handshake is over.
+func getTranscriptHash() hash.Hash {
+	if h, ok := transcriptHashes.Get().(hash.Hash); ok {
+		return h
+	}
+	return sm3.New()
+}
+
+// putTranscriptHash wipes h and keeps it for the next handshake.
+func putTranscriptHash(h hash.Hash) {
+	if h == nil {
+		return
+	}
+	wipeSM3(h)
+	transcriptHashes.Put(h)
+}
+
+// wipe clears everything h holds of its key and of what it computed.
+func (h *hmacSM3) wipe() {
+	wipeSM3(h.inner)
+	wipeSM3(h.outer)
 	clear(h.states)
 	clear(h.sum[:])
 	clear(h.a[:])

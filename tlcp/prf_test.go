@@ -3,6 +3,7 @@ package tlcp
 import (
 	"bytes"
 	"crypto/hmac"
+	"fmt"
 	"hash"
 	"reflect"
 	"testing"
@@ -61,22 +62,47 @@ func TestHMACWipe(t *testing.T) {
 			t.Errorf("%s is not cleared: %x", name, b)
 		}
 	}
-	fresh, _ := sm3.New().(stateSaver).AppendBinary(nil)
 	for name, d := range map[string]hash.Hash{"inner": h.inner, "outer": h.outer} {
-		if st, _ := d.(stateSaver).AppendBinary(nil); !bytes.Equal(st, fresh) {
-			t.Errorf("the %s SM3 state is not reset", name)
-		}
-		// The digest's block buffer, which a reset leaves as it was,
-		// held the tail of the last input (an HMAC's intermediate value).
-		if x := reflect.ValueOf(d).Elem().FieldByName("x"); x.Kind() == reflect.Array {
-			for i := range x.Len() {
-				if x.Index(i).Uint() != 0 {
-					t.Errorf("the %s SM3 block buffer keeps input at byte %d", name, i)
-					break
-				}
+		checkSM3Wiped(t, name, d)
+	}
+}
+
+// checkSM3Wiped fails unless d is reset with a block buffer of zeros.
+func checkSM3Wiped(t *testing.T, name string, d hash.Hash) {
+	t.Helper()
+	fresh, _ := sm3.New().(stateSaver).AppendBinary(nil)
+	if st, _ := d.(stateSaver).AppendBinary(nil); !bytes.Equal(st, fresh) {
+		t.Errorf("the %s SM3 state is not reset", name)
+	}
+	// The digest's block buffer, which a reset leaves as it was, held
+	// the tail of the last input (an HMAC's intermediate value, the end
+	// of a transcript).
+	if x := reflect.ValueOf(d).Elem().FieldByName("x"); x.Kind() == reflect.Array {
+		for i := range x.Len() {
+			if x.Index(i).Uint() != 0 {
+				t.Errorf("the %s SM3 block buffer keeps input at byte %d", name, i)
+				break
 			}
-		} else {
-			t.Logf("the %s SM3 digest has no block buffer named x (%T); not checked", name, d)
+		}
+	} else {
+		t.Logf("the %s SM3 digest has no block buffer named x (%T); not checked", name, d)
+	}
+}
+
+// TestTranscriptHashWipe: what a transcript's hash is wiped with before
+// it goes back to the pool leaves nothing of the messages, whatever their
+// length, and the hash then hashes the next transcript as a new one
+// would. (A hash given to the pool is not looked at again here: the next
+// handshake may have it.)
+func TestTranscriptHashWipe(t *testing.T) {
+	for _, n := range []int{0, 1, 55, 63, 64, 65, 127, 1000} {
+		h := sm3.New()
+		h.Write(bytes.Repeat([]byte{0xa5}, n))
+		wipeSM3(h)
+		checkSM3Wiped(t, fmt.Sprintf("transcript of %d bytes", n), h)
+		h.Write([]byte("next transcript"))
+		if got, want := h.Sum(nil), sm3.Sum([]byte("next transcript")); !bytes.Equal(got, want[:]) {
+			t.Fatalf("after %d bytes: reused hash %x, want %x", n, got, want)
 		}
 	}
 }

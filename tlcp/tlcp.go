@@ -18,17 +18,13 @@ import (
 // Server returns a server-side TLCP connection over conn. config must hold
 // at least one Certificate or a GetCertificate callback.
 func Server(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config}
-	c.handshakeFn = c.serverHandshake
-	return c
+	return &Conn{conn: conn, config: config}
 }
 
 // Client returns a client-side TLCP connection over conn. config must set
 // ServerName or InsecureSkipVerify.
 func Client(conn net.Conn, config *Config) *Conn {
-	c := &Conn{conn: conn, config: config, isClient: true}
-	c.handshakeFn = c.clientHandshake
-	return c
+	return &Conn{conn: conn, config: config, isClient: true}
 }
 
 type listener struct {

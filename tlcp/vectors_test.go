@@ -50,6 +50,11 @@ func selfVectors(t *testing.T) (cr, sr, pms []byte) {
 
 func TestKeyScheduleVectors(t *testing.T) {
 	t.Run("new", func(t *testing.T) { testKeyScheduleVectors(t, newHMACSM3(nil)) })
+	// What getHandshakeMAC(nil) makes when the pool is empty: never
+	// keyed until masterFromPreMaster keys it.
+	unkeyed := new(hmacSM3)
+	unkeyed.prepare()
+	t.Run("unkeyed", func(t *testing.T) { testKeyScheduleVectors(t, unkeyed) })
 	// A MAC that served a handshake before: keyed with other secrets,
 	// used, wiped.
 	used := newHMACSM3([]byte("an earlier pre-master secret"))

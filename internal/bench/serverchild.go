@@ -334,7 +334,10 @@ func (s *childServer) serve(raw net.Conn) {
 	defer raw.Close()
 	_ = raw.SetDeadline(time.Now().Add(s.timeout))
 	c := s.wrap(raw)
-	if err := c.HandshakeContext(s.ctx); err != nil {
+	// As in gmgate serve, the deadline bounds the handshake and shutdown
+	// closes the connection: a context that can be cancelled would cost
+	// every handshake a callback registered on it and taken off again.
+	if err := c.HandshakeContext(context.Background()); err != nil {
 		s.failed.Add(1)
 		return
 	}
@@ -344,8 +347,14 @@ func (s *childServer) serve(raw net.Conn) {
 	}
 	defer c.Close()
 	// The client either closes (load without requests) or sends one
-	// HTTP request and reads the response.
-	br := bufio.NewReaderSize(c, 4096)
+	// HTTP request and reads the response. The reader is kept for the
+	// next connection, as net/http keeps its own.
+	br := requestReaders.Get().(*bufio.Reader)
+	br.Reset(c)
+	defer func() {
+		br.Reset(nil)
+		requestReaders.Put(br)
+	}()
 	if _, err := br.Peek(1); err != nil {
 		return
 	}
@@ -362,6 +371,9 @@ func (s *childServer) serve(raw net.Conn) {
 	_, _ = bw.Write(s.body)
 	_ = bw.Flush()
 }
+
+// requestReaders hold the buffered readers of the connections' requests.
+var requestReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 
 func (s *childServer) stats() childStats {
 	st := childStats{

@@ -111,6 +111,9 @@ type wide struct {
 	// records (a handshake's Finished, most session store values) never
 	// needs them. k.hpow[15] is set with the key.
 	powers sync.Once
+	// byteKeys fills k.rkb, which only ctrBlocks64 reads, the first time
+	// a message is long enough for it (image).
+	byteKeys sync.Once
 }
 
 // keyTemplate is a kernelKey with everything but the key's own parts
@@ -143,11 +146,6 @@ func newWide(key []byte) *wide {
 	rk := sm4cbc.VectorRoundKeysGFNI(key)
 	copy(g.k.rk[:], rk[:])
 	clear(rk[:])
-	for j, k := range g.k.rk[:33] {
-		for b := range g.k.rkb[j] {
-			g.k.rkb[j][b] = uint32(byte(k>>(8*b))) * 0x01010101
-		}
-	}
 
 	// H = E(0): the block of counter 0 under the zero nonce.
 	var z [batch]byte
@@ -164,6 +162,15 @@ func newWide(key []byte) *wide {
 	binary.LittleEndian.PutUint64(g.k.hpow[15][:8], lo)
 	binary.LittleEndian.PutUint64(g.k.hpow[15][8:], hi)
 	return g
+}
+
+// fillByteKeys sets k.rkb from k.rk.
+func (g *wide) fillByteKeys() {
+	for j, k := range g.k.rk[:33] {
+		for b := range g.k.rkb[j] {
+			g.k.rkb[j][b] = uint32(byte(k>>(8*b))) * 0x01010101
+		}
+	}
 }
 
 // fillPowers sets k.hpow[:15] from k.hpow[15] = H·x.
@@ -211,8 +218,10 @@ func (g *wide) begin(s *stream, nonce *[NonceSize]byte, n int) {
 	copy(s.mask[:], s.buf[:TagSize])
 }
 
-// image sets s.img from the nonce (public data).
+// image sets s.img from the nonce (public data), and the byte round keys
+// if they are not set yet: it comes before every use of ctrBlocks64.
 func (g *wide) image(s *stream) {
+	g.byteKeys.Do(g.fillByteKeys)
 	for i, b := range s.nonce {
 		s.img[i] = uint32(applyMatrix(g.in, b)) * 0x01010101
 	}

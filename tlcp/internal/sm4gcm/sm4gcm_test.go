@@ -311,8 +311,9 @@ func BenchmarkNew(b *testing.B) {
 	}
 }
 
-// TestPowersOnFirstUse uses keys whose powers of H are filled only when
-// a long message comes: one key for short messages first and long ones
+// TestPowersOnFirstUse uses keys whose powers of H (and byte round keys,
+// for 64 blocks at once) are filled only when a long message comes: one
+// key for short messages first and long ones
 // after, and fresh keys sealing long messages from several goroutines at
 // once (run with -race), each against gmsm's SM4-GCM.
 func TestPowersOnFirstUse(t *testing.T) {
