@@ -61,14 +61,6 @@ var bodyBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bodyB
 // bodyBufferSize is net/http's bufferBeforeChunkingSize.
 const bodyBufferSize = 2048
 
-// ErrBodyNotAllowed and the other errors are net/http's, so that callers
-// that compare them see the same.
-var (
-	errBodyNotAllowed = http.ErrBodyNotAllowed
-	errContentLength  = http.ErrContentLength
-	errHijacked       = http.ErrHijacked
-)
-
 func (w *response) Header() http.Header {
 	w.calledHeader = true
 	return w.handlerHeader
@@ -131,7 +123,7 @@ func (w *response) WriteString(s string) (int, error) {
 
 func (w *response) beforeWrite(n int) error {
 	if w.hijacked {
-		return errHijacked
+		return http.ErrHijacked
 	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
@@ -140,11 +132,11 @@ func (w *response) beforeWrite(n int) error {
 		return nil
 	}
 	if !bodyAllowedForStatus(w.status) {
-		return errBodyNotAllowed
+		return http.ErrBodyNotAllowed
 	}
 	w.written += int64(n)
 	if w.contentLength != -1 && w.written > w.contentLength {
-		return errContentLength
+		return http.ErrContentLength
 	}
 	return nil
 }
@@ -154,7 +146,7 @@ func (w *response) Flush() { _ = w.FlushError() }
 // FlushError is what http.ResponseController's Flush calls.
 func (w *response) FlushError() error {
 	if w.hijacked {
-		return errHijacked
+		return http.ErrHijacked
 	}
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
@@ -174,7 +166,7 @@ func (w *response) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		panic("net/http: Hijack called after ServeHTTP finished")
 	}
 	if w.hijacked {
-		return nil, nil, errHijacked
+		return nil, nil, http.ErrHijacked
 	}
 	if w.wroteHeader {
 		// As net/http: the header goes, the buffered body does not.

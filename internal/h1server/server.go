@@ -161,7 +161,6 @@ const (
 type conn struct {
 	srv   *Server
 	rwc   net.Conn
-	ctx   context.Context
 	state atomic.Int32
 	// in holds what was read of the connection; in[r:w] is not used yet.
 	in   []byte
@@ -202,7 +201,6 @@ func (c *conn) serve() {
 	if c.srv.ConnContext != nil {
 		ctx = c.srv.ConnContext(ctx, c.rwc)
 	}
-	c.ctx = ctx
 	c.base = (&http.Request{RemoteAddr: c.rwc.RemoteAddr().String()}).WithContext(ctx)
 	inBuf := inBufs.Get().(*[]byte)
 	c.in = *inBuf
