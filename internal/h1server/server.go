@@ -361,9 +361,8 @@ func (c *conn) parkable(err error, idleSince time.Time) bool {
 	return end.IsZero() || time.Now().Before(end)
 }
 
-// serveRequest runs the handler for req; nil when it panicked.
-func (c *conn) serveRequest(req *http.Request) (resp *response) {
-	r := req
+// serveRequest runs the handler for r; nil when it panicked.
+func (c *conn) serveRequest(r *http.Request) (resp *response) {
 	w := &response{c: c, req: r, handlerHeader: http.Header{}, contentLength: -1}
 	body := bodyBufs.Get().(*bufio.Writer)
 	w.bodyOut = chunkWriter{w}
